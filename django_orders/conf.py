@@ -1,0 +1,196 @@
+"""The ``DJANGO_ORDERS`` settings dict, read lazily.
+
+Modelled on DRF's ``api_settings`` and django-filter's ``conf.py``: one namespaced dict, a
+``DEFAULTS`` table, values validated when first read (never at import, so ``migrate`` and
+``collectstatic`` work on a machine without the API key) and re-read when a test or a deploy
+changes ``settings.DJANGO_ORDERS``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+from .exceptions import OrdersConfigurationError
+
+SETTINGS_NAME = "DJANGO_ORDERS"
+
+DEFAULTS: dict[str, Any] = {
+    # Required: the application's opaque secret key; never parsed, never logged.
+    "API_KEY": None,
+    # Required: absolute http(s) URL of the service, e.g. "https://api.example.com/v1".
+    "BASE_URL": None,
+    # (connect, read) seconds; requests has no timeout unless one is given.
+    "TIMEOUT": (3.05, 30),
+    # Retries for 429, 5xx and network errors, only where a retry is safe.
+    "MAX_RETRIES": 3,
+    # Records per /page request, 1..256.
+    "PAGE_SIZE": 100,
+    # The provider's page window (api-notes.md): a walk ends at this page number. None: no cap.
+    "MAX_PAGE_NUMBER": 10,
+    # An idempotency key older than this is never resent: the service forgets keys after 24 h
+    # and a resend would then create a second order.
+    "KEY_LIFETIME": timedelta(hours=23),
+    # How long a sync run holds its lease before another host may take it over.
+    "SYNC_LEASE": timedelta(minutes=10),
+    # Orders in a non-terminal status outside the page window refreshed by lookup per run.
+    "REFRESH_LIMIT": 100,
+    # Minimum wait before a pending order request is resent; doubles with each attempt.
+    "RESUME_BACKOFF": timedelta(seconds=30),
+}
+
+REQUIRED = ("API_KEY", "BASE_URL")
+
+# The service forgets idempotency keys after 24 hours (api-notes.md).
+SERVER_KEY_RETENTION = timedelta(hours=24)
+MAX_PAGE_SIZE = 256
+
+
+def setting_name(name: str) -> str:
+    """How a setting is spelt in messages, so users can find it in their settings file."""
+    return f'{SETTINGS_NAME}["{name}"]'
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _validate_timeout(value: Any) -> None:
+    parts = value if isinstance(value, tuple | list) else (value,)
+    if len(parts) not in (1, 2) or not all(_positive_number(p) for p in parts):
+        raise OrdersConfigurationError(
+            f"{setting_name('TIMEOUT')} must be a positive number of seconds or a "
+            f"(connect, read) pair of them, not {value!r}."
+        )
+
+
+def _validate_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    valid = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if valid and high is not None:
+        valid = value <= high
+    if not valid:
+        bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise OrdersConfigurationError(
+            f"{setting_name(name)} must be a whole number {bounds}, not {value!r}."
+        )
+
+
+def _validate_duration(name: str, value: Any) -> None:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise OrdersConfigurationError(
+            f"{setting_name(name)} must be a positive datetime.timedelta, not {value!r}."
+        )
+
+
+def _validate_base_url(value: Any) -> None:
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise OrdersConfigurationError(
+            f"{setting_name('BASE_URL')} must be an absolute http(s) URL such as "
+            f'"https://api.example.com", not {value!r}.'
+        )
+
+
+def _validate_api_key(value: Any) -> None:
+    # The key is opaque: only its presence and shape as a header value are checked. Its text
+    # never appears in the message.
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
+        raise OrdersConfigurationError(
+            f"{setting_name('API_KEY')} must be the complete key as one string without "
+            "spaces or line breaks (check for a stray newline from the environment file)."
+        )
+
+
+def validate(name: str, value: Any) -> None:
+    """Raise ``OrdersConfigurationError`` naming the setting if ``value`` is unusable."""
+    if name == "API_KEY":
+        _validate_api_key(value)
+    elif name == "BASE_URL":
+        _validate_base_url(value)
+    elif name == "TIMEOUT":
+        _validate_timeout(value)
+    elif name == "MAX_RETRIES":
+        _validate_int(name, value, 0, 10)
+    elif name in ("PAGE_SIZE",):
+        _validate_int(name, value, 1, MAX_PAGE_SIZE)
+    elif name == "MAX_PAGE_NUMBER":
+        if value is not None:
+            _validate_int(name, value, 1)
+    elif name == "REFRESH_LIMIT":
+        _validate_int(name, value, 0)
+    elif name in ("KEY_LIFETIME", "SYNC_LEASE", "RESUME_BACKOFF"):
+        _validate_duration(name, value)
+        if name == "KEY_LIFETIME" and value >= SERVER_KEY_RETENTION:
+            raise OrdersConfigurationError(
+                f"{setting_name('KEY_LIFETIME')} must be shorter than the 24 hours the service "
+                "keeps idempotency keys; a resend after that would create a second order."
+            )
+
+
+class OrdersSettings:
+    """Attribute access to ``DJANGO_ORDERS`` with defaults, validated on first read.
+
+    ``orders_settings.API_KEY`` raises a configuration error naming the exact setting when the
+    key is missing, so the failure points at the fix rather than at a ``None`` deep in requests.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(settings, SETTINGS_NAME, {}) or {}
+        if not isinstance(value, dict):
+            raise OrdersConfigurationError(f"{SETTINGS_NAME} must be a dict, not {value!r}.")
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid django-orders setting: {name!r}")
+        if name in self._cache:
+            return self._cache[name]
+        user = self.user_settings
+        unknown = sorted(set(user) - set(DEFAULTS))
+        if unknown:
+            raise OrdersConfigurationError(
+                f"Unknown key(s) in {SETTINGS_NAME}: {', '.join(unknown)}. "
+                f"Known keys: {', '.join(DEFAULTS)}."
+            )
+        value = user.get(name, DEFAULTS[name])
+        if name in REQUIRED and value in (None, ""):
+            raise OrdersConfigurationError(
+                f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
+                f"for example from the environment: "
+                f'"{name}": env("ORDERS_{name}").'
+            )
+        validate(name, value)
+        if name == "TIMEOUT" and isinstance(value, list):
+            value = tuple(value)
+        self._cache[name] = value
+        return value
+
+    def is_set(self, name: str) -> bool:
+        """Whether a required setting has a value, without raising."""
+        return self.user_settings.get(name) not in (None, "")
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        # Never show values: API_KEY is among them.
+        return f"<OrdersSettings keys={sorted(self.user_settings)}>"
+
+
+orders_settings = OrdersSettings()
+
+
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        orders_settings.reload()
+
+
+setting_changed.connect(_reload_on_change)

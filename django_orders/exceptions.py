@@ -1,0 +1,205 @@
+"""Exceptions raised by django-orders.
+
+Every class here is one a caller branches on: the services decide between "failed", "pending"
+and "needs review" from them, and the commands choose their exit status from them. Like
+django-anymail, API errors are also ``requests.HTTPError`` and the configuration error is also
+an ``ImproperlyConfigured``, so code written against those standard types keeps working.
+
+No message or attribute ever holds the API key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import requests
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .models import OrderRequest
+
+
+class OrdersError(Exception):
+    """Base class of every django-orders error."""
+
+
+class OrdersConfigurationError(OrdersError, ImproperlyConfigured):
+    """A ``DJANGO_ORDERS`` setting is missing or unusable; the message names it."""
+
+
+# --- Transport: what happened to a request on the wire --------------------------------------
+
+
+class OrdersNetworkError(OrdersError):
+    """No HTTP answer was received."""
+
+    #: Whether the request may have reached the service (and so may have taken effect).
+    may_have_reached_server: bool = True
+
+
+class RequestNotSent(OrdersNetworkError):
+    """The request surely did not reach the service: connection refused, DNS, connect timeout.
+
+    Safe to resend with anything, as nothing happened upstream.
+    """
+
+    may_have_reached_server = False
+
+
+class OutcomeUnknown(OrdersNetworkError):
+    """The request was sent but no answer came back: read timeout, connection dropped.
+
+    A write may or may not have taken effect; only a resend with the same idempotency key is
+    safe.
+    """
+
+
+# --- API: the service answered with an error ------------------------------------------------
+
+
+class OrdersAPIError(OrdersError, requests.HTTPError):
+    """The service answered with an error status.
+
+    Carries the upstream ``status_code``, error ``code``, ``message`` and ``request_id`` (the
+    ``X-Request-Id`` header), which support staff at the provider ask for.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        param: str | None = None,
+        response: requests.Response | None = None,
+    ) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+        self.request_id = request_id
+        self.param = param
+        super().__init__(str(self), response=response)
+
+    def __str__(self) -> str:
+        details = [f"HTTP {self.status_code}" if self.status_code else None]
+        if self.code:
+            details.append(f"code {self.code}")
+        if self.request_id:
+            details.append(f"request id {self.request_id}")
+        described = ", ".join(d for d in details if d)
+        return f"{self.message} ({described})" if described else self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable without the response (which holds the prepared request).
+        return (
+            _rebuild_api_error,
+            (
+                type(self),
+                self.message,
+                {
+                    "status_code": self.status_code,
+                    "code": self.code,
+                    "request_id": self.request_id,
+                    "param": self.param,
+                },
+            ),
+        )
+
+
+def _rebuild_api_error(cls: type[OrdersAPIError], message: str, kwargs: dict[str, Any]):
+    return cls(message, **kwargs)
+
+
+class AuthenticationFailed(OrdersAPIError):
+    """401: the service did not accept the credential."""
+
+    CAUSES = (
+        "Check that the Authorization header is exactly 'Bearer <token>', that "
+        'DJANGO_ORDERS["API_KEY"] holds the complete key (not cut short by the environment '
+        "file or a copy and paste), and that the key is still active in the dashboard (a "
+        "rotated key stops working when it is retired)."
+    )
+
+
+class RequestRejected(OrdersAPIError):
+    """A definitive 4xx answer (other than 401, 409 and 429): resending will not help."""
+
+    @property
+    def is_idempotency_conflict(self) -> bool:
+        """422 for a key reused with another payload: a person has to look at it."""
+        return self.status_code == 422 and self.code == "idempotency_key_conflict"
+
+    @property
+    def is_page_out_of_window(self) -> bool:
+        """400 for a page number past the provider's page window (api-notes.md)."""
+        text = f"{self.param or ''} {self.message}".lower()
+        return self.status_code == 400 and "page_number" in text
+
+
+class RequestInProgress(OrdersAPIError):
+    """409: a request with the same idempotency key is still running upstream; retry later."""
+
+
+class RateLimited(OrdersAPIError):
+    """429: too many requests. ``retry_after`` is the server's wait in seconds, if it gave one."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kwargs)
+
+
+class ServerError(OrdersAPIError):
+    """5xx: the service (or a proxy in front of it) failed; a write's outcome is unknown."""
+
+
+class InvalidResponse(OrdersAPIError):
+    """An answer that is not what the contract says: not JSON, or missing its envelope."""
+
+
+# --- Services --------------------------------------------------------------------------------
+
+
+class InvalidOrderRequest(OrdersError, ValueError):
+    """``create_order`` input is invalid; nothing was stored or sent.
+
+    ``errors`` maps field paths such as ``line_items[0].product.price.currency`` to lists of
+    messages, ready to show next to a form.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        lines = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in errors.items())
+        super().__init__(f"Invalid order request: {lines}")
+
+
+class OrderRequestPending(OrdersError):
+    """The outcome is not known yet; the request is stored and will be resent with its key.
+
+    The shop should tell the customer that the order is being confirmed, not that it failed.
+    """
+
+    def __init__(self, order_request: OrderRequest, cause: BaseException | None = None) -> None:
+        self.order_request = order_request
+        self.cause = cause
+        reason = f": {cause}" if cause else ""
+        super().__init__(
+            f"Order request {order_request.reference or order_request.pk} is pending{reason}"
+        )
+
+
+class OrderRequestRejected(OrdersError):
+    """The service definitively rejected the order; ``error`` is the upstream API error."""
+
+    def __init__(self, order_request: OrderRequest, error: OrdersAPIError) -> None:
+        self.order_request = order_request
+        self.error = error
+        super().__init__(f"Order request {order_request.pk} was rejected: {error}")
+
+
+class SyncAlreadyRunning(OrdersError):
+    """Another process holds the sync lease for this resource."""
+
+
+class InvalidRecord(OrdersError):
+    """An upstream record breaks a rule the spec is firm about (prefix, timestamp...)."""

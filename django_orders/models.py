@@ -1,0 +1,238 @@
+"""The local mirror of remote orders and customers, and the durable records of our own writes.
+
+Mirror rows (``Customer``, ``Order``, ``RemoteRecord``) are keyed by the remote id and keep the
+raw record whole, so fields the spec does not list are not lost. ``OrderRequest`` is written and
+committed before an order is sent, which is what makes order creation crash-safe.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class OrderStatus(models.TextChoices):
+    """Statuses seen upstream. Others may come: ``Order.status`` stores any string."""
+
+    PREPARING = "preparing", _("Preparing")
+    REQUIRES_PAYMENT = "requires_payment", _("Requires payment")
+    PAID = "paid", _("Paid")
+    COMPLETED = "completed", _("Completed")
+    CANCELED = "canceled", _("Canceled")
+    EXPIRED = "expired", _("Expired")
+    UNKNOWN = "unknown", _("Unknown")
+
+
+#: Statuses an order never leaves (api-notes.md); all others may still change upstream.
+TERMINAL_STATUSES = frozenset(
+    {OrderStatus.PAID, OrderStatus.COMPLETED, OrderStatus.CANCELED, OrderStatus.EXPIRED}
+)
+
+
+class Customer(models.Model):
+    """A remote customer (``cu_…``), as last seen in an order or a customer page."""
+
+    id = models.CharField(_("id"), primary_key=True, max_length=64)
+    guest = models.BooleanField(_("guest"), default=False)
+    name = models.CharField(_("name"), max_length=255, blank=True, db_index=True)
+    raw = models.JSONField(_("raw record"), default=dict)
+    fingerprint = models.CharField(
+        _("fingerprint"),
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text=_("Hash of the raw record; a sync rewrites the row only when it changes."),
+    )
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("customer")
+        verbose_name_plural = _("customers")
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name or self.id
+
+
+class Order(models.Model):
+    """A remote order (``or_…``): the fields staff filter on, plus the raw record kept whole."""
+
+    id = models.CharField(_("id"), primary_key=True, max_length=64)
+    status = models.CharField(_("status"), max_length=64, choices=OrderStatus.choices)
+    initiated_at = models.DateTimeField(_("initiated"))
+    completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
+    customer = models.ForeignKey(
+        Customer, on_delete=models.PROTECT, related_name="orders", verbose_name=_("customer")
+    )
+    raw = models.JSONField(_("raw record"), default=dict)
+    fingerprint = models.CharField(_("fingerprint"), max_length=64, blank=True, editable=False)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    changed_at = models.DateTimeField(
+        _("changed"),
+        default=timezone.now,
+        help_text=_("When the mirror last changed; an unchanged record is not rewritten."),
+    )
+    refreshed_at = models.DateTimeField(
+        _("refreshed"), null=True, blank=True, help_text=_("Last lookup by id.")
+    )
+
+    class Meta:
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
+        ordering = ["-initiated_at", "-id"]
+        indexes = [
+            models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
+            models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),
+            models.Index(fields=["completed_at"], name="orders_order_completed_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class RemoteRecord(models.Model):
+    """A record of another ``/page`` resource (balance transactions, payouts…), stored raw."""
+
+    resource = models.CharField(_("resource"), max_length=64)
+    id = models.CharField(_("id"), primary_key=True, max_length=64)
+    raw = models.JSONField(_("raw record"), default=dict)
+    fingerprint = models.CharField(_("fingerprint"), max_length=64, blank=True, editable=False)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("remote record")
+        verbose_name_plural = _("remote records")
+        indexes = [models.Index(fields=["resource", "id"], name="orders_remote_resource_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.resource} {self.id}"
+
+
+class OrderRequest(models.Model):
+    """A request to create an order, committed BEFORE it is sent.
+
+    Its ``idempotency_key`` is what any resend uses, so a timeout, a crash or a lost answer ends
+    in one upstream order. ``payload`` is the exact JSON text sent, byte for byte.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        NEEDS_REVIEW = "needs_review", _("Needs review")
+
+    idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True)
+    reference = models.CharField(
+        _("reference"),
+        max_length=255,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text=_("The shop's own cart or checkout id; one upstream order per reference."),
+    )
+    payload = models.TextField(_("payload"), help_text=_("The exact JSON body sent."))
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.PENDING
+    )
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    last_status_code = models.PositiveSmallIntegerField(_("last HTTP status"), null=True)
+    last_error_code = models.CharField(_("last error code"), max_length=128, blank=True)
+    last_error = models.TextField(_("last error"), blank=True)
+    last_request_id = models.CharField(_("last upstream request id"), max_length=128, blank=True)
+    order = models.ForeignKey(
+        Order,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="requests",
+        verbose_name=_("order"),
+    )
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    last_attempt_at = models.DateTimeField(_("last sent"), null=True, blank=True)
+    next_attempt_at = models.DateTimeField(_("next attempt"), null=True, blank=True)
+    claimed_until = models.DateTimeField(
+        _("claimed until"),
+        null=True,
+        blank=True,
+        help_text=_("A worker sending this request holds it until then; no other sends it."),
+    )
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("order request")
+        verbose_name_plural = _("order requests")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="orders_request_due_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.reference or self.idempotency_key
+
+    @property
+    def payload_data(self) -> dict[str, Any]:
+        return json.loads(self.payload)
+
+
+class SyncRun(models.Model):
+    """One run of the page sync, written as it goes so that a crash leaves an honest record."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+
+    resource = models.CharField(_("resource"), max_length=64, default="orders")
+    started_at = models.DateTimeField(_("started"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    page_size = models.PositiveSmallIntegerField(_("page size"), default=0)
+    pages = models.PositiveIntegerField(_("pages"), default=0)
+    seen = models.PositiveIntegerField(_("records seen"), default=0)
+    created = models.PositiveIntegerField(_("created"), default=0)
+    updated = models.PositiveIntegerField(_("updated"), default=0)
+    unchanged = models.PositiveIntegerField(_("unchanged"), default=0)
+    refreshed = models.PositiveIntegerField(_("refreshed by lookup"), default=0)
+    refresh_waiting = models.PositiveIntegerField(_("waiting for refresh"), default=0)
+    end_reason = models.CharField(_("walk ended by"), max_length=32, blank=True)
+    outcome = models.CharField(
+        _("outcome"), max_length=16, choices=Outcome.choices, default=Outcome.RUNNING
+    )
+    error = models.TextField(_("error"), blank=True)
+    host = models.CharField(_("host"), max_length=255, blank=True)
+
+    class Meta:
+        verbose_name = _("sync run")
+        verbose_name_plural = _("sync runs")
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.resource} sync {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def duration(self):
+        return (self.finished_at - self.started_at) if self.finished_at else None
+
+
+class SyncLease(models.Model):
+    """Who may walk a resource now; taken and renewed with single atomic UPDATEs."""
+
+    resource = models.CharField(_("resource"), max_length=64, primary_key=True)
+    owner = models.CharField(_("owner"), max_length=255, blank=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("sync lease")
+        verbose_name_plural = _("sync leases")
+
+    def __str__(self) -> str:
+        return f"{self.resource} lease ({self.owner or 'free'})"

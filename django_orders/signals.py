@@ -1,0 +1,13 @@
+"""Signals for shop code. Each is sent after the transaction that caused it has committed."""
+
+from django.dispatch import Signal
+
+#: An order was created upstream through ``create_order``. Arguments: ``order``, ``order_request``.
+order_created = Signal()
+
+#: A sync or refresh stored an order for the first time. Arguments: ``order``.
+order_first_seen = Signal()
+
+#: A sync or refresh saw an order's status change (e.g. fulfil on "completed").
+#: Arguments: ``order``, ``previous_status``, ``status``.
+order_status_changed = Signal()

@@ -1,0 +1,76 @@
+"""Shared fixtures. Sandbox fixtures live in tests/fixtures/sandbox.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.fixtures.sandbox import *  # noqa: F403  (sandbox, sandbox_no_cap, sandbox_api_key)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def orders_settings_for(settings):
+    """Point ``DJANGO_ORDERS`` at a sandbox: ``orders_settings_for(sandbox, PAGE_SIZE=10)``."""
+
+    def configure(server, **overrides):
+        settings.DJANGO_ORDERS = {
+            "API_KEY": server.api_key,
+            "BASE_URL": server.url,
+            "TIMEOUT": (2, 5),
+            **overrides,
+        }
+        return settings.DJANGO_ORDERS
+
+    return configure
+
+
+@pytest.fixture
+def live_orders(sandbox, orders_settings_for):
+    """The usual end-to-end set-up: a running sandbox (page cap on) that settings point at."""
+    orders_settings_for(sandbox)
+    return sandbox
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a child Django process that uses this test's database and settings."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    env["DJANGO_ORDERS_TEST_DB_NAME"] = str(connection.settings_dict["NAME"])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_manage():
+    """Run ``manage.py``-style commands in a separate process against the test database.
+
+    Use with ``transactional_db`` so the child sees committed rows. ``orders`` overrides the
+    child's DJANGO_ORDERS via ORDERS_API_KEY / ORDERS_API_BASE_URL.
+    """
+
+    def run(*args: str, server=None, timeout: float = 120, background: bool = False, **env):
+        extra = {k: str(v) for k, v in env.items()}
+        if server is not None:
+            extra.setdefault("ORDERS_API_KEY", server.api_key)
+            extra.setdefault("ORDERS_API_BASE_URL", server.url)
+        command = [sys.executable, "-m", "django", *args]
+        kwargs = dict(
+            cwd=REPO_ROOT,
+            env=child_env(**extra),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        if background:
+            return subprocess.Popen(command, **kwargs)
+        return subprocess.run(command, timeout=timeout, check=False, **kwargs)
+
+    return run
