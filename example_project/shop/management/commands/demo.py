@@ -1,0 +1,149 @@
+"""``manage.py demo``: the whole main job on SQLite against the local sandbox.
+
+Starts the sandbox (in a thread of this process, so nothing is left running afterwards), seeds
+it, creates a few orders through ``create_order``, syncs every page with progress shown, then
+serves the shop and the admin. Re-running it duplicates nothing: the sandbox's seeding is
+idempotent, the demo orders use fixed references (one upstream order per reference), and the
+sync leaves unchanged records alone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from django_orders.conf import orders_settings
+from django_orders.exceptions import OrdersError
+from django_orders.services import create_order
+from orders_sandbox.server import SandboxServer
+
+from ...catalogue import PRODUCTS
+
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo"  # noqa: S105  (a local demo account, printed on screen on purpose)
+
+DEMO_ORDERS = [
+    (
+        "demo-cart-1",
+        {"name": "Ama Mensah", "email_address": "ama@example.com", "phone_number": "+233201234567"},
+        ["espresso-beans", "gift-card"],
+    ),
+    (
+        "demo-cart-2",
+        {
+            "name": "Jürgen Weiß",
+            "email_address": "juergen@example.com",
+            "phone_number": "+4915112345678",
+        },
+        ["brewing-course"],
+    ),
+    (
+        "demo-cart-3",
+        {
+            "name": "佐藤 花子",
+            "email_address": "hanako@example.com",
+            "phone_number": "+819012345678",
+        },
+        ["espresso-beans"],
+    ),
+]
+
+
+def _line_items(slugs: list[str]) -> list[dict]:
+    return [
+        {
+            "type": "product",
+            "product": {
+                "name": PRODUCTS[s].name,
+                "price": {"currency": PRODUCTS[s].currency, "value": PRODUCTS[s].price},
+                "quantity": 1,
+                "type": PRODUCTS[s].product_type,
+            },
+        }
+        for s in slugs
+    ]
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the demo: start and seed the sandbox, create orders with create_order, sync all "
+        "pages, then serve the shop and the admin (set DEMO_NO_SERVE=1 to stop after the sync)."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--seed", type=int, default=500, help="Orders seeded in the sandbox (default: 500)."
+        )
+        parser.add_argument(
+            "--addr", default="127.0.0.1:8000", help="Where to serve (default: 127.0.0.1:8000)."
+        )
+        parser.add_argument(
+            "--sandbox-db",
+            default=str(Path(settings.BASE_DIR) / "var" / "sandbox.sqlite3"),
+            help="The sandbox's store (default: var/sandbox.sqlite3).",
+        )
+
+    def handle(self, *args, **options) -> None:
+        base_url = urlsplit(orders_settings.BASE_URL)
+        if base_url.hostname not in ("127.0.0.1", "localhost"):
+            raise CommandError(
+                'The demo runs against the local sandbox: DJANGO_ORDERS["BASE_URL"] must be a '
+                f"loopback address, not {orders_settings.BASE_URL}."
+            )
+        Path(options["sandbox_db"]).parent.mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        sandbox = SandboxServer(
+            options["sandbox_db"], orders_settings.API_KEY, port=base_url.port or 80
+        ).start()
+        try:
+            added = sandbox.seed(options["seed"])
+            self.stdout.write(
+                f"Sandbox serving at {sandbox.url} with {sandbox.store.count_orders()} orders "
+                f"({added} seeded now)."
+            )
+            self._ensure_demo_user()
+            self._create_demo_orders()
+            self.stdout.write("Syncing the mirror from the sandbox:")
+            call_command("sync_orders", stdout=self.stdout, stderr=self.stderr)
+            if os.environ.get("DEMO_NO_SERVE") == "1":
+                self.stdout.write(self.style.SUCCESS("DEMO_NO_SERVE=1: demo finished."))
+                return
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nShop:  http://{options['addr']}/\nAdmin: http://{options['addr']}/admin/ "
+                    f"(user {DEMO_USER!r}, password {DEMO_PASSWORD!r})\nPress Ctrl+C to stop.\n"
+                )
+            )
+            call_command("runserver", options["addr"], use_reloader=False)
+        finally:
+            sandbox.stop()
+
+    def _ensure_demo_user(self) -> None:
+        User = get_user_model()
+        user, created = User.objects.get_or_create(
+            username=DEMO_USER, defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        self.stdout.write(f"Admin user {DEMO_USER!r} {'created' if created else 'exists'}.")
+
+    def _create_demo_orders(self) -> None:
+        for reference, customer, slugs in DEMO_ORDERS:
+            try:
+                order = create_order(
+                    customer=customer,
+                    line_items=_line_items(slugs),
+                    finalize=True,
+                    reference=reference,
+                )
+            except OrdersError as exc:
+                raise CommandError(f"Creating demo order {reference} failed: {exc}") from exc
+            self.stdout.write(f"Order {order.id} for {reference} ({order.status}).")
