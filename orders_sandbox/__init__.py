@@ -1,0 +1,20 @@
+"""A faithful local stand-in for the hosted order/payments API.
+
+Pure standard library (http.server + sqlite3 + json) so tests, the example project
+and CI can exercise the real client over loopback HTTP, including the failures
+(dropped connections, 5xx, 429, slow answers, page drift) that a mock hides.
+"""
+
+from .faults import KINDS as FAULT_KINDS
+from .faults import Fault, FaultRegistry
+from .server import SandboxServer
+from .store import Store
+
+__all__ = ["FAULT_KINDS", "Fault", "FaultRegistry", "SandboxServer", "Store", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI (see ``orders_sandbox.cli``); imported lazily to keep imports light."""
+    from .cli import main as cli_main
+
+    return cli_main(argv)

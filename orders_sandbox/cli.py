@@ -1,0 +1,125 @@
+"""Command line: ``python -m orders_sandbox``.
+
+``add_arguments`` and ``run`` are separate from ``main`` so the Django management
+command ``orders_sandbox`` can reuse the same options on its own parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from .server import DEFAULT_PAGE_CAP, SandboxServer
+from .store import DEFAULT_DB_PATH
+
+logger = logging.getLogger("orders_sandbox")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="Interface to bind (default: 127.0.0.1)."
+    )
+    parser.add_argument(
+        "--port", type=int, default=8765, help="Port to listen on, 0 = any free (default: 8765)."
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Make sure N seeded orders exist (default: 0).",
+    )
+    parser.add_argument(
+        "--seed-value", type=int, default=0, help="Random seed of the seeded data (default: 0)."
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("ORDERS_SANDBOX_API_KEY", "sk_test_sandbox"),
+        help="Bearer key the sandbox accepts"
+        " (default: $ORDERS_SANDBOX_API_KEY, else sk_test_sandbox).",
+    )
+    parser.add_argument(
+        "--db",
+        default=DEFAULT_DB_PATH,
+        help=f"SQLite file of the store (default: {DEFAULT_DB_PATH}).",
+    )
+    parser.add_argument(
+        "--no-page-cap",
+        action="store_true",
+        help=f"Serve every page (default: pages past {DEFAULT_PAGE_CAP} answer 400,"
+        " like the provider).",
+    )
+    parser.add_argument(
+        "--enable-control",
+        action="store_true",
+        help="Expose the /__sandbox__/ control endpoints (faults, clock, seeding) (default: off).",
+    )
+    parser.add_argument(
+        "--reset", action="store_true", help="Delete the store file before starting (default: off)."
+    )
+
+
+def build_server(options: argparse.Namespace) -> SandboxServer:
+    """Create (and seed) a server from parsed options, without serving yet."""
+    if options.reset:
+        for suffix in ("", "-wal", "-shm"):
+            Path(options.db + suffix).unlink(missing_ok=True)
+    server = SandboxServer(
+        options.db,
+        options.api_key,
+        host=options.host,
+        port=options.port,
+        page_cap=None if options.no_page_cap else DEFAULT_PAGE_CAP,
+        enable_control=options.enable_control,
+    )
+    if options.seed:
+        added = server.seed(options.seed, options.seed_value)
+        logger.info("seeded %d orders (store holds %d)", added, server.store.count_orders())
+    return server
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+class _Writer(Protocol):
+    def write(self, text: str, /) -> Any: ...
+
+
+def run(options: argparse.Namespace | Mapping[str, Any], out: _Writer | None = None) -> int:
+    """Serve until interrupted; writes the URL first so scripts can pick it up.
+
+    Accepts the ``options`` dict of a Django management command as well as a
+    Namespace, and any ``out`` with ``write`` (e.g. the command's ``self.stdout``).
+    """
+    if not isinstance(options, argparse.Namespace):
+        options = argparse.Namespace(**options)
+    server = build_server(options)
+    stream = out if out is not None else sys.stdout
+    stream.write(server.url + "\n")
+    if hasattr(stream, "flush"):
+        stream.flush()
+    if threading.current_thread() is threading.main_thread():
+        # Stop cleanly (store closed, WAL checkpointed) on SIGTERM too, e.g. from CI or Docker.
+        signal.signal(signal.SIGTERM, _interrupt)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m orders_sandbox", description=__doc__.splitlines()[0]
+    )
+    add_arguments(parser)
+    options = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return run(options)

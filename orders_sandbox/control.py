@@ -1,0 +1,93 @@
+"""Test-only control endpoints under ``/__sandbox__/``.
+
+They let an out-of-process client (the example project, a Django test talking
+to ``python -m orders_sandbox``) arm faults, move the clock and mutate records.
+The server only routes here when started with control enabled; otherwise these
+paths are unknown (404), so a sandbox exposed for demos cannot be tampered with.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from .clock import iso_z
+from .errors import ApiError, Reply, invalid
+
+if TYPE_CHECKING:
+    from .server import SandboxApp
+
+PREFIX = "/__sandbox__/"
+_STATUS_PATH = re.compile(r"/__sandbox__/orders/([^/]+)/status")
+_FAULT_PARAMS = frozenset(
+    {"kind", "path", "times", "status", "retry_after", "seconds", "insert_count", "keep_key"}
+)
+
+
+def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
+    """Dispatch one control call; all are POST with a JSON object body."""
+    if path == "/__sandbox__/faults":
+        unknown = sorted(set(payload) - _FAULT_PARAMS)
+        if unknown:
+            raise invalid(unknown[0], f"Unknown fault parameter {unknown[0]!r}.")
+        if "kind" not in payload:
+            raise invalid("kind", "kind is required.")
+        params = dict(payload)
+        try:
+            fault = app.faults.add(**params)
+        except (TypeError, ValueError) as exc:
+            raise invalid("kind", str(exc)) from exc
+        return Reply.json_obj(201, {"fault": fault.as_dict()})
+    if path == "/__sandbox__/faults/list":
+        return Reply.json_obj(200, {"faults": [fault.as_dict() for fault in app.faults.active()]})
+    if path == "/__sandbox__/faults/clear":
+        return Reply.json_obj(200, {"cleared": app.faults.clear()})
+    if path == "/__sandbox__/clock":
+        seconds = payload.get("advance_seconds", 0)
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise invalid("advance_seconds", "advance_seconds must be a number >= 0.")
+        app.clock.advance(seconds)
+        return Reply.json_obj(200, {"now": iso_z(app.clock.now())})
+    if path == "/__sandbox__/seed":
+        orders, seed = payload.get("orders", 0), payload.get("seed", 0)
+        if not isinstance(orders, int) or not isinstance(seed, int) or orders < 0:
+            raise invalid("orders", "orders and seed must be integers, orders >= 0.")
+        inserted = app.store.seed(orders, seed)
+        return Reply.json_obj(200, {"inserted": inserted, "orders": app.store.count_orders()})
+    if path == "/__sandbox__/orders/insert":
+        count = payload.get("count", 1)
+        if not isinstance(count, int) or count < 1:
+            raise invalid("count", "count must be an integer >= 1.")
+        ids = app.store.insert_orders(
+            count, app.clock.timestamp(), payload.get("status", "requires_payment")
+        )
+        return Reply.json_obj(200, {"order_ids": ids})
+    if path == "/__sandbox__/state":
+        return Reply.json_obj(
+            200,
+            {
+                "orders": app.store.count_orders(),
+                "created_via_api": app.store.orders_created_via_api(),
+                "faults": [fault.as_dict() for fault in app.faults.active()],
+                "now": iso_z(app.clock.now()),
+            },
+        )
+    if path == "/__sandbox__/reset":
+        app.store.reset()
+        app.faults.clear()
+        return Reply.json_obj(200, {"reset": True})
+    match = _STATUS_PATH.fullmatch(path)
+    if match:
+        status = payload.get("status")
+        if not isinstance(status, str) or not status:
+            raise invalid("status", "status must be a non-empty string.")
+        try:
+            order = app.store.set_order_status(match.group(1), status, iso_z(app.clock.now()))
+        except KeyError:
+            raise ApiError(404, "resource_missing", f"No such order: {match.group(1)!r}.") from None
+        return Reply.json_obj(200, {"order": order})
+    raise not_found(path)
+
+
+def not_found(path: str) -> ApiError:
+    return ApiError(404, "not_found", f"Unrecognized request path: {path}.")

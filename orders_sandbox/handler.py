@@ -1,0 +1,204 @@
+"""HTTP plumbing: request ids, body parsing, auth, routing and fault application.
+
+Order of checks follows the real service: unknown path (404), wrong method (405),
+credential (401), body (400), then the operation. Faults are applied after auth,
+so an armed fault never fires for a request that would have been refused anyway.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import socket
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import control
+from .errors import ApiError, Reply, server_error
+from .faults import RESPONSE_KINDS, Fault
+from .service import API_PATHS, CREATE_PATH
+
+if TYPE_CHECKING:
+    from .server import SandboxApp, SandboxHTTPServer
+
+logger = logging.getLogger("orders_sandbox")
+
+MAX_BODY = 1024 * 1024
+HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    b"</body>\r\n</html>\r\n"
+)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One request per call; keep-alive (HTTP/1.1) like a real API front end."""
+
+    protocol_version = "HTTP/1.1"
+    server: SandboxHTTPServer
+    server_version = "orders-sandbox"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the
+        # client's delayed ACK adds ~40 ms to every answer on a kept-alive connection.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The stdlib logs the request line only (never headers), to stderr; route it to logging.
+        logger.debug("%s - " + format, self.client_address[0], *args)
+
+    # -------------------------------------------------------------------------
+
+    def _dispatch(self, method: str) -> None:
+        self.request_id = "req_" + secrets.token_hex(12)
+        app = self.server.app
+        path = urlsplit(self.path).path
+        try:
+            raw = self._read_body()
+            if app.enable_control and path.startswith(control.PREFIX):
+                self._require_post(method)
+                self._send(control.handle(app, path, self._parse(raw)))
+            elif path not in API_PATHS:
+                raise control.not_found(path)
+            else:
+                self._require_post(method)
+                self._authenticate(app)
+                self._api(app, path, self._parse(raw))
+        except ApiError as exc:
+            self._send(exc.reply())
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (e.g. its read timeout during a `slow` fault): nothing to send.
+            logger.debug(
+                "client went away during %s %s (request %s)", method, path, self.request_id
+            )
+            self.close_connection = True
+        except Exception:
+            logger.exception("sandbox failed on %s %s (request %s)", method, path, self.request_id)
+            self._send(server_error(500).reply())
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True  # the unread chunks would poison the next request
+            raise ApiError(411, "length_required", "Send the body with a Content-Length.")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
+        if length > MAX_BODY:
+            self.close_connection = True
+            raise ApiError(413, "payload_too_large", "The request body is too large.")
+        return self.rfile.read(length) if length else b""
+
+    @staticmethod
+    def _require_post(method: str) -> None:
+        if method != "POST":
+            raise ApiError(
+                405,
+                "method_not_allowed",
+                f"{method} is not allowed; use POST.",
+                headers={"Allow": "POST"},
+            )
+
+    def _authenticate(self, app: SandboxApp) -> None:
+        given = self.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {app.api_key}".encode()):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "Invalid credential: send 'Authorization: Bearer <API key>' with the"
+                " complete, active key.",
+                type="authentication_error",
+            )
+
+    @staticmethod
+    def _parse(raw: bytes) -> dict[str, Any]:
+        if not raw.strip():
+            return {}
+        try:
+            payload = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ApiError(
+                400, "invalid_request", f"The request body is not valid JSON: {exc}."
+            ) from None
+        if not isinstance(payload, dict):
+            raise ApiError(400, "invalid_request", "The request body must be a JSON object.")
+        return payload
+
+    def _api(self, app: SandboxApp, path: str, payload: dict[str, Any]) -> None:
+        fault = app.faults.take(path, RESPONSE_KINDS)
+        if fault is not None:
+            logger.info("fault %s fires on %s (request %s)", fault.kind, path, self.request_id)
+            if self._fault_before(fault):
+                return
+        delay = fault.seconds if fault is not None and fault.kind == "slow" else 0.0
+        try:
+            reply = app.service.handle(path, payload, delay)
+        except ApiError as exc:
+            reply = exc.reply()
+        if fault is None or fault.kind == "slow":
+            self._send(reply)
+        elif fault.kind == "drop_after_commit":
+            self.close_connection = True  # nothing written: the client sees the socket close
+        elif fault.kind == "error_after_write":
+            if not fault.keep_key and path == CREATE_PATH:
+                meta = payload.get("request_meta")
+                key = meta.get("idempotency_key") if isinstance(meta, dict) else None
+                if isinstance(key, str):
+                    app.store.forget_key(path, key)
+            self._send(server_error(fault.status).reply())
+        elif fault.kind == "malformed_json":
+            self._send(Reply(200, reply.body[: max(1, len(reply.body) // 2)]))
+
+    def _fault_before(self, fault: Fault) -> bool:
+        """Send the answer of a fault that replaces the operation; True if sent."""
+        if fault.kind == "error_before_write":
+            self._send(server_error(fault.status).reply())
+        elif fault.kind == "rate_limit":
+            self._send(
+                ApiError(
+                    429,
+                    "rate_limited",
+                    "Too many requests; retry later.",
+                    type="rate_limit_error",
+                    headers={"Retry-After": str(fault.retry_after)},
+                ).reply()
+            )
+        elif fault.kind == "html_502":
+            self._send(Reply(502, HTML_502, content_type="text/html"), request_id=False)
+        else:
+            return False
+        return True
+
+    def _send(self, reply: Reply, *, request_id: bool = True) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        if request_id:
+            self.send_header("X-Request-Id", self.request_id)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(reply.body)

@@ -1,0 +1,84 @@
+"""Server-side idempotency with the real service's rules (api-notes.md).
+
+Keys are scoped per path. A successful answer is stored (in SQLite, so it
+survives restarts) and replayed for the same payload; a different payload is a
+422 conflict; a key whose first request is still running is a 409. Failures are
+never stored, and a stored key expires after 24 hours on the sandbox clock, after
+which the same key creates a new order: exactly the hazard a client must avoid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .clock import Clock
+from .errors import ApiError
+from .store import Store
+
+KEY_LIFETIME_SECONDS = 24 * 3600
+
+
+def fingerprint(payload: dict[str, Any]) -> str:
+    """Same payload, same fingerprint, whatever the key order or spacing."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Idempotency:
+    """Decides, per (path, key), whether to run, replay or refuse a request."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._running: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def claim(self, path: str, key: str, print_: str) -> Iterator[str | None]:
+        """Yield the stored answer to replay, or ``None`` with the key marked running.
+
+        Raises 409 while another request holds the key and 422 when a live stored
+        answer belongs to a different payload. The running mark is released on exit,
+        whether the body raised or not.
+        """
+        with self._lock:
+            if (path, key) in self._running:
+                raise ApiError(
+                    409,
+                    "idempotency_key_in_progress",
+                    "A request with this idempotency key is still being processed;"
+                    " retry later with the same key.",
+                    param="request_meta.idempotency_key",
+                )
+            stored = self.store.stored_key(path, key)
+            if (
+                stored is not None
+                and stored.created_at + KEY_LIFETIME_SECONDS <= self.clock.timestamp()
+            ):
+                self.store.forget_key(path, key)
+                stored = None
+            if stored is not None:
+                if stored.fingerprint != print_:
+                    raise ApiError(
+                        422,
+                        "idempotency_key_conflict",
+                        "This idempotency key was already used with a different payload.",
+                        param="request_meta.idempotency_key",
+                    )
+                replay: str | None = stored.body
+            else:
+                replay = None
+                self._running.add((path, key))
+        if replay is not None:
+            yield replay
+            return
+        try:
+            yield None
+        finally:
+            with self._lock:
+                self._running.discard((path, key))

@@ -1,0 +1,247 @@
+"""Generation of realistic, deterministic records for the sandbox store.
+
+Seeded data has to exercise everything a client may meet in the wild: guest and
+registered customers, names in many scripts, every timestamp form the spec allows
+(``Z`` or offsets, 0 to 7 fractional digits), unknown statuses and fields the spec
+does not list. It also has to be fast (100,000 orders in a few seconds): the JSON
+encoder costs more than everything else together, so records are written straight
+into JSON text from templates, with only the free-text pieces (names) escaped, and
+that text is stored and served verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+_ALNUM = string.ascii_letters + string.digits
+_EPOCH_2026 = 1767225600  # 2026-01-01T00:00:00Z: seeded history starts here.
+_STEP_SECONDS = 37  # Spacing of seeded orders: 100,000 orders span ~43 days.
+
+FIRST_NAMES = (
+    "José", "Zoë", "François", "Łukasz", "Søren", "Ayşe", "Nguyễn", "Ana", "John", "Mary",
+    "Γιώργος", "Ελένη", "Дмитрий", "Анна", "Олена", "محمد", "فاطمة", "יוסף",
+    "王", "李", "佐藤", "김", "राहुल", "प्रिया", "Kwame", "Ama", "Chidi", "Åsa",
+)  # fmt: skip
+LAST_NAMES = (
+    "García", "Müller", "Dvořák", "O'Brien", "Nowak", "Øster", "Yilmaz", "Smith",
+    "Παπαδόπουλος", "Иванов", "Шевченко", "العلي", "כהן", "伟", "娜", "太郎", "민준",
+    "शर्मा", "Mensah", "Boateng", "Okafor", "Lindqvist", "de la Cruz", "Nakamura",
+)  # fmt: skip
+PRODUCTS = (
+    ("T-shirt", "physical"), ("E-book", "digital"), ("Consultation", "service"),
+    ("Gift card", "voucher"), ("Engraving", "custom"), ("Donation", "cause"),
+    ("Café crème", "physical"), ("Кофе", "physical"), ("茶叶", "physical"),
+)  # fmt: skip
+CURRENCIES = ("ghs", "usd", "eur", "ngn", "kes")
+OFFSETS = ("Z", "+00:00", "+05:30", "-03:00", "+01:00", "+09:00", "-08:00", "+05:45", "-09:30")
+STATUSES = (
+    ("requires_payment", 45), ("completed", 38), ("paid", 5), ("canceled", 4),
+    ("expired", 4), ("preparing", 2), ("partially_refunded", 1), ("disputed", 1),
+)  # fmt: skip
+_STATUS_NAMES = [name for name, _ in STATUSES]
+_STATUS_WEIGHTS = [weight for _, weight in STATUSES]
+
+
+def _offset_seconds(offset: str) -> int:
+    if offset == "Z":
+        return 0
+    sign = -1 if offset[0] == "-" else 1
+    return sign * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60)
+
+
+_OFFSET_TABLE = tuple((offset, _offset_seconds(offset)) for offset in OFFSETS)
+
+
+def random_id(prefix: str, rng: random.Random, length: int = 24) -> str:
+    """Prefix plus ``length`` random letters and digits (the real ids' alphabet)."""
+    return prefix + "".join(rng.choices(_ALNUM, k=length))
+
+
+def fast_id(prefix: str, rng: random.Random) -> str:
+    """Prefix plus 24 random hex characters: a subset of the real alphabet, and
+    several times cheaper than :func:`random_id` when seeding 100,000 records."""
+    return prefix + format(rng.getrandbits(96), "024x")
+
+
+def _pick(seq: tuple[Any, ...] | list[Any], rng: random.Random) -> Any:
+    return seq[int(rng.random() * len(seq))]
+
+
+def timestamp(epoch: float, rng: random.Random) -> str:
+    """One instant in a randomly chosen allowed form (offset and 0-7 fraction digits)."""
+    offset, seconds = _pick(_OFFSET_TABLE, rng)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(epoch) + seconds))
+    digits = int(rng.random() * 8)
+    if digits:
+        text += "." + str(int(rng.random() * 10**digits)).zfill(digits)
+    return text + offset
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclass
+class Batch:
+    """Rows ready for ``executemany``, JSON text built once, oldest first."""
+
+    orders: list[tuple[str, str, str]] = field(default_factory=list)  # id, customer id, json
+    customers: list[tuple[str, str]] = field(default_factory=list)  # id, json
+    transactions: list[tuple[str, str]] = field(default_factory=list)  # id, json
+
+
+@dataclass(frozen=True)
+class Customer:
+    id: str
+    guest: bool
+    name_json: str
+    email: str
+    phone: str
+    json: str
+
+
+_NAMES_JSON = tuple(_dumps(f"{first} {last}") for first in FIRST_NAMES for last in LAST_NAMES)
+_PRODUCTS_JSON = tuple((_dumps(name), kind) for name, kind in PRODUCTS)
+_PAYMENT_STATUSES = frozenset({"paid", "completed", "partially_refunded", "disputed"})
+
+
+class RecordFactory:
+    """Builds customers, orders and balance transactions from one random stream."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def customer(self, guest: bool, created: float) -> Customer:
+        rng = self.rng
+        cid = fast_id("cu_", rng)
+        name = _pick(_NAMES_JSON, rng)
+        email = f"user{int(rng.random() * 10**8)}@example.com"
+        phone = f"+233{10**8 + int(rng.random() * 9 * 10**8)}"
+        extra = ""
+        if not guest:
+            street = 1 + int(rng.random() * 199)
+            extra = f',"addresses":[{{"line1":"{street} Ring Road","country":"GH"}}]'
+        text = (
+            f'{{"id":"{cid}","guest":{"true" if guest else "false"},"name":{name},'
+            f'"email_address":"{email}","phone_number":"{phone}",'
+            f'"created_at":"{timestamp(created, rng)}"{extra}}}'
+        )
+        return Customer(cid, guest, name, email, phone, text)
+
+    def line_item_group(self) -> tuple[str, str, int]:
+        """Return (json, currency, total)."""
+        rng = self.rng
+        currency = _pick(CURRENCIES, rng)
+        items = []
+        total = 0
+        for _ in range(1 + int(rng.random() * 3)):
+            name, kind = _pick(_PRODUCTS_JSON, rng)
+            value, quantity = 100 + int(rng.random() * 49_900), 1 + int(rng.random() * 3)
+            total += value * quantity
+            items.append(
+                f'{{"type":"product","product":{{"name":{name},"price":{{"currency":"{currency}",'
+                f'"value":{value}}},"quantity":{quantity},"type":"{kind}"}}}}'
+            )
+        text = (
+            f'{{"line_items":[{",".join(items)}],'
+            f'"total":{{"currency":"{currency}","value":{total}}}}}'
+        )
+        return text, currency, total
+
+    def order(self, customer: Customer, initiated: float, status: str) -> tuple[str, str, str, int]:
+        """Return (order id, json, currency, total)."""
+        rng = self.rng
+        oid = fast_id("or_", rng)
+        contact = ""
+        if rng.random() < 0.5:
+            contact = f',"email_address":"{customer.email}","phone_number":"{customer.phone}"'
+        guest = "true" if customer.guest else "false"
+        number = f'"ORD-{int(rng.random() * 10**6):06d}"' if rng.random() < 0.6 else "null"
+        custom = f'{{"cart_id":"{fast_id("cart_", rng)}"}}' if rng.random() < 0.3 else "null"
+        group, currency, total = self.line_item_group()
+        parts = [
+            f'{{"id":"{oid}","number":{number},"status":"{status}",'
+            f'"initiated_at":"{timestamp(initiated, rng)}",'
+            f'"customer":{{"id":"{customer.id}","guest":{guest},"name":{customer.name_json}{contact}}},'
+            f'"line_item_group":{group},"custom_data":{custom}'
+        ]
+        if rng.random() < 0.7:
+            parts.append(
+                f',"sealed_at":"{timestamp(initiated + 1, rng)}",'
+                f'"invoice":{{"format":{{"web":{{"url":"https://pay.example.com/i/{oid}"}}}}}}'
+            )
+        later = initiated + 30 + int(rng.random() * 3570)
+        if status in _PAYMENT_STATUSES:
+            parts.append(f',"paid_at":"{timestamp(later, rng)}"')
+        if status == "completed":
+            parts.append(f',"completed_at":"{timestamp(later + 5, rng)}"')
+        elif status == "canceled":
+            parts.append(f',"canceled_at":"{timestamp(later, rng)}"')
+        elif status in ("requires_payment", "expired"):
+            parts.append(f',"expires_at":"{timestamp(initiated + 86_400, rng)}"')
+        parts.append("}")
+        return oid, "".join(parts), currency, total
+
+    def transaction(
+        self, order_id: str, currency: str, value: int, created: float, kind: str
+    ) -> tuple[str, str]:
+        tid = fast_id("bt_", self.rng)
+        text = (
+            f'{{"id":"{tid}","type":"{kind}","order_id":"{order_id}",'
+            f'"amount":{{"currency":"{currency}","value":{value}}},'
+            f'"created_at":"{timestamp(created, self.rng)}"}}'
+        )
+        return tid, text
+
+
+def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
+    """Seed batch of ``n_orders`` orders numbered from ``start`` (for top-ups).
+
+    Order ``start + i`` is initiated ``_STEP_SECONDS`` after the previous one, so
+    the last generated order is the newest. About 40% of orders belong to guests
+    (one customer each); the rest share a pool of registered customers, several
+    orders each. Paid and completed orders get a payment balance transaction.
+    """
+    rng = random.Random(f"{seed}:{start}")
+    factory = RecordFactory(rng)
+    batch = Batch()
+    pool: list[Customer] = []
+    pool_size = max(1, n_orders // 6)
+    statuses = rng.choices(_STATUS_NAMES, _STATUS_WEIGHTS, k=n_orders)
+    for i in range(n_orders):
+        initiated = _EPOCH_2026 + (start + i) * _STEP_SECONDS
+        guest = rng.random() < 0.4
+        if guest or (len(pool) < pool_size and (not pool or rng.random() < 0.3)):
+            customer = factory.customer(guest=guest, created=initiated)
+            batch.customers.append((customer.id, customer.json))
+            if not guest:
+                pool.append(customer)
+        else:
+            customer = _pick(pool, rng)
+        oid, text, currency, total = factory.order(customer, initiated, statuses[i])
+        batch.orders.append((oid, customer.id, text))
+        if statuses[i] in _PAYMENT_STATUSES:
+            batch.transactions.append(
+                factory.transaction(oid, currency, total, initiated + 60, "payment")
+            )
+            if i % 4 == 0:
+                batch.transactions.append(
+                    factory.transaction(oid, currency, -(total // 50), initiated + 61, "fee")
+                )
+    return batch
+
+
+def fresh_orders(n: int, now: float, rng: random.Random, status: str = "requires_payment") -> Batch:
+    """New guest orders stamped at ``now`` (for inserts at the front during tests)."""
+    factory = RecordFactory(rng)
+    batch = Batch()
+    for _ in range(n):
+        customer = factory.customer(guest=True, created=now)
+        oid, text, _currency, _total = factory.order(customer, now, status)
+        batch.customers.append((customer.id, customer.json))
+        batch.orders.append((oid, customer.id, text))
+    return batch

@@ -1,0 +1,174 @@
+"""The runnable sandbox: a threaded HTTP server around one store.
+
+``SandboxServer`` is what tests and the CLI use: start it on a free loopback
+port, point the client at ``.url``, and drive faults, the clock and records
+through its Python attributes (in-process) or the control endpoints (out of
+process).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .clock import Clock, iso_z
+from .faults import Fault, FaultRegistry
+from .handler import Handler
+from .service import Service
+from .store import DEFAULT_DB_PATH, Store
+
+logger = logging.getLogger("orders_sandbox")
+
+DEFAULT_PAGE_CAP = 10
+
+
+@dataclass
+class SandboxApp:
+    """Everything a request handler needs, shared by all handler threads."""
+
+    store: Store
+    api_key: str
+    page_cap: int | None = DEFAULT_PAGE_CAP
+    enable_control: bool = False
+    clock: Clock = field(default_factory=Clock)
+    faults: FaultRegistry = field(default_factory=FaultRegistry)
+    service: Service = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.service = Service(self.store, self.clock, self.faults, self.page_cap)
+
+
+class SandboxHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: SandboxApp) -> None:
+        self.app = app
+        super().__init__(address, Handler)
+
+
+class SandboxServer:
+    """A local stand-in for the hosted order service.
+
+    ``page_cap`` imitates the provider's page window (pages past 10 answer 400);
+    ``None`` removes it. Control endpoints exist only with ``enable_control``.
+    """
+
+    def __init__(
+        self,
+        db_path: str | Path = DEFAULT_DB_PATH,
+        api_key: str = "sk_test_sandbox",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        page_cap: int | None = DEFAULT_PAGE_CAP,
+        enable_control: bool = False,
+    ) -> None:
+        if not api_key:
+            raise ValueError("api_key must not be empty")
+        self.store = Store(db_path)
+        self.app = SandboxApp(self.store, api_key, page_cap, enable_control)
+        self._httpd = SandboxHTTPServer((host, port), self.app)
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def api_key(self) -> str:
+        """The key clients must send; tests configure the client with it."""
+        return self.app.api_key
+
+    @property
+    def page_cap(self) -> int | None:
+        return self.app.page_cap
+
+    @property
+    def faults(self) -> FaultRegistry:
+        return self.app.faults
+
+    @property
+    def clock(self) -> Clock:
+        return self.app.clock
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def add_fault(
+        self, kind: str, path: str | None = None, times: int | None = 1, **params: Any
+    ) -> Fault:
+        """Arm a fault (see ``faults.KINDS``); shorthand for ``self.faults.add``."""
+        return self.faults.add(kind, path, times, **params)
+
+    def advance_clock(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def seed(self, n_orders: int, seed: int = 0) -> int:
+        """Top the seeded history up to ``n_orders`` (idempotent); return how many were added."""
+        return self.store.seed(n_orders, seed)
+
+    def insert_orders(self, n: int, status: str = "requires_payment") -> list[str]:
+        """New orders at the front, stamped on the sandbox clock; ids newest first."""
+        return self.store.insert_orders(n, self.clock.timestamp(), status)
+
+    def set_order_status(self, order_id: str, status: str) -> dict[str, Any]:
+        """Change an order's status (``completed`` sets ``completed_at`` on the sandbox clock)."""
+        return self.store.set_order_status(order_id, status, iso_z(self.clock.now()))
+
+    def start(self) -> SandboxServer:
+        """Serve in a daemon thread; returns self so ``SandboxServer(...).start()`` chains."""
+        if self._thread is None:
+            # A short poll interval keeps stop() (and so each test's teardown) fast.
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.01},
+                name="orders-sandbox",
+                daemon=True,
+            )
+            self._thread.start()
+            logger.info("orders sandbox listening on %s (db %s)", self.url, self.store.path)
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread (the CLI) until interrupted."""
+        logger.info("orders sandbox listening on %s (db %s)", self.url, self.store.path)
+        try:
+            self._httpd.serve_forever()
+        finally:
+            self._close()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._httpd.server_close()
+        self.store.close()
+
+    def __enter__(self) -> SandboxServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,85 @@
+"""Helpers for the sandbox's own tests: a tiny HTTP caller over real loopback."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from orders_sandbox import SandboxServer
+
+
+class Api:
+    """POSTs JSON to a sandbox with the right key unless told otherwise."""
+
+    def __init__(self, server: SandboxServer) -> None:
+        self.server = server
+        self.session = requests.Session()
+
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        server: SandboxServer | None = None,
+        timeout: float = 10,
+    ) -> requests.Response:
+        target = server or self.server
+        sent = {"Authorization": f"Bearer {key if key is not None else target.api_key}"}
+        sent.update(headers or {})
+        return self.session.post(
+            target.url + path, json=body if body is not None else {}, headers=sent, timeout=timeout
+        )
+
+    def create(self, payload: dict[str, Any] | None = None, **kwargs: Any) -> requests.Response:
+        return self.post("/orders/create", payload or order_payload(), **kwargs)
+
+    def page(self, path: str = "/orders/page", **body: Any) -> requests.Response:
+        return self.post(path, body)
+
+    def control(self, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
+        return self.post("/__sandbox__/" + path, body, **kwargs)
+
+
+def order_payload(key: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """A valid create-order payload (the spec's example shape)."""
+    payload: dict[str, Any] = {
+        "request_meta": {"idempotency_key": key or f"key-{uuid.uuid4()}"},
+        "finalize": True,
+        "customer_data": {
+            "name": "Ama Mensah",
+            "email_address": "ama@example.com",
+            "phone_number": "+233200000000",
+        },
+        "line_items": [
+            {
+                "type": "product",
+                "product": {
+                    "name": "Consultation",
+                    "price": {"currency": "ghs", "value": 5000},
+                    "quantity": 2,
+                    "type": "service",
+                },
+            }
+        ],
+    }
+    payload.update(overrides)
+    return payload
+
+
+def error_of(response: requests.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+@pytest.fixture
+def api(sandbox: SandboxServer) -> Iterator[Api]:
+    client = Api(sandbox)
+    yield client
+    client.session.close()
