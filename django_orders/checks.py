@@ -1,42 +1,70 @@
-"""System checks (``manage.py check``) with stable ids, each with a hint that says the fix."""
+"""System checks (``manage.py check``) with stable ids, each with a hint that says the fix.
+
+- ``django_orders.E001``: a required setting (``API_KEY``, ``BASE_URL``) is missing.
+- ``django_orders.E002``: ``DJANGO_ORDERS`` or one of its values is unusable (the message comes
+  from the same validation that runs when the value is first read, so the two never disagree).
+- ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
+  cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
+"""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
-from .conf import DEFAULTS, REQUIRED, SETTINGS_NAME, orders_settings, setting_name
+from .conf import DEFAULTS, ENV_NAMES, REQUIRED, SETTINGS_NAME, orders_settings, setting_name
 from .exceptions import OrdersConfigurationError
 
-LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+SETTINGS_HINT = "See the settings reference in the README."
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` names this machine, where plain http never leaves the host."""
+    if not host:
+        return False
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @register()
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
-    messages: list = []
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         user = orders_settings.user_settings
     except OrdersConfigurationError as exc:
-        return [Error(str(exc), id="django_orders.E002")]
+        return [
+            Error(
+                str(exc),
+                hint=f'Set {SETTINGS_NAME} = {{"API_KEY": ..., "BASE_URL": ...}}. ' + SETTINGS_HINT,
+                id="django_orders.E002",
+            )
+        ]
+    messages: list[CheckMessage] = []
     for name in REQUIRED:
         if user.get(name) in (None, ""):
             messages.append(
                 Error(
                     f"{setting_name(name)} is not set.",
-                    hint=f'Set {SETTINGS_NAME} = {{"{name}": env("ORDERS_{name}"), ...}} in '
-                    "your settings; the README lists every key.",
+                    hint=f'Set {SETTINGS_NAME} = {{"{name}": env("{ENV_NAMES[name]}"), ...}} '
+                    "in your settings; the README lists every key.",
                     id="django_orders.E001",
                 )
             )
-    if set(user) - set(DEFAULTS):
-        names = sorted(set(user) - set(DEFAULTS))
+    unknown = sorted(str(k) for k in set(user) - set(DEFAULTS))
+    if unknown:
+        # Every read fails while an unknown key is present, so per-value checks would only
+        # repeat this message.
         messages.append(
             Error(
-                f"Unknown key(s) in {SETTINGS_NAME}: {', '.join(names)}.",
-                hint=f"Known keys: {', '.join(DEFAULTS)}.",
+                f"Unknown key(s) in {SETTINGS_NAME}: {', '.join(unknown)}.",
+                hint=f"Known keys: {', '.join(DEFAULTS)}. Check the spelling.",
                 id="django_orders.E002",
             )
         )
@@ -44,27 +72,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     orders_settings.reload()  # check what is configured now, not what was cached
     for name in DEFAULTS:
         if name in REQUIRED and user.get(name) in (None, ""):
-            continue
+            continue  # already reported as E001
         try:
             getattr(orders_settings, name)
         except OrdersConfigurationError as exc:
-            messages.append(
-                Error(
-                    str(exc),
-                    hint="See the settings reference in the README.",
-                    id="django_orders.E002",
-                )
-            )
-    base_url = user.get("BASE_URL")
-    if isinstance(base_url, str) and not settings.DEBUG:
-        parts = urlsplit(base_url)
-        if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
-            messages.append(
-                Warning(
-                    f"{setting_name('BASE_URL')} uses plain http while DEBUG is off: the API "
-                    "key would cross the network unencrypted.",
-                    hint="Use the https:// address of the service.",
-                    id="django_orders.W001",
-                )
-            )
+            messages.append(Error(str(exc), hint=SETTINGS_HINT, id="django_orders.E002"))
+    messages.extend(_check_plain_http(user.get("BASE_URL")))
     return messages
+
+
+def _check_plain_http(base_url: Any) -> list[CheckMessage]:
+    if not isinstance(base_url, str) or settings.DEBUG:
+        return []
+    parts = urlsplit(base_url)
+    try:
+        host = parts.hostname
+    except ValueError:
+        return []  # reported as E002
+    if parts.scheme != "http" or is_loopback(host):
+        return []
+    return [
+        Warning(
+            f"{setting_name('BASE_URL')} uses plain http while DEBUG is off: the API key would "
+            "cross the network unencrypted.",
+            hint="Use the https:// address of the service.",
+            id="django_orders.W001",
+        )
+    ]

@@ -8,7 +8,13 @@ decided here because only here is it known whether a request reached the server:
 - a create is retried only with the very same body (same idempotency key), and not after a read
   timeout, which already cost the whole read timeout: the service layer keeps such a request
   pending and resends it later;
-- urllib3 never retries a POST on its own (``max_retries=0``): it would resend blindly.
+- urllib3 never retries a POST on its own (``max_retries=0``): it would resend blindly;
+- redirects are not followed: a 307/308 would resend a create somewhere else, and a 301/302
+  would turn it into a GET. A redirect almost always means a wrong ``BASE_URL``.
+
+Once an answer (or a failure) is in, the ``Authorization`` header of the prepared request is
+overwritten, because exceptions and responses keep that request and anything that prints it
+later (an error report, a debugger) must not find the key.
 """
 
 from __future__ import annotations
@@ -17,27 +23,42 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
 
 from . import __version__
-from .conf import MAX_PAGE_SIZE, orders_settings
+from .conf import orders_settings
+from .errormap import error_from_response, network_error
 from .exceptions import (
-    AuthenticationFailed,
     InvalidResponse,
-    OrdersAPIError,
     OrdersNetworkError,
     OutcomeUnknown,
     RateLimited,
-    RequestInProgress,
-    RequestNotSent,
-    RequestRejected,
     ServerError,
 )
+from .paging import (
+    COLLECTIONS,
+    Page,
+    PageWalk,
+    check_max_pages,
+    check_page_args,
+    collection_for,
+)
+
+__all__ = [
+    "COLLECTIONS",
+    "USER_AGENT",
+    "BearerAuth",
+    "OrdersClient",
+    "Page",
+    "PageWalk",
+    "collection_for",
+]
 
 logger = logging.getLogger("django_orders.client")
 
@@ -46,14 +67,7 @@ USER_AGENT = f"django-orders/{__version__}"
 MAX_RETRY_AFTER = 60.0
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
-
-#: Collection property per resource (spec traversal rule 3, api-notes.md).
-COLLECTIONS: dict[str, str] = {
-    "orders": "orders",
-    "customers": "customers",
-    "balance_transactions": "transactions",
-    "payouts": "payouts",
-}
+HIDDEN = "[hidden]"
 
 
 class BearerAuth(requests.auth.AuthBase):
@@ -67,74 +81,20 @@ class BearerAuth(requests.auth.AuthBase):
         return request
 
     def __repr__(self) -> str:
-        return "<BearerAuth key=[hidden]>"
+        return f"<BearerAuth key={HIDDEN}>"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the key replaced, for messages built from what the server said."""
+        if len(self._api_key) >= 4 and self._api_key in text:
+            return text.replace(self._api_key, HIDDEN)
+        return text
 
 
 @dataclass(frozen=True)
-class Page:
-    """One page of a ``/page`` walk."""
-
-    number: int
-    size: int
-    records: list[dict[str, Any]]
-    request_id: str | None = None
-
-    @property
-    def is_last(self) -> bool:
-        return len(self.records) < self.size
-
-
-@dataclass
-class PageWalk:
-    """An iterable walk over a ``/page`` endpoint following the spec's traversal rules.
-
-    After iteration ``end_reason`` says why the walk stopped:
-
-    - ``"last_page"``: a page shorter than the page size (rule 2): everything was seen;
-    - ``"max_pages"``: the caller's ``max_pages`` was reached;
-    - ``"page_window"``: the provider's page window ended the walk, either at
-      ``MAX_PAGE_NUMBER`` or at a 400 that rejected a page number past it. Older records are
-      unreachable by paging, which is not a failure.
-    """
-
-    client: OrdersClient
-    resource: str
-    collection: str
-    page_size: int
-    max_pages: int | None = None
-    max_page_number: int | None = None
-    end_reason: str | None = field(default=None, init=False)
-    pages_read: int = field(default=0, init=False)
-
-    def __iter__(self) -> Iterator[Page]:
-        number = 1
-        while True:
-            if self.max_pages is not None and self.pages_read >= self.max_pages:
-                self.end_reason = "max_pages"
-                return
-            if self.max_page_number is not None and number > self.max_page_number:
-                self.end_reason = "page_window"
-                return
-            try:
-                page = self.client.fetch_page(
-                    self.resource, number, self.page_size, collection=self.collection
-                )
-            except RequestRejected as exc:
-                if number > 1 and exc.is_page_out_of_window:
-                    logger.info(
-                        "%s: page %d is past the provider's page window; walk ends there",
-                        self.resource,
-                        number,
-                    )
-                    self.end_reason = "page_window"
-                    return
-                raise
-            self.pages_read += 1
-            yield page
-            if page.is_last:
-                self.end_reason = "last_page"
-                return
-            number += 1
+class _Answer:
+    data: Any
+    status_code: int
+    request_id: str | None
 
 
 class OrdersClient:
@@ -155,6 +115,14 @@ class OrdersClient:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        # Checked here too, for clients built without settings; the key is never echoed.
+        if not isinstance(api_key, str) or not api_key or any(c.isspace() for c in api_key):
+            raise ValueError("api_key must be the complete key: a non-empty string, no spaces")
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an absolute http(s) URL, not {base_url!r}")
+        if timeout is None:
+            raise ValueError("timeout is required: without one a request can wait forever")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
@@ -170,6 +138,7 @@ class OrdersClient:
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> OrdersClient:
+        """A client configured from ``DJANGO_ORDERS``; keyword arguments override settings."""
         options: dict[str, Any] = {
             "api_key": orders_settings.API_KEY,
             "base_url": orders_settings.BASE_URL,
@@ -202,45 +171,62 @@ class OrdersClient:
         ``request_meta.idempotency_key``: without one a retry could create a second order.
         """
         body = payload if isinstance(payload, str | bytes) else json.dumps(payload)
-        decoded = json.loads(body) if isinstance(body, str | bytes) else body
-        key = (decoded.get("request_meta") or {}).get("idempotency_key")
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            raise ValueError("create_order() payload is not valid JSON") from None
+        meta = decoded.get("request_meta") if isinstance(decoded, dict) else None
+        key = meta.get("idempotency_key") if isinstance(meta, dict) else None
         if not isinstance(key, str) or not key:
             raise ValueError("create_order() needs request_meta.idempotency_key in the payload")
-        data = self._post("/orders/create", body, retry_read_timeout=False)
-        return _unwrap(data, "order")
+        answer = self._post("/orders/create", body, retry_read_timeout=False)
+        return _unwrap(answer, "/orders/create", "order")
 
     def lookup_order(self, order_id: str) -> dict[str, Any]:
         """``POST /orders/lookup`` (api-notes.md): one order by id (traversal rule 5)."""
         if not isinstance(order_id, str) or not order_id:
             raise ValueError("lookup_order() needs an order id")
-        data = self._post("/orders/lookup", json.dumps({"order_id": order_id}))
-        return _unwrap(data, "order")
+        answer = self._post("/orders/lookup", json.dumps({"order_id": order_id}))
+        return _unwrap(answer, "/orders/lookup", "order")
 
     def fetch_page(
         self, resource: str, page_number: int, page_size: int, *, collection: str | None = None
     ) -> Page:
         """One ``POST /<resource>/page`` request, bounds checked before anything is sent."""
         collection = collection or collection_for(resource)
-        _check_page_args(page_number, page_size)
+        check_page_args(page_number, page_size)
+        path = f"/{resource}/page"
         body = json.dumps({"page_number": page_number, "page_size": page_size})
-        data, request_id = self._post(f"/{resource}/page", body, with_request_id=True)
-        page = data.get("page") if isinstance(data, dict) else None
-        if not isinstance(page, dict):
-            raise InvalidResponse(
-                f"/{resource}/page answered without the 'page' envelope", request_id=request_id
+        answer = self._post(path, body)
+
+        def invalid(what: str) -> InvalidResponse:
+            return InvalidResponse(
+                f"POST {path} answered {what}",
+                status_code=answer.status_code,
+                request_id=answer.request_id,
             )
+
+        page = answer.data.get("page") if isinstance(answer.data, dict) else None
+        if not isinstance(page, dict):
+            raise invalid("without the 'page' envelope")
         records = page.get(collection)
         if not isinstance(records, list):
-            raise InvalidResponse(
-                f"/{resource}/page answered without the '{collection}' list in 'page'",
-                request_id=request_id,
-            )
+            raise invalid(f"without the '{collection}' list in 'page'")
         if not all(isinstance(r, dict) for r in records):
-            raise InvalidResponse(
-                f"/{resource}/page answered with a non-object in '{collection}'",
-                request_id=request_id,
-            )
-        return Page(number=page_number, size=page_size, records=records, request_id=request_id)
+            raise invalid(f"with a non-object in '{collection}'")
+        # The stop rule trusts that the page holds the slice asked for; an echo that says
+        # otherwise (a page size ignored, a page number clamped) would end a walk early or
+        # repeat records, so it is refused rather than followed.
+        for echo, sent in (("number", page_number), ("size", page_size)):
+            if echo in page and page[echo] != sent:
+                raise invalid(f"page.{echo} {page[echo]!r} for the requested {sent}")
+        return Page(
+            number=page_number,
+            size=page_size,
+            records=records,
+            request_id=answer.request_id,
+            status_code=answer.status_code,
+        )
 
     def iter_pages(
         self,
@@ -257,9 +243,8 @@ class OrdersClient:
         (rule 4): records created during a walk shift later pages.
         """
         page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
-        _check_page_args(1, page_size)
-        if max_pages is not None and (isinstance(max_pages, bool) or max_pages < 1):
-            raise ValueError(f"max_pages must be at least 1, not {max_pages!r}")
+        check_page_args(1, page_size)
+        check_max_pages(max_pages)
         return PageWalk(
             client=self,
             resource=resource,
@@ -271,18 +256,14 @@ class OrdersClient:
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _post(
-        self,
-        path: str,
-        body: str | bytes,
-        *,
-        retry_read_timeout: bool = True,
-        with_request_id: bool = False,
-    ) -> Any:
+    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> _Answer:
+        # Encoded once: every attempt sends the same bytes (a create's idempotency key and
+        # payload must match exactly, or the service answers 422).
+        data = body.encode() if isinstance(body, str) else body
         attempt = 0
         while True:
             try:
-                data, request_id = self._post_once(path, body)
+                return self._post_once(path, data)
             except (RateLimited, ServerError, OrdersNetworkError) as exc:
                 if not self._should_retry(exc, attempt, retry_read_timeout):
                     raise
@@ -297,19 +278,15 @@ class OrdersClient:
                 )
                 self._sleep(wait)
                 attempt += 1
-                continue
-            return (data, request_id) if with_request_id else data
 
     def _should_retry(self, exc: Exception, attempt: int, retry_read_timeout: bool) -> bool:
         if attempt >= self.max_retries:
             return False
         if isinstance(exc, RateLimited) and (exc.retry_after or 0) > MAX_RETRY_AFTER:
             return False
-        if isinstance(exc, OutcomeUnknown) and not retry_read_timeout:
-            # A dropped connection is cheap to retry with the same key; a read timeout has
-            # already cost the whole read timeout and is left to the caller.
-            return not getattr(exc, "is_timeout", False)
-        return True
+        # A dropped connection is cheap to retry with the same key; a read timeout has already
+        # cost the whole read timeout and is left to the caller (a create stays pending).
+        return not (isinstance(exc, OutcomeUnknown) and exc.is_timeout and not retry_read_timeout)
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
         if isinstance(exc, RateLimited) and exc.retry_after is not None:
@@ -317,30 +294,9 @@ class OrdersClient:
         ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter"
 
-    def _post_once(self, path: str, body: str | bytes) -> tuple[Any, str | None]:
-        url = f"{self.base_url}{path}"
+    def _post_once(self, path: str, body: bytes) -> _Answer:
         started = time.monotonic()
-        try:
-            response = self.session.post(
-                url,
-                data=body.encode() if isinstance(body, str) else body,
-                headers={"Content-Type": "application/json"},
-                auth=self._auth,
-                timeout=self.timeout,
-            )
-        except (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError) as exc:
-            raise RequestNotSent(f"POST {path}: could not connect ({_short(exc)})") from None
-        except requests.exceptions.ReadTimeout:
-            error = OutcomeUnknown(f"POST {path}: no answer within the read timeout")
-            error.is_timeout = True  # type: ignore[attr-defined]
-            raise error from None
-        except requests.exceptions.ConnectionError as exc:
-            if _never_connected(exc):
-                raise RequestNotSent(f"POST {path}: could not connect ({_short(exc)})") from None
-            raise OutcomeUnknown(
-                f"POST {path}: connection lost before an answer ({_short(exc)})"
-            ) from None
-        _redact(response)
+        response = self._send(path, body)
         request_id = response.headers.get("X-Request-Id")
         logger.debug(
             "POST %s -> %s in %.0f ms (request id %s)",
@@ -351,107 +307,49 @@ class OrdersClient:
         )
         if 200 <= response.status_code < 300:
             try:
-                return response.json(), request_id
+                return _Answer(response.json(), response.status_code, request_id)
             except ValueError:
                 raise InvalidResponse(
-                    f"POST {path} answered {response.status_code} with a body that is not JSON",
+                    f"POST {path} answered {response.status_code} with a body that is not JSON "
+                    "(is BASE_URL the address of the API?)",
                     status_code=response.status_code,
                     request_id=request_id,
                     response=response,
                 ) from None
-        raise _error_from_response(path, response, request_id)
+        raise error_from_response(path, response, request_id, self._auth.scrub)
 
-
-def collection_for(resource: str) -> str:
-    """The collection property of a resource's pages; unknown resources need it named."""
-    try:
-        return COLLECTIONS[resource]
-    except KeyError:
-        raise ValueError(
-            f"No known collection property for resource {resource!r}; pass collection=..."
-        ) from None
-
-
-def _check_page_args(page_number: int, page_size: int) -> None:
-    if isinstance(page_number, bool) or not isinstance(page_number, int) or page_number < 1:
-        raise ValueError(f"page_number must be a whole number of at least 1, not {page_number!r}")
-    if (
-        isinstance(page_size, bool)
-        or not isinstance(page_size, int)
-        or not 1 <= page_size <= MAX_PAGE_SIZE
-    ):
-        raise ValueError(
-            f"page_size must be a whole number from 1 to {MAX_PAGE_SIZE}, not {page_size!r}"
+    def _send(self, path: str, body: bytes) -> requests.Response:
+        """One HTTP exchange; requests' exceptions become ``RequestNotSent``/``OutcomeUnknown``."""
+        request = requests.Request(
+            "POST",
+            f"{self.base_url}{path}",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            auth=self._auth,
         )
+        prepared: requests.PreparedRequest | None = None
+        try:
+            prepared = self.session.prepare_request(request)
+            # What Session.request does, minus following redirects (see the module docstring).
+            environment = self.session.merge_environment_settings(
+                prepared.url, {}, None, None, None
+            )
+            return self.session.send(
+                prepared, timeout=self.timeout, allow_redirects=False, **environment
+            )
+        except requests.exceptions.RequestException as exc:
+            raise network_error(path, exc, self._auth.scrub) from None
+        finally:
+            if prepared is not None and "Authorization" in prepared.headers:
+                prepared.headers["Authorization"] = f"Bearer {HIDDEN}"
 
 
-def _unwrap(data: Any, envelope: str) -> dict[str, Any]:
-    inner = data.get(envelope) if isinstance(data, dict) else None
+def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
+    inner = answer.data.get(envelope) if isinstance(answer.data, dict) else None
     if not isinstance(inner, dict):
-        raise InvalidResponse(f"The answer has no '{envelope}' object")
+        raise InvalidResponse(
+            f"POST {path} answered without the '{envelope}' object",
+            status_code=answer.status_code,
+            request_id=answer.request_id,
+        )
     return inner
-
-
-def _error_from_response(
-    path: str, response: requests.Response, request_id: str | None
-) -> OrdersAPIError:
-    status = response.status_code
-    error: dict[str, Any] = {}
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        # Some answers carry the error object without the "error" envelope (api-notes.md).
-        inner = body.get("error", body)
-        error = inner if isinstance(inner, dict) else {"message": str(inner)}
-    code = error.get("code") if isinstance(error.get("code"), str) else None
-    message = error.get("message") if isinstance(error.get("message"), str) else None
-    param = error.get("param") if isinstance(error.get("param"), str) else None
-    if message is None:
-        kind = "no JSON error body" if body is None else "an error body without a message"
-        message = f"POST {path} answered {status} {response.reason or ''} with {kind}".strip()
-    kwargs: dict[str, Any] = {
-        "status_code": status,
-        "code": code,
-        "request_id": request_id,
-        "param": param,
-        "response": response,
-    }
-    if status == 401:
-        return AuthenticationFailed(f"{message}. {AuthenticationFailed.CAUSES}", **kwargs)
-    if status == 409:
-        return RequestInProgress(message, **kwargs)
-    if status == 429:
-        return RateLimited(message, retry_after=_retry_after(response), **kwargs)
-    if status >= 500:
-        return ServerError(message, **kwargs)
-    return RequestRejected(message, **kwargs)
-
-
-def _retry_after(response: requests.Response) -> float | None:
-    value = response.headers.get("Retry-After", "")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return max(seconds, 0.0)
-
-
-def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
-    """True when the connection was never established (refused, DNS), so nothing was sent."""
-    text = repr(exc.args[0] if exc.args else exc)
-    markers = ("NewConnectionError", "NameResolutionError", "Connection refused", "getaddrinfo")
-    return any(marker in text for marker in markers)
-
-
-def _short(exc: BaseException) -> str:
-    return type(exc).__name__
-
-
-def _redact(response: requests.Response) -> None:
-    # Exceptions keep the response, and the response keeps the prepared request: take the key
-    # out of it so that no error handler, log formatter or debugger can print it later.
-    request = response.request
-    if request is not None and "Authorization" in request.headers:
-        request.headers["Authorization"] = "Bearer [hidden]"

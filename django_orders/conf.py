@@ -8,6 +8,7 @@ changes ``settings.DJANGO_ORDERS``.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 REQUIRED = ("API_KEY", "BASE_URL")
+#: The environment variable each required setting is usually read from (DESIGN.md), for hints.
+ENV_NAMES = {"API_KEY": "ORDERS_API_KEY", "BASE_URL": "ORDERS_API_BASE_URL"}
 
 # The service forgets idempotency keys after 24 hours (api-notes.md).
 SERVER_KEY_RETENTION = timedelta(hours=24)
@@ -56,12 +59,21 @@ def setting_name(name: str) -> str:
 
 
 def _positive_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def _validate_timeout(value: Any) -> None:
+    # requests takes one number or a (connect, read) pair; a 1-tuple or None would make it
+    # raise (or wait forever) at the first request instead of here.
     parts = value if isinstance(value, tuple | list) else (value,)
-    if len(parts) not in (1, 2) or not all(_positive_number(p) for p in parts):
+    if isinstance(value, tuple | list) and len(parts) != 2:
+        parts = ()
+    if not parts or not all(_positive_number(p) for p in parts):
         raise OrdersConfigurationError(
             f"{setting_name('TIMEOUT')} must be a positive number of seconds or a "
             f"(connect, read) pair of them, not {value!r}."
@@ -87,11 +99,36 @@ def _validate_duration(name: str, value: Any) -> None:
 
 
 def _validate_base_url(value: Any) -> None:
-    parts = urlsplit(value) if isinstance(value, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+    name = setting_name("BASE_URL")
+    example = '"https://api.example.com"'
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        # Whitespace (a stray newline from an environment file) would be silently stripped by
+        # one library and sent by another: refuse it.
         raise OrdersConfigurationError(
-            f"{setting_name('BASE_URL')} must be an absolute http(s) URL such as "
-            f'"https://api.example.com", not {value!r}.'
+            f"{name} must be an absolute http(s) URL such as {example} without spaces or line "
+            f"breaks, not {value!r}."
+        )
+    parts = urlsplit(value)
+    if parts.username is not None or parts.password is not None:
+        # Credentials belong in API_KEY, never in a URL (api-spec.md); the value is not echoed
+        # because it holds a secret.
+        raise OrdersConfigurationError(
+            f"{name} must not contain a user name or password; put the key in "
+            f"{setting_name('API_KEY')}."
+        )
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise OrdersConfigurationError(
+            f"{name} must be an absolute http(s) URL with a host, such as {example}, not {value!r}."
+        )
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        # Request paths are appended to BASE_URL; a query or fragment would swallow them.
+        raise OrdersConfigurationError(
+            f"{name} must not have a query string or fragment, not {value!r}."
         )
 
 
@@ -145,7 +182,10 @@ class OrdersSettings:
     def user_settings(self) -> dict[str, Any]:
         value = getattr(settings, SETTINGS_NAME, {}) or {}
         if not isinstance(value, dict):
-            raise OrdersConfigurationError(f"{SETTINGS_NAME} must be a dict, not {value!r}.")
+            # The type only: a misplaced key string must not end up in the message.
+            raise OrdersConfigurationError(
+                f"{SETTINGS_NAME} must be a dict, not {type(value).__name__}."
+            )
         return value
 
     def __getattr__(self, name: str) -> Any:
@@ -154,7 +194,7 @@ class OrdersSettings:
         if name in self._cache:
             return self._cache[name]
         user = self.user_settings
-        unknown = sorted(set(user) - set(DEFAULTS))
+        unknown = sorted(str(k) for k in set(user) - set(DEFAULTS))
         if unknown:
             raise OrdersConfigurationError(
                 f"Unknown key(s) in {SETTINGS_NAME}: {', '.join(unknown)}. "
@@ -165,7 +205,7 @@ class OrdersSettings:
             raise OrdersConfigurationError(
                 f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
                 f"for example from the environment: "
-                f'"{name}": env("ORDERS_{name}").'
+                f'"{name}": env("{ENV_NAMES[name]}").'
             )
         validate(name, value)
         if name == "TIMEOUT" and isinstance(value, list):
@@ -181,8 +221,13 @@ class OrdersSettings:
         self._cache.clear()
 
     def __repr__(self) -> str:
-        # Never show values: API_KEY is among them.
-        return f"<OrdersSettings keys={sorted(self.user_settings)}>"
+        # Never show values: API_KEY is among them. Never raise either: repr runs in debuggers
+        # and error reports, where a second exception would hide the first.
+        try:
+            keys = sorted(str(k) for k in self.user_settings)
+        except OrdersConfigurationError:
+            return f"<OrdersSettings ({SETTINGS_NAME} is not a dict)>"
+        return f"<OrdersSettings keys={keys}>"
 
 
 orders_settings = OrdersSettings()

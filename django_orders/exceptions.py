@@ -50,8 +50,13 @@ class OutcomeUnknown(OrdersNetworkError):
     """The request was sent but no answer came back: read timeout, connection dropped.
 
     A write may or may not have taken effect; only a resend with the same idempotency key is
-    safe.
+    safe. ``is_timeout`` tells a read timeout (which already cost the whole read timeout, so the
+    client does not resend a create after one) from a connection lost mid-exchange.
     """
+
+    def __init__(self, message: str, *, is_timeout: bool = False) -> None:
+        super().__init__(message)
+        self.is_timeout = is_timeout
 
 
 # --- API: the service answered with an error ------------------------------------------------
@@ -91,23 +96,21 @@ class OrdersAPIError(OrdersError, requests.HTTPError):
         return f"{self.message} ({described})" if described else self.message
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Picklable without the response (which holds the prepared request).
-        return (
-            _rebuild_api_error,
-            (
-                type(self),
-                self.message,
-                {
-                    "status_code": self.status_code,
-                    "code": self.code,
-                    "request_id": self.request_id,
-                    "param": self.param,
-                },
-            ),
-        )
+        # Picklable (task queues, multiprocessing) without the response, which holds the
+        # prepared request. Subclass attributes such as ``retry_after`` travel in the state.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("response", "request")}
+        kwargs = {
+            "status_code": self.status_code,
+            "code": self.code,
+            "request_id": self.request_id,
+            "param": self.param,
+        }
+        return (_rebuild_api_error, (type(self), self.message, kwargs), state)
 
 
-def _rebuild_api_error(cls: type[OrdersAPIError], message: str, kwargs: dict[str, Any]):
+def _rebuild_api_error(
+    cls: type[OrdersAPIError], message: str, kwargs: dict[str, Any]
+) -> OrdersAPIError:
     return cls(message, **kwargs)
 
 

@@ -1,0 +1,144 @@
+"""How the service's answers and requests' failures become ``django_orders.exceptions``.
+
+Split from ``client.py`` so the mapping can be read (and reviewed against api-notes.md) in one
+place. Two questions are answered here for every failure: did the request possibly reach the
+server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means what.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import requests
+import urllib3.exceptions
+
+from .exceptions import (
+    AuthenticationFailed,
+    OrdersAPIError,
+    OrdersNetworkError,
+    OutcomeUnknown,
+    RateLimited,
+    RequestInProgress,
+    RequestNotSent,
+    RequestRejected,
+    ServerError,
+)
+
+#: Raised before a byte is sent: a bad URL or header, refused or unresolvable, no handshake.
+_NOT_SENT_ERRORS = (
+    requests.exceptions.ConnectTimeout,
+    requests.exceptions.SSLError,
+    requests.exceptions.InvalidURL,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidHeader,
+)
+
+
+def network_error(
+    path: str, exc: requests.exceptions.RequestException, scrub: Callable[[str], str]
+) -> OrdersNetworkError:
+    reason = scrub(_describe(exc))
+    if isinstance(exc, _NOT_SENT_ERRORS) or (
+        isinstance(exc, requests.exceptions.ConnectionError) and _never_connected(exc)
+    ):
+        return RequestNotSent(f"POST {path}: could not connect ({reason})")
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return OutcomeUnknown(f"POST {path}: no answer within the read timeout", is_timeout=True)
+    # Anything else happened with the request (possibly) on the wire: a connection dropped or
+    # reset after sending, a truncated body. When unsure, the outcome is unknown: wrongly
+    # calling a sent create "not sent" could lead to a second order.
+    return OutcomeUnknown(f"POST {path}: connection lost before a complete answer ({reason})")
+
+
+def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
+    """True when the connection was never established (refused, DNS), so nothing was sent."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", inner)
+    if isinstance(
+        reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError
+    ):
+        return True
+    # Exceptions built by hand (and by mocking libraries) carry only text.
+    text = repr(inner if inner is not None else exc)
+    markers = ("NewConnectionError", "NameResolutionError", "Connection refused", "getaddrinfo")
+    return any(marker in text for marker in markers)
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost cause in words ("[Errno 111] Connection refused"), for operators."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", None) or inner or exc
+    text = str(reason) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def error_from_response(
+    path: str, response: requests.Response, request_id: str | None, scrub: Callable[[str], str]
+) -> OrdersAPIError:
+    status = response.status_code
+    error: dict[str, Any] = {}
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        # Some answers carry the error object without the "error" envelope (api-notes.md).
+        inner = body.get("error", body)
+        error = inner if isinstance(inner, dict) else {"message": str(inner)}
+
+    def text(name: str) -> str | None:
+        value = error.get(name)
+        # Scrubbed: a service that echoes the credential back must not put it in our errors.
+        return scrub(value) if isinstance(value, str) and value else None
+
+    code, message, param = text("code"), text("message"), text("param")
+    if message is None:
+        kind = "no JSON error body" if body is None else "an error body without a message"
+        message = f"POST {path} answered {status} {response.reason or ''}".rstrip()
+        message = f"{message} with {kind}"
+    if 300 <= status < 400:
+        location = scrub(response.headers.get("Location", "")) or "nowhere"
+        message = (
+            f"POST {path} was redirected ({status}) to {location}; redirects are not followed. "
+            'Set DJANGO_ORDERS["BASE_URL"] to the API\'s final address.'
+        )
+    kwargs: dict[str, Any] = {
+        "status_code": status,
+        "code": code,
+        "request_id": request_id,
+        "param": param,
+        "response": response,
+    }
+    if status == 401:
+        return AuthenticationFailed(
+            f"{message.rstrip('.')}. {AuthenticationFailed.CAUSES}", **kwargs
+        )
+    if status == 409:
+        return RequestInProgress(message, **kwargs)
+    if status == 429:
+        return RateLimited(message, retry_after=retry_after_seconds(response), **kwargs)
+    if status >= 500:
+        return ServerError(message, **kwargs)
+    return RequestRejected(message, **kwargs)
+
+
+def retry_after_seconds(response: requests.Response) -> float | None:
+    """``Retry-After`` in seconds: whole seconds (api-notes.md) or an HTTP date (RFC 9110)."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return max(seconds, 0.0)

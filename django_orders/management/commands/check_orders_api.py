@@ -1,0 +1,93 @@
+"""``manage.py check_orders_api``: one real request that proves the key and base URL work.
+
+For use after a deploy or a key rotation (api-spec.md: "deployed, verified, and the old key
+retired"): it asks ``/orders/page`` for page 1 with page size 1 (the smallest read there is,
+nothing written) and says what it checked. It never prints the key.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.checks import ERROR
+from django.core.management.base import BaseCommand, CommandError
+
+from ...checks import check_settings
+from ...client import OrdersClient
+from ...exceptions import (
+    AuthenticationFailed,
+    InvalidResponse,
+    OrdersAPIError,
+    OrdersError,
+    OutcomeUnknown,
+    RequestNotSent,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Verify DJANGO_ORDERS['API_KEY'] and ['BASE_URL'] with one real request: page 1 of "
+        "/orders/page with page size 1. Prints the base URL, HTTP status, request id, latency "
+        "and whether a record came back; never the key. Exits non-zero when the settings are "
+        "missing or invalid, the key is refused (401), the service cannot be reached, or the "
+        "answer is not the API's."
+    )
+    # The command gives its own message for exactly the settings it needs; Django's full
+    # system check run would stop first with less specific output (and check unrelated apps).
+    requires_system_checks: list[str] = []
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self._check_settings()
+        # One request, no retries: this verifies a deploy; a retry loop would hide a flaky
+        # network and make the command slow to fail.
+        client = OrdersClient.from_settings(max_retries=0)
+        self.stdout.write(f"Base URL: {client.base_url}")
+        self.stdout.write("Request: POST /orders/page {page_number: 1, page_size: 1}")
+        started = time.monotonic()
+        try:
+            with client:
+                page = client.fetch_page("orders", 1, 1)
+        except OrdersError as exc:
+            latency = (time.monotonic() - started) * 1000
+            raise CommandError(self._explain(exc, client.base_url, latency)) from None
+        latency = (time.monotonic() - started) * 1000
+        self.stdout.write(f"HTTP status: {page.status_code}")
+        self.stdout.write(f"Request id: {page.request_id or '(none sent)'}")
+        self.stdout.write(f"Latency: {latency:.0f} ms")
+        found = "yes" if page.records else "no (the account has no orders yet)"
+        self.stdout.write(f"Record returned: {found}")
+        self.stdout.write(self.style.SUCCESS("OK: the service accepted the key at this base URL."))
+
+    def _check_settings(self) -> None:
+        messages = check_settings()
+        for message in messages:
+            if message.level < ERROR:
+                self.stderr.write(self.style.WARNING(f"{message.id}: {message.msg}"))
+        errors = [m for m in messages if m.level >= ERROR]
+        if errors:
+            lines = [f"{m.id}: {m.msg}" + (f"\n  HINT: {m.hint}" if m.hint else "") for m in errors]
+            raise CommandError("DJANGO_ORDERS is not usable:\n" + "\n".join(lines))
+
+    @staticmethod
+    def _explain(exc: OrdersError, base_url: str, latency_ms: float) -> str:
+        where = f"POST {base_url}/orders/page"
+        if isinstance(exc, AuthenticationFailed):
+            head = f"The service refused the credential (HTTP 401) at {where}."
+        elif isinstance(exc, RequestNotSent):
+            head = f"Could not reach the service at {base_url}: check BASE_URL and the network."
+        elif isinstance(exc, OutcomeUnknown):
+            head = f"No complete answer from {where} after {latency_ms:.0f} ms."
+        elif isinstance(exc, InvalidResponse):
+            head = (
+                f"{where} did not answer like the order API: is "
+                'DJANGO_ORDERS["BASE_URL"] the address of the API (not a web page or proxy)?'
+            )
+        elif isinstance(exc, OrdersAPIError):
+            head = f"The service answered {where} with an error."
+        else:
+            head = f"The check failed at {where}."
+        details = [str(exc)]
+        if isinstance(exc, OrdersAPIError):
+            details.append(f"HTTP status: {exc.status_code}, request id: {exc.request_id}")
+        return "\n".join([head, *details])

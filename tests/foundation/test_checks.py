@@ -1,0 +1,135 @@
+"""System checks: E001 missing settings, E002 unusable values, W001 plain http in production."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+
+from django_orders.checks import check_settings, is_loopback
+
+from .conftest import KEY
+
+GOOD = {"API_KEY": KEY, "BASE_URL": "https://api.example.com"}
+
+
+def ids(messages):
+    return [m.id for m in messages]
+
+
+def test_all_is_well_gives_no_messages(settings):
+    settings.DJANGO_ORDERS = dict(GOOD)
+    assert check_settings() == []
+
+
+def test_the_check_is_registered_with_django(settings):
+    settings.DJANGO_ORDERS = {"BASE_URL": "https://api.example.com"}
+    messages = [m for m in checks.run_checks() if m.id.startswith("django_orders.")]
+    assert ids(messages) == ["django_orders.E001"]
+
+
+@pytest.mark.parametrize("name", ["API_KEY", "BASE_URL"])
+@pytest.mark.parametrize("missing", ["absent", None, ""])
+def test_e001_for_each_missing_required_setting(settings, name, missing):
+    values = dict(GOOD)
+    if missing == "absent":
+        del values[name]
+    else:
+        values[name] = missing
+    settings.DJANGO_ORDERS = values
+    (message,) = check_settings()
+    assert message.id == "django_orders.E001"
+    assert message.level == checks.ERROR
+    assert message.msg == f'DJANGO_ORDERS["{name}"] is not set.'
+    assert message.hint and name in message.hint
+
+
+def test_e001_twice_when_nothing_is_set(settings):
+    del settings.DJANGO_ORDERS
+    messages = check_settings()
+    assert ids(messages) == ["django_orders.E001", "django_orders.E001"]
+    assert [m.msg for m in messages] == [
+        'DJANGO_ORDERS["API_KEY"] is not set.',
+        'DJANGO_ORDERS["BASE_URL"] is not set.',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"PAGE_SIZE": 0}, 'DJANGO_ORDERS["PAGE_SIZE"]'),
+        ({"PAGE_SIZE": 257}, 'DJANGO_ORDERS["PAGE_SIZE"]'),
+        ({"TIMEOUT": -1}, 'DJANGO_ORDERS["TIMEOUT"]'),
+        ({"BASE_URL": "ftp://api.example.com"}, 'DJANGO_ORDERS["BASE_URL"]'),
+        ({"API_KEY": KEY + "\n"}, 'DJANGO_ORDERS["API_KEY"]'),
+        ({"MAX_PAGE_NUMBER": 0}, 'DJANGO_ORDERS["MAX_PAGE_NUMBER"]'),
+        ({"PAGESIZE": 5}, "Unknown key(s) in DJANGO_ORDERS: PAGESIZE"),
+    ],
+)
+def test_e002_for_invalid_values(settings, values, expected):
+    settings.DJANGO_ORDERS = {**GOOD, **values}
+    (message,) = check_settings()
+    assert message.id == "django_orders.E002"
+    assert message.level == checks.ERROR
+    assert expected in message.msg
+    assert message.hint
+    assert KEY not in message.msg
+
+
+def test_every_invalid_value_is_reported_at_once(settings):
+    settings.DJANGO_ORDERS = {**GOOD, "PAGE_SIZE": 0, "TIMEOUT": 0}
+    messages = check_settings()
+    assert ids(messages) == ["django_orders.E002", "django_orders.E002"]
+    assert 'DJANGO_ORDERS["TIMEOUT"]' in messages[0].msg  # in DEFAULTS order
+    assert 'DJANGO_ORDERS["PAGE_SIZE"]' in messages[1].msg
+
+
+def test_e002_when_django_orders_is_not_a_dict(settings):
+    settings.DJANGO_ORDERS = ["API_KEY"]
+    (message,) = check_settings()
+    assert message.id == "django_orders.E002"
+    assert "must be a dict" in message.msg and message.hint
+
+
+def test_e001_and_e002_together(settings):
+    settings.DJANGO_ORDERS = {"BASE_URL": "https://api.example.com", "PAGE_SIZE": 999}
+    assert ids(check_settings()) == ["django_orders.E001", "django_orders.E002"]
+
+
+def test_a_cached_good_value_does_not_hide_a_new_bad_one(settings):
+    from django_orders.conf import orders_settings
+
+    settings.DJANGO_ORDERS = dict(GOOD)
+    assert orders_settings.PAGE_SIZE == 100
+    # Changed behind Django's back (no setting_changed): the check still sees the new value.
+    settings.DJANGO_ORDERS["PAGE_SIZE"] = 0
+    assert ids(check_settings()) == ["django_orders.E002"]
+
+
+def test_w001_plain_http_with_debug_off(settings):
+    settings.DEBUG = False
+    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": "http://api.example.com"}
+    (message,) = check_settings()
+    assert message.id == "django_orders.W001"
+    assert message.level == checks.WARNING
+    assert "plain http" in message.msg
+    assert "https://" in message.hint
+
+
+def test_no_w001_when_debug_is_on(settings):
+    settings.DEBUG = True
+    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": "http://api.example.com"}
+    assert check_settings() == []
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "127.0.0.1", "127.0.0.2", "[::1]", "LOCALHOST", "localhost."]
+)
+def test_no_w001_for_loopback_hosts(settings, host):
+    settings.DEBUG = False
+    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": f"http://{host}:8000"}
+    assert check_settings() == []
+
+
+@pytest.mark.parametrize("host", ["10.0.0.5", "localhost.example.com", "127.example.com", None, ""])
+def test_other_hosts_are_not_loopback(host):
+    assert not is_loopback(host)
