@@ -1,0 +1,274 @@
+"""Crash-safe order creation: persist the idempotency key, send, record, recover.
+
+The order of durable steps is the whole point of this module:
+
+1. Validate (``validation``): nothing is stored or sent for bad input.
+2. Commit an ``OrderRequest`` with a new UUID key, the exact JSON body and a short claim,
+   BEFORE the HTTP call. Whatever happens next (timeout, lost answer, SIGKILL), the key that
+   may have created an order upstream is on disk, and ``resume_order_requests`` resends it.
+3. Send the stored text byte for byte; no transaction is open during the call.
+4. Record the outcome: success writes customer, order and request in ONE short transaction.
+
+**Outer transactions are refused, not worked around.** Inside ``transaction.atomic()`` (for
+instance ``ATOMIC_REQUESTS = True``) the row of step 2 would only be committed with the outer
+transaction, and a rollback after the send would erase the key of an order that exists
+upstream. We chose to refuse loudly with ``TransactionManagementError`` (the same test as
+``atomic(durable=True)``, made up front so nothing is written) rather than write on a second
+connection: a second connection doubles the connections per worker, hides the caller's
+mistake, and leaves the shop's own rows (cart, stock) rolled back beside a created order.
+The fix is one decorator on the checkout view: ``@transaction.non_atomic_requests``.
+
+**One request per reference.** ``reference`` is unique: a second call with the same reference
+never creates a second request row. Its outcome depends on the stored request:
+
+- succeeded: its order is returned, nothing is sent;
+- pending: it is resent now with ITS OWN key and ITS stored payload (the new call's data is not
+  used: the reference names one order), once this process holds the claim;
+- failed: ``OrderRequestRejected`` is raised again from the stored error, nothing is sent (the
+  service already refused that exact payload; use a new reference for a corrected order);
+- needs review: ``OrderRequestPending`` is raised; staff have to look at it first.
+
+**The claim** (``claimed_until``) is taken with a single conditional UPDATE, so two processes,
+or two resume workers on PostgreSQL, never send the same request at the same moment; whoever
+loses raises ``OrderRequestPending`` (or skips it, when resuming) without sending. A crashed
+holder's claim expires after ``claim_duration()``, longer than the longest possible send.
+
+The steps every send shares (claim, send, record, backoff) live in ``order_requests``.
+
+**401** is not a verdict on the order: the request stays pending (it is resent once the key is
+fixed) and ``create_order`` re-raises ``AuthenticationFailed`` so the misconfiguration is loud.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, router
+from django.db.models import F, Q
+from django.utils import timezone
+
+from .client import OrdersClient
+from .conf import orders_settings
+from .exceptions import (
+    AuthenticationFailed,
+    OrderRequestPending,
+    OrderRequestRejected,
+    OrdersAPIError,
+)
+from .models import Order, OrderRequest
+from .order_requests import (
+    Outcome,
+    State,
+    backoff,
+    claim,
+    claim_duration,
+    encode_payload,
+    expiry_explanation,
+    free,
+    get_client,
+    insert_request,
+    is_expired,
+    mark_expired,
+    refuse_outer_transaction,
+    send_and_record,
+    stored_error,
+)
+from .validation import validate_order_input
+
+__all__ = [
+    "ResumeSummary",
+    "backoff",
+    "claim_duration",
+    "create_order",
+    "encode_payload",
+    "get_client",
+    "resend_order_request",
+    "resume_order_requests",
+]
+
+
+# --- public API -------------------------------------------------------------------------------
+
+
+def create_order(
+    *,
+    customer: Mapping[str, Any],
+    line_items: Sequence[Mapping[str, Any]],
+    finalize: bool = False,
+    reference: str | None = None,
+) -> Order:
+    """Create an order upstream, exactly once, and return it from the local mirror.
+
+    Raises ``InvalidOrderRequest`` (nothing stored or sent), ``OrderRequestPending`` (stored,
+    outcome not known yet: tell the customer the order is being confirmed),
+    ``OrderRequestRejected`` (the service refused it), ``AuthenticationFailed`` (the key is
+    wrong; the request stays pending) or ``TransactionManagementError`` (called inside
+    ``transaction.atomic()``; see the module docstring).
+    """
+    data = validate_order_input(
+        customer=customer, line_items=line_items, finalize=finalize, reference=reference
+    )
+    using = router.db_for_write(OrderRequest)
+    refuse_outer_transaction(using)
+    client = get_client()  # a configuration error surfaces before anything is stored
+    now = timezone.now()
+    key = str(uuid.uuid4())
+    request = OrderRequest(
+        idempotency_key=key,
+        reference=data["reference"],
+        payload=encode_payload(key, data),
+        state=State.PENDING,
+        created_at=now,
+        updated_at=now,
+        claimed_until=now + claim_duration(),
+    )
+    try:
+        insert_request(request, using)
+    except IntegrityError:
+        if reference is None:
+            raise
+        return _repeat_reference(client, reference, using)
+    return _result(send_and_record(client, request, using))
+
+
+def resend_order_request(order_request: OrderRequest) -> OrderRequest:
+    """Resend one pending request now, with its own key and payload; record and return it.
+
+    The upstream outcome is recorded on the row (state, attempts, last error), never raised,
+    401 included. A request older than ``KEY_LIFETIME`` is not sent: it is marked
+    ``needs_review`` and returned. Raises ``ValueError`` for a request that is not pending
+    (misuse) and ``OrderRequestPending`` when another worker holds its claim right now.
+    """
+    if order_request.pk is None:
+        raise ValueError("resend_order_request() needs a saved OrderRequest")
+    using = router.db_for_write(OrderRequest)
+    refuse_outer_transaction(using)
+    client = get_client()
+    now = timezone.now()
+    current = OrderRequest.objects.using(using).get(pk=order_request.pk)
+    if current.state != State.PENDING:
+        raise ValueError(
+            f"Order request {current.pk} is {current.state}; only pending requests are resent."
+        )
+    if is_expired(current, now):
+        mark_expired(current, now, using)
+        return current
+    claimed = claim(current.pk, now, using)
+    if claimed is None:
+        raise OrderRequestPending(current)
+    return send_and_record(client, claimed, using).request
+
+
+@dataclass
+class ResumeSummary:
+    """What one ``resume_order_requests`` run did (or, with ``dry_run``, would do)."""
+
+    resent: int = 0
+    succeeded: int = 0
+    still_pending: int = 0
+    failed: int = 0
+    needs_review: int = 0
+    dry_run: bool = False
+    #: Dry run only: the requests that would be resent, oldest due first.
+    would_resend: list[OrderRequest] = field(default_factory=list)
+    #: Set when a 401 stopped the run: every other request would fail the same way.
+    stopped_by: OrdersAPIError | None = None
+
+    @property
+    def has_problems(self) -> bool:
+        return bool(self.failed or self.needs_review or self.stopped_by)
+
+
+def resume_order_requests(
+    *, dry_run: bool = False, limit: int | None = None, now: datetime | None = None
+) -> ResumeSummary:
+    """Resend pending requests that are due, each with its own key and stored payload.
+
+    Due: pending, not claimed, ``next_attempt_at`` empty or past. Each is claimed with one
+    conditional UPDATE before it is sent, so workers running at once never send the same
+    request together. Requests older than ``KEY_LIFETIME`` are never resent: they become
+    ``needs_review`` with an explanation for staff. ``dry_run`` changes nothing and lists what
+    would be resent. ``now`` is for tests and replays; it defaults to the current time.
+    """
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+    using = router.db_for_write(OrderRequest)
+    refuse_outer_transaction(using)
+    fixed_now = now
+    now = now or timezone.now()
+    summary = ResumeSummary(dry_run=dry_run)
+    cutoff = now - orders_settings.KEY_LIFETIME
+    pending = OrderRequest.objects.using(using).filter(state=State.PENDING).filter(free(now))
+    expired = pending.filter(created_at__lte=cutoff)
+    due = (
+        pending.filter(created_at__gt=cutoff)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at", "pk")
+    )
+    if limit is not None:
+        due = due[:limit]
+    if dry_run:
+        summary.needs_review = expired.count()
+        summary.would_resend = list(due)
+        return summary
+    summary.needs_review += expired.update(
+        state=State.NEEDS_REVIEW, last_error=expiry_explanation(), updated_at=now
+    )
+    client = get_client()
+    for pk in list(due.values_list("pk", flat=True)):
+        request = claim(pk, now, using, due_only=True)
+        if request is None:
+            continue  # another worker took it, or it changed since the query
+        summary.resent += 1
+        outcome = send_and_record(client, request, using, fixed_now=fixed_now)
+        state = outcome.request.state
+        if state == State.SUCCEEDED:
+            summary.succeeded += 1
+        elif state == State.FAILED:
+            summary.failed += 1
+        elif state == State.NEEDS_REVIEW:
+            summary.needs_review += 1
+        else:
+            summary.still_pending += 1
+            if isinstance(outcome.error, AuthenticationFailed):
+                summary.stopped_by = outcome.error
+                break
+    return summary
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _repeat_reference(client: OrdersClient, reference: str, using: str) -> Order:
+    """A second call with a reference that already has a request (module docstring)."""
+    now = timezone.now()
+    existing = OrderRequest.objects.using(using).select_related("order").get(reference=reference)
+    if existing.state == State.SUCCEEDED and existing.order is not None:
+        return existing.order
+    if existing.state == State.FAILED:
+        raise OrderRequestRejected(existing, stored_error(existing))
+    if existing.state != State.PENDING:
+        raise OrderRequestPending(existing)
+    if is_expired(existing, now):
+        mark_expired(existing, now, using)
+        raise OrderRequestPending(existing)
+    claimed = claim(existing.pk, now, using)
+    if claimed is None:
+        raise OrderRequestPending(existing)  # being sent by another process right now
+    return _result(send_and_record(client, claimed, using))
+
+
+def _result(outcome: Outcome) -> Order:
+    """``create_order``'s answer: the order, or the exception the outcome calls for."""
+    request, error = outcome.request, outcome.error
+    if request.state == State.SUCCEEDED and outcome.order is not None:
+        return outcome.order
+    if isinstance(error, AuthenticationFailed):
+        raise error
+    if request.state == State.FAILED and isinstance(error, OrdersAPIError):
+        raise OrderRequestRejected(request, error) from error
+    raise OrderRequestPending(request, error) from error

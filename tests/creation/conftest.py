@@ -1,0 +1,97 @@
+"""Fixtures for the order creation tests: valid input, and the raw bodies the sandbox received."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from orders_sandbox.handler import Handler
+
+CUSTOMER = {
+    "name": "Ama Mensah",
+    "email_address": "ama@example.com",
+    "phone_number": "+233241234567",
+}
+LINE_ITEMS = [
+    {
+        "type": "product",
+        "product": {
+            "name": "Kente scarf",
+            "type": "physical",
+            "quantity": 2,
+            "price": {"currency": "ghs", "value": 5000},
+        },
+    }
+]
+
+
+@pytest.fixture
+def order_input() -> dict:
+    """Fresh, valid keyword arguments for ``create_order`` (tests may mutate them)."""
+    return {"customer": copy.deepcopy(CUSTOMER), "line_items": copy.deepcopy(LINE_ITEMS)}
+
+
+class ReceivedBodies:
+    """Every raw request body the in-process sandbox read, in order, with its path."""
+
+    def __init__(self) -> None:
+        self.bodies: list[tuple[str, bytes]] = []
+        self.lock = threading.Lock()
+
+    def creates(self) -> list[bytes]:
+        with self.lock:
+            return [body for path, body in self.bodies if path == "/orders/create"]
+
+    def creates_for_key(self, key: str) -> list[bytes]:
+        return [
+            body
+            for body in self.creates()
+            if json.loads(body)["request_meta"]["idempotency_key"] == key
+        ]
+
+
+@pytest.fixture
+def received(monkeypatch) -> Iterator[ReceivedBodies]:
+    """Record the bytes the sandbox read off the socket (test-side wrapper, sandbox untouched)."""
+    log = ReceivedBodies()
+    original = Handler._read_body
+
+    def recording(self):
+        raw = original(self)
+        with log.lock:
+            log.bodies.append((self.path, raw))
+        return raw
+
+    monkeypatch.setattr(Handler, "_read_body", recording)
+    yield log
+
+
+def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
+    """Upstream order ids created through the API, grouped by idempotency key."""
+    grouped: dict[str, list[str]] = {}
+    for row in sandbox.store.orders_created_via_api():
+        grouped.setdefault(row["idempotency_key"], []).append(row["order_id"])
+    return grouped
+
+
+@pytest.fixture(autouse=True)
+def no_client_sleep(monkeypatch) -> list[float]:
+    """The client's retry backoff waits are recorded instead of slept (and clients rebuilt)."""
+    from django_orders import order_requests
+    from django_orders.client import OrdersClient
+
+    waits: list[float] = []
+    original = OrdersClient.from_settings.__func__
+
+    def from_settings(cls, **overrides):
+        overrides.setdefault("sleep", waits.append)
+        return original(cls, **overrides)
+
+    monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
+    order_requests._local.__dict__.pop("client", None)
+    yield waits
+    order_requests._local.__dict__.pop("client", None)

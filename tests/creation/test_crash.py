@@ -1,0 +1,82 @@
+"""A process killed with SIGKILL mid-creation: the resume leaves one upstream order per request."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_orders.models import Order, OrderRequest
+from tests.conftest import REPO_ROOT, child_env
+from tests.creation.conftest import upstream_orders_by_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start_and_kill(point: str, server, kwargs: dict) -> None:
+    """Start the crash runner, wait until it reports the point, then SIGKILL it."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.creation.crash_runner", point, json.dumps(kwargs)],
+        cwd=REPO_ROOT,
+        env=child_env(ORDERS_API_KEY=server.api_key, ORDERS_API_BASE_URL=server.url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 60)
+        line = child.stdout.readline() if ready else ""
+        assert line.strip() == f"PAUSED {point}", (line, child.stderr.read() if not ready else "")
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(("point", "upstream_before"), [("before-send", 0), ("after-send", 1)])
+def test_killed_process_then_resume_command_leaves_one_linked_order_per_request(
+    point, upstream_before, live_orders, received, order_input, run_manage
+):
+    references = [f"{point}-{i}" for i in range(3)]
+    for reference in references:
+        start_and_kill(point, live_orders, {**order_input, "reference": reference})
+
+    requests = list(OrderRequest.objects.order_by("reference"))
+    assert [r.reference for r in requests] == sorted(references)
+    now = timezone.now()
+    for request in requests:
+        assert request.state == OrderRequest.State.PENDING
+        assert request.attempts == 0
+        assert request.claimed_until > now  # the dead process's claim, not yet expired
+    by_key = upstream_orders_by_key(live_orders)
+    assert sum(len(by_key.get(r.idempotency_key, [])) for r in requests) == 3 * upstream_before
+
+    # Before the claim expires nobody resends: the dead process might still be sending.
+    early = run_manage("resume_order_requests", server=live_orders)
+    assert early.returncode == 0, early.stderr
+    assert "resent 0" in early.stdout
+    # Time passes: the claims expire and the scheduled command resends each request once.
+    OrderRequest.objects.update(claimed_until=now - timedelta(seconds=1))
+    result = run_manage("resume_order_requests", server=live_orders)
+    assert result.returncode == 0, result.stderr
+    assert "resent 3, succeeded 3, still pending 0, failed 0, needs review 0" in result.stdout
+
+    by_key = upstream_orders_by_key(live_orders)
+    for request in OrderRequest.objects.all():
+        assert request.state == OrderRequest.State.SUCCEEDED
+        assert by_key[request.idempotency_key] == [request.order_id]
+        assert Order.objects.filter(pk=request.order_id).exists()
+        # Every body the sandbox received for this key is the stored payload, byte for byte.
+        sent = received.creates_for_key(request.idempotency_key)
+        assert sent and set(sent) == {request.payload.encode()}
+    assert len(by_key) == 3
+    assert live_orders.api_key not in result.stdout + result.stderr + early.stdout + early.stderr

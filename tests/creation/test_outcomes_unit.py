@@ -1,0 +1,187 @@
+"""Each upstream outcome, precisely, with ``responses`` standing in for the service."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+
+import pytest
+import requests
+import responses
+
+from django_orders.creation import backoff, claim_duration
+from django_orders.exceptions import (
+    OrderRequestPending,
+    OrderRequestRejected,
+    RequestRejected,
+)
+from django_orders.models import OrderRequest
+from django_orders.services import create_order, resend_order_request
+
+pytestmark = pytest.mark.django_db
+
+KEY = "sk_test_unit_secret_key_0123456789"
+URL = "https://orders.test/orders/create"
+State = OrderRequest.State
+
+
+@pytest.fixture(autouse=True)
+def unit_settings(settings):
+    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 2}
+
+
+@pytest.fixture
+def mocked():
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+def error(status, code, message="Refused.", **headers):
+    return {
+        "status": status,
+        "json": {"error": {"type": "invalid_request_error", "code": code, "message": message}},
+        "headers": {"X-Request-Id": "req_unit_1", **headers},
+    }
+
+
+def order_answer(order_id="or_unit1"):
+    return {
+        "order": {
+            "id": order_id,
+            "status": "requires_payment",
+            "initiated_at": "2026-01-02T03:04:05.123Z",
+            "customer": {"id": "cu_unit1", "guest": True, "name": "Ama Mensah"},
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(400, "parameter_invalid"), (403, "forbidden"), (404, "not_found"), (422, "unprocessable")],
+)
+def test_definitive_rejection_is_failed(mocked, order_input, status, code):
+    mocked.post(URL, **error(status, code, "Nope."))
+    with pytest.raises(OrderRequestRejected) as caught:
+        create_order(**order_input)
+    request = OrderRequest.objects.get()
+    assert (request.state, request.last_status_code, request.last_error_code) == (
+        State.FAILED,
+        status,
+        code,
+    )
+    assert request.last_request_id == "req_unit_1"
+    assert "Nope." in request.last_error
+    assert request.next_attempt_at is None and request.claimed_until is None
+    assert isinstance(caught.value.error, RequestRejected)
+    assert caught.value.order_request.pk == request.pk
+    assert len(mocked.calls) == 1
+
+
+def test_idempotency_conflict_needs_review(mocked, order_input):
+    mocked.post(URL, **error(422, "idempotency_key_conflict"))
+    with pytest.raises(OrderRequestPending):
+        create_order(**order_input)
+    request = OrderRequest.objects.get()
+    assert (request.state, request.last_error_code) == (
+        State.NEEDS_REVIEW,
+        "idempotency_key_conflict",
+    )
+    assert request.next_attempt_at is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "calls", "expected_status", "expected_error"),
+    [
+        (error(409, "idempotency_key_in_progress"), 1, 409, "RequestInProgress"),
+        (error(503, "unavailable"), 3, 503, "ServerError"),  # the client retried twice
+        (error(429, "rate_limited", **{"Retry-After": "0"}), 3, 429, "RateLimited"),
+        ({"status": 200, "body": "<html>oops</html>"}, 1, 200, "InvalidResponse"),
+        ({"body": requests.exceptions.ReadTimeout("read timed out")}, 1, None, "OutcomeUnknown"),
+        (
+            {"body": requests.exceptions.ConnectionError("Connection refused")},
+            3,
+            None,
+            "RequestNotSent",
+        ),
+    ],
+    ids=["409", "503", "429", "not-json", "read-timeout", "refused"],
+)
+def test_unknown_outcome_stays_pending_with_backoff(
+    mocked, order_input, answer, calls, expected_status, expected_error
+):
+    mocked.post(URL, **answer)
+    with pytest.raises(OrderRequestPending) as caught:
+        create_order(**order_input)
+    request = OrderRequest.objects.get()
+    assert request.state == State.PENDING
+    assert request.attempts == 1
+    assert request.last_status_code == expected_status
+    assert request.last_error.startswith(expected_error)
+    assert request.next_attempt_at - request.last_attempt_at >= timedelta(seconds=30)
+    assert request.claimed_until is None
+    assert caught.value.order_request.pk == request.pk
+    assert len(mocked.calls) == calls
+    # Every call carried the stored body, byte for byte, with the same key.
+    assert {call.request.body for call in mocked.calls} == {request.payload.encode()}
+
+
+def test_backoff_doubles_per_attempt_and_is_capped(mocked, order_input):
+    mocked.post(URL, **error(409, "idempotency_key_in_progress"))
+    with pytest.raises(OrderRequestPending):
+        create_order(**order_input)
+    request = OrderRequest.objects.get()
+    waits = [request.next_attempt_at - request.last_attempt_at]
+    for _ in range(2):
+        request = resend_order_request(request)
+        waits.append(request.next_attempt_at - request.last_attempt_at)
+    assert request.attempts == 3
+    assert [round(w.total_seconds()) for w in waits] == [30, 60, 120]
+    assert backoff(30) == timedelta(hours=1)
+
+
+def test_answer_that_breaks_the_spec_needs_review(mocked, order_input):
+    mocked.post(URL, json=order_answer(order_id="12345"))
+    with pytest.raises(OrderRequestPending):
+        create_order(**order_input)
+    request = OrderRequest.objects.get()
+    assert request.state == State.NEEDS_REVIEW
+    assert "InvalidRecord" in request.last_error
+
+
+def test_success_and_replay_header(mocked, order_input):
+    mocked.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
+    order = create_order(**order_input)
+    assert order.pk == "or_unit1"
+    assert order.customer_id == "cu_unit1"
+    sent = json.loads(mocked.calls[0].request.body)
+    assert sent["request_meta"]["idempotency_key"] == OrderRequest.objects.get().idempotency_key
+
+
+def test_claim_outlasts_the_longest_send(settings):
+    # (3.05 + 30) s per try, 4 tries, up to 3 Retry-After waits of 60 s, plus a margin.
+    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test"}
+    assert claim_duration() == timedelta(seconds=33.05 * 4 + 180 + 60)
+
+
+def test_api_key_never_in_errors_rows_or_logs(mocked, order_input, caplog):
+    caplog.set_level(logging.DEBUG)
+    texts = []
+    answers = [
+        error(401, "unauthorized", f"Bad credential: Bearer {KEY}"),
+        error(403, "forbidden"),
+        error(500, "boom"),
+        {"body": requests.exceptions.ConnectionError("connection reset")},
+    ]
+    for answer in answers:
+        mocked.reset()
+        mocked.post(URL, **answer)
+        try:
+            create_order(**order_input)
+        except Exception as exc:  # every kind is inspected
+            texts += [str(exc), repr(exc), repr(getattr(exc, "cause", None))]
+    for request in OrderRequest.objects.all():
+        texts += [request.last_error, request.payload, str(request)]
+    texts.append(caplog.text)
+    assert len(OrderRequest.objects.all()) == 4
+    assert all(KEY not in text for text in texts)
