@@ -61,6 +61,15 @@ STATIC_URL = "static/"
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'demo.sqlite3'}")
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # WAL lets the admin read while a sync writes, and with synchronous=NORMAL a commit costs no
+    # fsync (a killed process loses nothing; a power cut may lose the last commits). IMMEDIATE
+    # transactions take the write lock up front instead of failing with "database is locked".
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
 
 DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default=None),
