@@ -1,0 +1,257 @@
+"""Order requests (the durable records of our own writes) and the "Resend now" action.
+
+A resend goes through ``services.resend_order_request``, the same code the
+``resume_order_requests`` command runs: same idempotency key, ``KEY_LIFETIME`` respected, the
+outcome recorded on the row. Like Django's "delete selected", the action first shows a
+confirmation page; nothing is sent until the user confirms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+
+from .. import services
+from ..conf import orders_settings
+from ..exceptions import OrdersError
+from ..models import OrderRequest
+from .base import (
+    ReadOnlyModelAdmin,
+    badge,
+    compact_datetime,
+    has_model_permission,
+    pretty_json_text,
+)
+
+#: Each resend is one HTTP call made inside the web request.
+MAX_RESEND = 20
+State = OrderRequest.State
+
+
+@admin.register(OrderRequest)
+class OrderRequestAdmin(ReadOnlyModelAdmin):
+    list_display = (
+        "reference_column",
+        "idempotency_key",
+        "state_column",
+        "attempts",
+        "last_error_column",
+        "last_request_id",
+        "created_column",
+        "last_attempt_column",
+        "order_link",
+    )
+    list_filter = ("state",)
+    search_fields = ("=reference", "=idempotency_key", "=order__id")
+    search_help_text = _("A reference, an idempotency key or an order id (exact).")
+    ordering = ("-created_at", "-id")
+    sortable_by = ("created_column", "last_attempt_column", "attempts")
+    list_select_related = ("order",)
+    actions = ("resend_now",)
+    fieldsets = (
+        (None, {"fields": ("reference", "idempotency_key", "state_column", "order_link")}),
+        (
+            _("Attempts"),
+            {
+                "fields": (
+                    "attempts",
+                    "created_at",
+                    "last_attempt_at",
+                    "next_attempt_at",
+                    "claimed_until",
+                    "updated_at",
+                )
+            },
+        ),
+        (
+            _("Last error"),
+            {"fields": ("last_status_code", "last_error_code", "last_error", "last_request_id")},
+        ),
+        (_("Payload sent"), {"fields": ("payload_pretty",)}),
+    )
+    readonly_fields = (
+        "reference",
+        "idempotency_key",
+        "state_column",
+        "order_link",
+        "attempts",
+        "created_at",
+        "last_attempt_at",
+        "next_attempt_at",
+        "claimed_until",
+        "updated_at",
+        "last_status_code",
+        "last_error_code",
+        "last_error",
+        "last_request_id",
+        "payload_pretty",
+    )
+
+    @admin.display(description=_("reference"), ordering="reference")
+    def reference_column(self, obj: OrderRequest) -> SafeString | str:
+        if not obj.reference:
+            return "-"
+        return format_html('<span style="white-space:nowrap">{}</span>', obj.reference)
+
+    @admin.display(description=_("created"), ordering="created_at")
+    def created_column(self, obj: OrderRequest) -> SafeString | str:
+        return compact_datetime(obj.created_at)
+
+    @admin.display(description=_("last sent"), ordering="last_attempt_at")
+    def last_attempt_column(self, obj: OrderRequest) -> SafeString | str:
+        return compact_datetime(obj.last_attempt_at)
+
+    @admin.display(description=_("state"), ordering="state")
+    def state_column(self, obj: OrderRequest) -> SafeString:
+        return badge(obj.state, obj.get_state_display())
+
+    @admin.display(description=_("last error"))
+    def last_error_column(self, obj: OrderRequest) -> SafeString | str:
+        """Status and code in the column; the message (often long) on hover and on the page."""
+        summary = " · ".join(
+            str(part) for part in (obj.last_status_code, obj.last_error_code) if part
+        )
+        if not summary and not obj.last_error:
+            return "-"
+        return format_html(
+            '<span title="{}">{}</span>',
+            obj.last_error,
+            summary or Truncator(obj.last_error).chars(40),
+        )
+
+    @admin.display(description=_("order"))
+    def order_link(self, obj: OrderRequest) -> SafeString | str:
+        if obj.order_id is None:
+            return "-"
+        url = reverse(
+            "admin:django_orders_order_change",
+            args=(quote(obj.order_id),),
+            current_app=self.admin_site.name,
+        )
+        return format_html('<a href="{}">{}</a>', url, obj.order_id)
+
+    @admin.display(description=_("payload"))
+    def payload_pretty(self, obj: OrderRequest) -> SafeString:
+        return pretty_json_text(obj.payload)
+
+    def has_resend_permission(self, request: HttpRequest) -> bool:
+        return has_model_permission(request, OrderRequest, "change")
+
+    @admin.action(description=_("Resend now"), permissions=["resend"])
+    def resend_now(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        selected = list(queryset.order_by("created_at", "id")[: MAX_RESEND + 1])
+        if len(selected) > MAX_RESEND:
+            self.message_user(
+                request,
+                _("Select at most %(limit)d order requests to resend at a time. Nothing was sent.")
+                % {"limit": MAX_RESEND},
+                messages.ERROR,
+            )
+            return None
+        pending = [row for row in selected if row.state == State.PENDING]
+        if not pending:
+            self.message_user(
+                request,
+                _("None of the selected order requests is pending; nothing was sent."),
+                messages.WARNING,
+            )
+            return None
+        if request.POST.get("post") == "yes":
+            self._resend(request, pending)
+            return None
+        return self._confirmation(request, pending, [r for r in selected if r not in pending])
+
+    def _confirmation(
+        self, request: HttpRequest, pending: list[OrderRequest], skipped: list[OrderRequest]
+    ) -> TemplateResponse:
+        try:
+            oldest_allowed = timezone.now() - orders_settings.KEY_LIFETIME
+        except OrdersError:
+            oldest_allowed = None
+        rows = [
+            {
+                "request": row,
+                "expired": oldest_allowed is not None and row.created_at < oldest_allowed,
+            }
+            for row in pending
+        ]
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Resend order requests?"),
+            "subtitle": None,
+            "opts": opts,
+            "rows": rows,
+            "skipped": skipped,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "action_name": "resend_now",
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request,
+            f"admin/{opts.app_label}/{opts.model_name}/resend_confirmation.html",
+            context,
+        )
+
+    def _resend(self, request: HttpRequest, pending: list[OrderRequest]) -> None:
+        outcomes: dict[str, list[OrderRequest]] = defaultdict(list)
+        for row in pending:
+            try:
+                updated = services.resend_order_request(row)
+            # OrderRequestPending: another worker is sending it right now; ValueError: it
+            # stopped being pending since it was selected. Neither is sent twice.
+            except (OrdersError, ValueError) as error:
+                self.message_user(
+                    request,
+                    _("%(request)s was not resent: %(error)s") % {"request": row, "error": error},
+                    messages.ERROR,
+                )
+                continue
+            outcomes[updated.state].append(updated)
+        reports = (
+            (State.SUCCEEDED, messages.SUCCESS, _("Succeeded: %(requests)s.")),
+            (
+                State.PENDING,
+                messages.WARNING,
+                _(
+                    "Still pending (the outcome is unknown; it will be retried with the same "
+                    "key): %(requests)s."
+                ),
+            ),
+            (State.NEEDS_REVIEW, messages.WARNING, _("Needs review: %(requests)s.")),
+            (State.FAILED, messages.ERROR, _("Rejected by the API: %(requests)s.")),
+        )
+        for state, level, text in reports:
+            rows = outcomes.pop(state, [])
+            if rows:
+                self.message_user(request, text % {"requests": _describe(rows)}, level)
+        for state, rows in outcomes.items():  # a state this admin does not know yet
+            self.message_user(request, f"{state}: {_describe(rows)}.", messages.INFO)
+
+
+def _describe(rows: list[OrderRequest]) -> str:
+    """Each request with its order, or with what the API last said, for the result messages."""
+    described = []
+    for row in rows:
+        if row.state == State.SUCCEEDED:
+            details = [str(row.order_id)] if row.order_id else []
+        else:  # the error of an earlier attempt is stale once a request succeeded
+            details = [part for part in (row.last_error_code, row.last_error) if part]
+        text = str(row)
+        if details:
+            summary = Truncator(" - ".join(details)).chars(160)
+            text += f" ({summary})"
+        described.append(text)
+    return "; ".join(described)
