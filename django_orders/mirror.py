@@ -1,43 +1,97 @@
-"""Writing parsed upstream orders into the mirror with a fixed number of statements.
+"""Writing parsed upstream records into the mirror with a fixed number of statements.
 
 Used by the page sync (one call per page), by lookups (refresh) and by ``create_order`` (one
-order). Whatever the number of records, a call runs exactly four statements: read the stored
-fingerprints of the customers, upsert the new or changed customers, the same for the orders.
-Rows whose fingerprint did not change are not written at all, so a re-sync of unchanged data
-writes nothing and ``changed_at`` means what it says.
+order). Whatever the number of records, ``store_orders`` runs at most four statements: read the
+stored fingerprints of the customers, upsert the new or changed customers, the same for the
+orders (two with ``compare=False``). Rows whose fingerprint did not change are not written at
+all, so a re-sync of unchanged data writes nothing and ``changed_at`` means what it says.
 
 The caller owns the transaction (one short transaction per page or per lookup).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 from django.utils import timezone
 
-from .models import Customer, Order
-from .parsing import ParsedCustomer, ParsedOrder
+from .models import Customer, Order, RemoteRecord
+from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .upsert import read_by_ids, upsert
+
+ORDER_COLUMNS = (
+    "id",
+    "status",
+    "initiated_at",
+    "completed_at",
+    "customer",
+    "raw",
+    "fingerprint",
+    "first_seen_at",
+    "changed_at",
+    "refreshed_at",
+)
+ORDER_UPDATE = (
+    "status",
+    "initiated_at",
+    "completed_at",
+    "customer",
+    "raw",
+    "fingerprint",
+    "changed_at",
+)
+CUSTOMER_COLUMNS = ("id", "guest", "name", "raw", "fingerprint", "first_seen_at", "changed_at")
+CUSTOMER_UPDATE = ("guest", "name", "raw", "fingerprint", "changed_at")
+RECORD_COLUMNS = ("id", "resource", "raw", "fingerprint", "first_seen_at", "changed_at")
+RECORD_UPDATE = ("resource", "raw", "fingerprint", "changed_at")
 
 
 @dataclass
 class MirrorResult:
-    """What a write did. ``first_seen`` and ``status_changes`` feed the signals."""
+    """What a write did.
+
+    ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` and
+    ``status_changes`` (instance, previous status) feed the signals. The instances are built on
+    first access: a page walk with no signal receivers never needs them.
+    """
 
     created: int = 0
     updated: int = 0
     unchanged: int = 0
-    orders: dict[str, Order] = field(default_factory=dict)
-    first_seen: list[Order] = field(default_factory=list)
-    status_changes: list[tuple[Order, str]] = field(default_factory=list)
+    now: datetime | None = None
+    refreshed: bool = False
+    _written: list[tuple[ParsedOrder, str | None]] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def orders(self) -> dict[str, Order]:
+        return {
+            order.id: _order_instance(order, self.now, self.refreshed)
+            for order, _previous in self._written
+        }
+
+    @property
+    def first_seen(self) -> list[Order]:
+        return [self.orders[order.id] for order, previous in self._written if previous is None]
+
+    @property
+    def status_changes(self) -> list[tuple[Order, str]]:
+        return [
+            (self.orders[order.id], previous)
+            for order, previous in self._written
+            if previous is not None and previous != order.status
+        ]
 
 
 def store_orders(
-    parsed_orders: list[ParsedOrder],
+    parsed_orders: Sequence[ParsedOrder],
     *,
     now: datetime | None = None,
     refreshed: bool = False,
     compare: bool = True,
+    known_customers: set[str] | None = None,
 ) -> MirrorResult:
     """Upsert orders and their customers; records repeated in ``parsed_orders`` count once.
 
@@ -46,9 +100,15 @@ def store_orders(
     fingerprints and writes every record (two statements instead of four): for an order that was
     just created upstream, which is new but for a rare replay; every record then counts as
     created.
+
+    ``known_customers`` (used by a page walk) holds the ids of customers already written from a
+    newer order earlier in the same walk: their copies in older orders are not written again.
+    Orders embed a customer summary whose optional fields vary from order to order, so letting
+    every copy overwrite the row would rewrite it on every run; the newest copy wins instead.
+    The ids of this call's customers are added to the set.
     """
     now = now or timezone.now()
-    result = MirrorResult()
+    result = MirrorResult(now=now, refreshed=refreshed)
     orders: dict[str, ParsedOrder] = {}
     for order in parsed_orders:
         orders.setdefault(order.id, order)  # newest first: the first copy is the newest
@@ -56,87 +116,108 @@ def store_orders(
         return result
     customers: dict[str, ParsedCustomer] = {}
     for order in orders.values():
-        customers.setdefault(order.customer.id, order.customer)
-    _store_customers(customers, now, compare=compare)
+        if known_customers is None or order.customer.id not in known_customers:
+            customers.setdefault(order.customer.id, order.customer)
+    if customers:
+        _store_customers(customers, now, compare=compare)
+        if known_customers is not None:
+            known_customers.update(customers)
 
-    stored = (
-        {}
-        if not compare
-        else {
-            pk: (stored_fingerprint, status)
-            for pk, stored_fingerprint, status in Order.objects.filter(
-                pk__in=list(orders)
-            ).values_list("pk", "fingerprint", "status")
-        }
-    )
-    to_write: list[Order] = []
+    stored: dict[str, tuple[str, str]] = {}
+    if compare:
+        stored_rows = read_by_ids(Order, list(orders), ("id", "fingerprint", "status"))
+        stored = {pk: (print_, status) for pk, print_, status in stored_rows}
+    rows: list[tuple] = []
+    unchanged_ids: list[str] = []
     for order in orders.values():
         previous = stored.get(order.id)
-        instance = Order(
-            id=order.id,
-            status=order.status,
-            initiated_at=order.initiated_at,
-            completed_at=order.completed_at,
-            customer_id=order.customer.id,
-            raw=order.raw,
-            fingerprint=order.fingerprint,
-            first_seen_at=now,
-            changed_at=now,
-            refreshed_at=now if refreshed else None,
+        if previous is not None and previous[0] == order.fingerprint:
+            result.unchanged += 1
+            unchanged_ids.append(order.id)
+            continue
+        rows.append(
+            (
+                order.id,
+                order.status,
+                order.initiated_at,
+                order.completed_at,
+                order.customer.id,
+                order.raw_json,
+                order.fingerprint,
+                now,
+                now,
+                now if refreshed else None,
+            )
         )
-        result.orders[order.id] = instance
+        result._written.append((order, None if previous is None else previous[1]))
         if previous is None:
             result.created += 1
-            result.first_seen.append(instance)
-            to_write.append(instance)
-        elif previous[0] != order.fingerprint:
-            result.updated += 1
-            if previous[1] != order.status:
-                result.status_changes.append((instance, previous[1]))
-            to_write.append(instance)
         else:
-            result.unchanged += 1
-    if to_write:
-        Order.objects.bulk_create(
-            to_write,
-            update_conflicts=True,
-            unique_fields=["id"],
-            update_fields=[
-                "status",
-                "initiated_at",
-                "completed_at",
-                "customer",
-                "raw",
-                "fingerprint",
-                "changed_at",
-            ],
-        )
-    if refreshed:
+            result.updated += 1
+    update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
+    upsert(Order, ORDER_COLUMNS, rows, update)
+    if refreshed and unchanged_ids:
         # A lookup stamps every order it returned, changed or not: the refresh queue is
         # ordered by refreshed_at, and changed_at keeps meaning "the record changed".
-        Order.objects.filter(pk__in=list(orders)).update(refreshed_at=now)
+        Order.objects.filter(pk__in=unchanged_ids).update(refreshed_at=now)
     return result
 
 
-def _store_customers(customers: dict[str, ParsedCustomer], now: datetime) -> None:
-    stored = dict(Customer.objects.filter(pk__in=list(customers)).values_list("pk", "fingerprint"))
-    changed = [
-        Customer(
-            id=c.id,
-            guest=c.guest,
-            name=c.name,
-            raw=c.raw,
-            fingerprint=c.fingerprint,
-            first_seen_at=now,
-            changed_at=now,
-        )
+def _order_instance(order: ParsedOrder, now: datetime, refreshed: bool) -> Order:
+    """The written order as a model instance that behaves like one read from the database."""
+    instance = Order(
+        id=order.id,
+        status=order.status,
+        initiated_at=order.initiated_at,
+        completed_at=order.completed_at,
+        customer_id=order.customer.id,
+        raw=order.raw,
+        fingerprint=order.fingerprint,
+        first_seen_at=now,
+        changed_at=now,
+        refreshed_at=now if refreshed else None,
+    )
+    instance._state.adding = False
+    instance._state.db = Order.objects.db
+    return instance
+
+
+def _store_customers(
+    customers: dict[str, ParsedCustomer], now: datetime, *, compare: bool = True
+) -> None:
+    stored: dict[str, str] = {}
+    if compare:
+        stored = dict(read_by_ids(Customer, list(customers), ("id", "fingerprint")))
+    rows = [
+        (c.id, c.guest, c.name, c.raw_json, c.fingerprint, now, now)
         for c in customers.values()
         if stored.get(c.id) != c.fingerprint
     ]
-    if changed:
-        Customer.objects.bulk_create(
-            changed,
-            update_conflicts=True,
-            unique_fields=["id"],
-            update_fields=["guest", "name", "raw", "fingerprint", "changed_at"],
-        )
+    upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
+
+
+def store_records(
+    resource: str, parsed_records: Sequence[ParsedRecord], *, now: datetime | None = None
+) -> MirrorResult:
+    """Upsert raw records of another resource into ``RemoteRecord``: at most two statements."""
+    now = now or timezone.now()
+    result = MirrorResult()
+    records: dict[str, ParsedRecord] = {}
+    for record in parsed_records:
+        records.setdefault(record.id, record)
+    if not records:
+        return result
+    stored = dict(read_by_ids(RemoteRecord, list(records), ("id", "fingerprint")))
+    rows: list[tuple] = []
+    for record in records.values():
+        previous = stored.get(record.id)
+        if previous == record.fingerprint:
+            result.unchanged += 1
+            continue
+        if previous is None:
+            result.created += 1
+        else:
+            result.updated += 1
+        rows.append((record.id, resource, record.raw_json, record.fingerprint, now, now))
+    upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE)
+    return result

@@ -1,7 +1,10 @@
-"""Turning upstream order records into the values the mirror stores.
+"""Turning upstream records into the values the mirror stores.
 
 Strict where the spec is firm (id prefixes, ``status`` a string, timestamps with an offset),
 tolerant of everything else: unknown fields and unknown statuses are kept, never rejected.
+
+A whole page is parsed before anything of it is written, so a bad record fails the run with
+a message naming the page, the record and the field, and nothing of that page is half-written.
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .exceptions import InvalidRecord
 
@@ -49,19 +53,50 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
     return moment.astimezone(UTC)
 
 
-def fingerprint(record: dict[str, Any]) -> str:
+def canonical_json(record: dict[str, Any]) -> str:
+    """The record as JSON with sorted keys: hashed for the fingerprint and stored as is, so a
+    record is encoded once per sync, not once to compare and again to write."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(record: dict[str, Any], text: str | None = None) -> str:
     """A stable hash of a record, so an unchanged record is recognised without comparing JSON."""
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = canonical_json(record) if text is None else text
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
 class ParsedCustomer:
-    id: str
-    guest: bool
-    name: str
-    raw: dict[str, Any]
-    fingerprint: str
+    """The customer summary embedded in an order.
+
+    ``raw_json`` and ``fingerprint`` are computed on first use: a walk needs them only for the
+    first copy of each customer it meets (older orders' copies are skipped), and encoding every
+    copy would cost as much again as encoding the orders.
+    """
+
+    __slots__ = ("_fingerprint", "_json", "guest", "id", "name", "raw")
+
+    def __init__(self, id: str, guest: bool, name: str, raw: dict[str, Any]) -> None:
+        self.id = id
+        self.guest = guest
+        self.name = name
+        self.raw = raw
+        self._json: str | None = None
+        self._fingerprint: str | None = None
+
+    @property
+    def raw_json(self) -> str:
+        if self._json is None:
+            self._json = canonical_json(self.raw)
+        return self._json
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.raw, self.raw_json)
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return f"<ParsedCustomer {self.id}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +108,7 @@ class ParsedOrder:
     customer: ParsedCustomer
     raw: dict[str, Any]
     fingerprint: str
+    raw_json: str
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:
@@ -93,7 +129,6 @@ def parse_customer(record: Any, *, field: str = "customer") -> ParsedCustomer:
         guest=record.get("guest") is True,
         name=(name if isinstance(name, str) else "")[:255],
         raw=record,
-        fingerprint=fingerprint(record),
     )
 
 
@@ -116,6 +151,7 @@ def parse_order(record: Any) -> ParsedOrder:
         customer = parse_customer(record.get("customer"))
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
+    text = canonical_json(record)
     return ParsedOrder(
         id=order_id,
         status=status,
@@ -123,5 +159,55 @@ def parse_order(record: Any) -> ParsedOrder:
         completed_at=completed_at,
         customer=customer,
         raw=record,
-        fingerprint=fingerprint(record),
+        fingerprint=fingerprint(record, text),
+        raw_json=text,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRecord:
+    """A record of a resource other than orders (balance transactions, payouts...), kept raw."""
+
+    id: str
+    raw: dict[str, Any]
+    fingerprint: str
+    raw_json: str
+
+
+def parse_record(record: Any) -> ParsedRecord:
+    """A generic ``/page`` record: only an ``id`` is required (the mirror's key)."""
+    if not isinstance(record, dict):
+        raise InvalidRecord(f"a record must be an object, not {type(record).__name__}")
+    record_id = record.get("id")
+    if not isinstance(record_id, str) or not record_id:
+        raise InvalidRecord(f"id must be a non-empty string, not {record_id!r}")
+    if len(record_id) > 64:
+        raise InvalidRecord(f"id is longer than 64 characters: {record_id[:80]!r}")
+    text = canonical_json(record)
+    return ParsedRecord(
+        id=record_id, raw=record, fingerprint=fingerprint(record, text), raw_json=text
+    )
+
+
+T = TypeVar("T")
+
+
+def parse_page(
+    records: Sequence[Any], parse: Callable[[Any], T], *, page_number: int, resource: str
+) -> list[T]:
+    """Parse every record of a page, or raise ``InvalidRecord`` naming page, record and field.
+
+    The message reads e.g. ``orders page 3, record 17 of 25 (id or_abc): order or_abc:
+    initiated_at must be ...``, which is what an operator needs to report it upstream.
+    """
+    parsed: list[T] = []
+    for index, record in enumerate(records, start=1):
+        try:
+            parsed.append(parse(record))
+        except InvalidRecord as exc:
+            record_id = record.get("id") if isinstance(record, dict) else None
+            where = f"id {record_id}" if isinstance(record_id, str) else "no valid id"
+            raise InvalidRecord(
+                f"{resource} page {page_number}, record {index} of {len(records)} ({where}): {exc}"
+            ) from None
+    return parsed

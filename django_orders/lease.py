@@ -1,0 +1,92 @@
+"""A lease in the database so that one host at a time walks a resource.
+
+Several hosts run ``sync_orders`` from cron against one database. Each run takes the
+``SyncLease`` row of its resource with a single conditional UPDATE ("set me as owner where the
+lease is free or expired"): the database serialises the UPDATEs, so exactly one of two racing
+runs sees one row changed, on SQLite and PostgreSQL alike, without row locks or advisory locks.
+The holder renews the lease as it goes (inside each page's transaction); a holder that was
+killed stops renewing, and its lease expires after ``SYNC_LEASE``, after which any run may take
+it over. Expiry uses each host's clock, so hosts need ordinary NTP-level agreement; the lease is
+minutes long, so seconds of skew do not matter.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from .conf import orders_settings
+from .exceptions import OrdersError, SyncAlreadyRunning
+from .models import SyncLease
+
+
+class LeaseLost(OrdersError):
+    """The lease expired and another run took it over while this run was still walking.
+
+    Raised by ``renew`` inside a page's transaction, so that page is rolled back and the run
+    stops rather than walk alongside the new holder.
+    """
+
+
+def make_owner() -> str:
+    """``host:pid:uuid``: unique per run, and says where to look for the holder."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class Lease:
+    """The lease of one resource, held by ``owner`` once ``acquire`` succeeded."""
+
+    def __init__(
+        self, resource: str, *, owner: str | None = None, duration: timedelta | None = None
+    ) -> None:
+        self.resource = resource
+        self.owner = owner or make_owner()
+        self.duration = duration or orders_settings.SYNC_LEASE
+
+    def __repr__(self) -> str:
+        return f"<Lease {self.resource} owner={self.owner}>"
+
+    def acquire(self, *, now: datetime | None = None) -> None:
+        """Take the lease, or raise ``SyncAlreadyRunning`` naming the holder and its expiry."""
+        now = now or timezone.now()
+        # The row must exist for the conditional UPDATE to find it; ignore_conflicts makes
+        # creating it a no-op when another host already did, with no race to handle.
+        SyncLease.objects.bulk_create([SyncLease(resource=self.resource)], ignore_conflicts=True)
+        free = Q(expires_at__isnull=True) | Q(expires_at__lte=now)
+        taken = SyncLease.objects.filter(free, resource=self.resource).update(
+            owner=self.owner, expires_at=now + self.duration
+        )
+        if taken != 1:
+            holder = SyncLease.objects.filter(resource=self.resource).first()
+            detail = (
+                f" by {holder.owner} until {holder.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+                if holder is not None and holder.expires_at is not None
+                else ""
+            )
+            raise SyncAlreadyRunning(
+                f"A {self.resource} sync is already running (lease held{detail}); "
+                "this run did nothing."
+            )
+
+    def renew(self, *, now: datetime | None = None) -> None:
+        """Push the expiry forward; one UPDATE. Raises ``LeaseLost`` if another run took it."""
+        now = now or timezone.now()
+        renewed = SyncLease.objects.filter(resource=self.resource, owner=self.owner).update(
+            expires_at=now + self.duration
+        )
+        if renewed != 1:
+            raise LeaseLost(
+                f"The {self.resource} sync lease expired and was taken over by another run; "
+                f"this run stopped (raise DJANGO_ORDERS['SYNC_LEASE'] if pages are this slow)."
+            )
+
+    def release(self) -> None:
+        """Free the lease at once, if this run still holds it."""
+        SyncLease.objects.filter(resource=self.resource, owner=self.owner).update(
+            owner="", expires_at=None
+        )

@@ -1,0 +1,150 @@
+"""``manage.py sync_orders``: walk a ``/page`` resource into the local mirror."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+from django_orders.conf import orders_settings
+from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
+from django_orders.models import SyncRun
+from django_orders.services import sync_orders
+
+EXIT_FAILED = 1
+EXIT_LEASE_HELD = 3
+EXIT_AUTH_FAILED = 4
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
+class ProgressDisplay:
+    """Pages, records and records per second: rewritten in place on a terminal, plain lines
+    otherwise (every 10th page at verbosity 1, every page and lookup at verbosity 2+)."""
+
+    def __init__(self, stdout: OutputWrapper, verbosity: int) -> None:
+        self.stdout = stdout
+        self.verbosity = verbosity
+        self.tty = stdout.isatty()
+        self.started = time.monotonic()
+        self.last_pages = 0
+        self.width = 0
+
+    def __call__(self, run: SyncRun) -> None:
+        if self.verbosity < 1:
+            return
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        text = (
+            f"{run.resource}: page {run.pages}, {run.seen:,} records, "
+            f"{run.seen / elapsed:,.0f} records/s"
+        )
+        if run.refreshed:
+            text += f", {run.refreshed:,} refreshed by lookup"
+        new_page = run.pages != self.last_pages
+        self.last_pages = run.pages
+        if self.tty:
+            self.width = max(self.width, len(text))
+            self.stdout.write("\r" + text.ljust(self.width), ending="")
+            self.stdout.flush()
+        elif self.verbosity >= 2 or (new_page and run.pages % 10 == 0):
+            self.stdout.write(text)
+
+    def end_line(self) -> None:
+        """Leave the in-place line before anything else is written."""
+        if self.tty and self.width:
+            self.stdout.write("")
+            self.width = 0
+
+
+class Command(BaseCommand):
+    help = (
+        "Walk the service's /page endpoint of a resource into the local mirror: new and changed "
+        "records are written page by page, unchanged ones are left alone, and for orders the "
+        "non-terminal orders that the page window hides are then refreshed by lookup. One run "
+        "per resource at a time across all hosts (a lease in the database). Exit status: 0 "
+        f"done; {EXIT_FAILED} failed (the error is also recorded on the sync run); "
+        f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
+        "service rejected the API key (401); 2 invalid options."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--resource",
+            default="orders",
+            help="Resource to walk: orders, customers, balance_transactions or payouts "
+            "(default: orders). Other resources than orders are stored raw, keyed by id.",
+        )
+        parser.add_argument(
+            "--page-size",
+            type=_positive_int,
+            default=None,
+            help='Records per page, 1 to 256 (default: DJANGO_ORDERS["PAGE_SIZE"], 100 '
+            "unless set).",
+        )
+        parser.add_argument(
+            "--max-pages",
+            type=_positive_int,
+            default=None,
+            help="Stop after this many pages (default: no limit besides the provider's page "
+            'window, DJANGO_ORDERS["MAX_PAGE_NUMBER"]).',
+        )
+        parser.add_argument(
+            "--refresh-limit",
+            type=_non_negative_int,
+            default=None,
+            help="At most this many non-terminal orders outside the walk refreshed by lookup "
+            'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], 100 unless set).',
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verbosity = options["verbosity"]
+        display = ProgressDisplay(self.stdout, verbosity)
+        started = time.monotonic()
+        try:
+            run = sync_orders(
+                resource=options["resource"],
+                page_size=options["page_size"],
+                max_pages=options["max_pages"],
+                refresh_limit=options["refresh_limit"],
+                progress=display,
+            )
+        except SyncAlreadyRunning as exc:
+            display.end_line()
+            raise CommandError(str(exc), returncode=EXIT_LEASE_HELD) from None
+        except AuthenticationFailed as exc:
+            display.end_line()
+            raise CommandError(
+                f"The service rejected the API key: {exc}", returncode=EXIT_AUTH_FAILED
+            ) from None
+        except (OrdersError, ValueError) as exc:
+            # ValueError: an invalid page size or an unknown resource, said plainly.
+            display.end_line()
+            raise CommandError(f"Sync failed: {exc}", returncode=EXIT_FAILED) from None
+        display.end_line()
+        if verbosity >= 1:
+            self.stdout.write(self.style.SUCCESS(self.summary(run, time.monotonic() - started)))
+
+    @staticmethod
+    def summary(run: SyncRun, seconds: float) -> str:
+        window = ""
+        if run.end_reason == "page_window":
+            window = f" (page window of {orders_settings.MAX_PAGE_NUMBER} pages reached)"
+        return (
+            f"Synced {run.resource}: {run.pages} pages, {run.seen} seen, {run.created} created, "
+            f"{run.updated} updated, {run.unchanged} unchanged, {run.refreshed} refreshed, "
+            f"{run.refresh_waiting} waiting, walk ended by {run.end_reason or 'nothing'}"
+            f"{window}, {seconds:.1f} seconds."
+        )

@@ -1,0 +1,366 @@
+"""The page sync engine: walk a ``/page`` resource into the mirror, then refresh by lookup.
+
+The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page window):
+
+- No transaction waits on HTTP: a page is fetched (on a helper thread, one page ahead) and
+  parsed first, then written in one short ``transaction.atomic()`` with the run's progress and
+  the lease renewal: at most six statements whatever the page size.
+- A whole page is parsed before anything of it is written, so a bad record fails the run naming
+  page, record and field, with the earlier pages committed and nothing of the bad page written.
+- Records are deduplicated by id across the walk: orders created during a walk shift later
+  pages, so the same record may come twice (the first, newer copy wins) and none is missed.
+  The set of ids seen is the only thing that grows with the total (about 100 bytes an id).
+- The walk also ends at the provider's page window; then non-terminal orders the walk did not
+  see are refreshed by lookup, oldest refresh first, a bounded number per run.
+- A ``SyncLease`` keeps two hosts from walking the same resource at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .client import OrdersClient, PageWalk, collection_for
+from .conf import orders_settings
+from .exceptions import InvalidRecord, InvalidResponse, RequestRejected
+from .lease import Lease
+from .mirror import MirrorResult, store_orders, store_records
+from .models import TERMINAL_STATUSES, Order, SyncRun
+from .parsing import parse_order, parse_page, parse_record
+from .signals import order_first_seen, order_status_changed
+
+logger = logging.getLogger("django_orders.sync")
+
+#: Called with the run after each page and each refresh lookup has committed.
+ProgressCallback = Callable[[SyncRun], None]
+
+_PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed"]
+
+
+@dataclass
+class RefreshResult:
+    """What ``refresh_orders`` did. ``missing`` lists ids the service answered 404 for."""
+
+    refreshed: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    missing: list[str] = field(default_factory=list)
+
+
+def sync_orders(
+    *,
+    resource: str = "orders",
+    page_size: int | None = None,
+    max_pages: int | None = None,
+    refresh_limit: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> SyncRun:
+    """Walk ``/<resource>/page`` into the mirror and return the finished ``SyncRun``.
+
+    Raises ``SyncAlreadyRunning`` (and records nothing) when another run holds the lease. Any
+    other error (``AuthenticationFailed``, a bad record, a server that keeps failing...) is
+    recorded on the ``SyncRun`` (outcome failed, with the error) and then propagates.
+    """
+    collection = collection_for(resource)
+    page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
+    refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
+    if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
+        raise ValueError(f"refresh_limit must be a whole number >= 0, not {refresh_limit!r}")
+    client = OrdersClient.from_settings()
+    try:
+        # Checks page_size and max_pages before anything is taken or recorded.
+        walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
+        walk.client = _RetryingPageReads(client)
+        lease = Lease(resource)
+        lease.acquire()
+        try:
+            run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
+            try:
+                _run(client, walk, run, lease, refresh_limit, progress)
+            except BaseException as exc:
+                _record_failure(run, exc)
+                raise
+        finally:
+            _release_quietly(lease)
+    finally:
+        client.close()
+    return run
+
+
+def _run(client, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
+    seen_ids: set[str] = set()
+    known_customers: set[str] = set()
+    nonterminal_seen = 0
+    is_orders = walk.resource == "orders"
+    parse = parse_order if is_orders else parse_record
+    for parsed in _fetched_ahead(walk, parse):
+        fresh = {}
+        for record in parsed:
+            if record.id not in seen_ids:
+                fresh.setdefault(record.id, record)
+        seen_ids.update(fresh)
+        records = list(fresh.values())
+        now = timezone.now()
+        with transaction.atomic():
+            if is_orders:
+                result = store_orders(records, now=now, known_customers=known_customers)
+            else:
+                result = store_records(walk.resource, records, now=now)
+            run.pages += 1
+            run.seen += len(fresh)
+            _add_counts(run, result)
+            SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
+            lease.renew(now=now)
+            transaction.on_commit(partial(_send_signals, result), robust=True)
+        if is_orders:
+            nonterminal_seen += sum(r.status not in TERMINAL_STATUSES for r in records)
+        if progress is not None:
+            progress(run)
+    run.end_reason = walk.end_reason or ""
+    SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
+    if is_orders:
+        _refresh_outside_walk(
+            client, run, lease, seen_ids, nonterminal_seen, refresh_limit, progress
+        )
+    run.outcome = SyncRun.Outcome.SUCCEEDED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["outcome", "finished_at", "refresh_waiting", *_PROGRESS_FIELDS])
+
+
+_DONE = object()
+
+
+def _fetched_ahead(walk: PageWalk, parse: Callable[[Any], Any]) -> Iterator[list]:
+    """Yield each page's parsed records while a helper thread fetches and parses the next page.
+
+    Fetching and parsing page n + 1 (the service's time, the network, decoding and checking
+    JSON) overlaps writing page n (the database's time), which is most of what a sync costs
+    beyond the walk itself. The page transaction still never waits on the network: it only ever
+    runs database statements, and the helper thread never touches the database. Pages arrive in
+    order, so a bad record on page n + 1 fails the run after page n is committed, as without the
+    helper. At most one page waits in the queue, so memory stays flat. If the consumer stops
+    (an error), the helper stops after its current request.
+    """
+    pages: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def fetch() -> None:
+        try:
+            for page in walk:
+                parsed = parse_page(
+                    page.records, parse, page_number=page.number, resource=walk.resource
+                )
+                while not stop.is_set():
+                    try:
+                        pages.put(parsed, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item: object = _DONE
+        except BaseException as exc:  # handed to the consumer, raised there
+            item = exc
+        while not stop.is_set():
+            try:
+                pages.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    helper = threading.Thread(target=fetch, name="django-orders-page-fetch", daemon=True)
+    helper.start()
+    try:
+        while True:
+            item = pages.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        helper.join()
+
+
+def _refresh_outside_walk(
+    client: OrdersClient,
+    run: SyncRun,
+    lease: Lease,
+    seen_ids: set[str],
+    nonterminal_seen: int,
+    limit: int,
+    progress: ProgressCallback | None,
+) -> None:
+    """Look up non-terminal orders the walk did not see (they left the page window).
+
+    Candidates are read completely before the first lookup, so no query or transaction is open
+    during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
+    over several runs every waiting order gets its turn.
+    """
+    pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
+    waiting = max(0, pending.count() - nonterminal_seen)
+    candidates: list[str] = []
+    if limit and waiting:
+        queue = pending.order_by(F("refreshed_at").asc(nulls_first=True), "initiated_at", "id")
+        for order_id in queue.values_list("id", flat=True).iterator(chunk_size=2000):
+            if order_id not in seen_ids:
+                candidates.append(order_id)
+                if len(candidates) >= limit:
+                    break
+    for order_id in candidates:
+        result = _refresh_one(client, order_id, lease=lease, run=run)
+        if progress is not None and result is not None:
+            progress(run)
+    run.refresh_waiting = max(0, waiting - len(candidates))
+
+
+def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
+    """Look up each order by id and store it, each in its own short transaction.
+
+    For the admin's "refresh from the API" action (at most 100 ids). An id the service does not
+    know (404) is reported in ``missing``, not fatal; any other error propagates, with the
+    lookups before it already stored.
+    """
+    summary = RefreshResult()
+    unique_ids = list(dict.fromkeys(order_ids))
+    with OrdersClient.from_settings() as client:
+        for order_id in unique_ids:
+            result = _refresh_one(client, order_id)
+            if result is None:
+                summary.missing.append(order_id)
+                continue
+            summary.refreshed += 1
+            summary.created += result.created
+            summary.updated += result.updated
+            summary.unchanged += result.unchanged
+    return summary
+
+
+def _refresh_one(
+    client: OrdersClient,
+    order_id: str,
+    *,
+    lease: Lease | None = None,
+    run: SyncRun | None = None,
+) -> MirrorResult | None:
+    """One lookup and one short transaction; ``None`` when the service answers 404."""
+    try:
+        record = client.lookup_order(order_id)
+    except RequestRejected as exc:
+        if exc.status_code != 404:
+            raise
+        logger.warning("Order %s is unknown to the service (404); left as it is", order_id)
+        now = timezone.now()
+        with transaction.atomic():
+            # Stamped so that it goes to the back of the refresh queue instead of blocking it.
+            Order.objects.filter(pk=order_id).update(refreshed_at=now)
+            if lease is not None:
+                lease.renew(now=now)
+        return None
+    try:
+        parsed = parse_order(record)
+    except InvalidRecord as exc:
+        raise InvalidRecord(f"lookup of order {order_id}: {exc}") from None
+    if parsed.id != order_id:
+        raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
+    now = timezone.now()
+    with transaction.atomic():
+        result = store_orders([parsed], now=now, refreshed=True)
+        if run is not None:
+            run.refreshed += 1
+            _add_counts(run, result)
+            SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
+        if lease is not None:
+            lease.renew(now=now)
+        transaction.on_commit(partial(_send_signals, result), robust=True)
+    return result
+
+
+class _RetryingPageReads:
+    """Retries a page whose 200 answer is not the JSON the contract promises.
+
+    The client retries 429, 5xx and network errors but not a garbled 200 body (a proxy cutting
+    the answer short), because for a write that would be unsafe. A page read changes nothing
+    upstream, so it is retried here the same way, with the client's own backoff and limit.
+    """
+
+    def __init__(self, client: OrdersClient) -> None:
+        self.client = client
+
+    def fetch_page(self, *args, **kwargs):
+        attempt = 0
+        while True:
+            try:
+                return self.client.fetch_page(*args, **kwargs)
+            except InvalidResponse as exc:
+                if attempt >= self.client.max_retries:
+                    raise
+                wait = self.client._backoff(attempt, exc)
+                logger.warning("Page answer was not valid (%s); retry in %.1fs", exc, wait)
+                self.client._sleep(wait)
+                attempt += 1
+
+
+def _add_counts(run: SyncRun, result: MirrorResult) -> None:
+    run.created += result.created
+    run.updated += result.updated
+    run.unchanged += result.unchanged
+
+
+def _progress_values(run: SyncRun) -> dict[str, int]:
+    return {name: getattr(run, name) for name in _PROGRESS_FIELDS}
+
+
+def _send_signals(result: MirrorResult) -> None:
+    """Sent after commit, so a receiver never sees a row that a rollback would take back.
+
+    ``send_robust``: one failing receiver neither stops the others nor the sync.
+    """
+    responses = []
+    if order_first_seen.has_listeners(Order):
+        for order in result.first_seen:
+            responses += order_first_seen.send_robust(sender=Order, order=order)
+    if order_status_changed.has_listeners(Order):
+        for order, previous in result.status_changes:
+            responses += order_status_changed.send_robust(
+                sender=Order, order=order, previous_status=previous, status=order.status
+            )
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error("Signal receiver %r failed: %r", receiver, response)
+
+
+def _record_failure(run: SyncRun, exc: BaseException) -> None:
+    """Mark the run failed with the error; never hides the original error if this fails too."""
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        message = "interrupted"
+    error = f"{type(exc).__name__}: {message}"
+    run.outcome = SyncRun.Outcome.FAILED
+    run.error = error
+    run.finished_at = timezone.now()
+    try:
+        SyncRun.objects.filter(pk=run.pk).update(
+            outcome=run.outcome, error=run.error, finished_at=run.finished_at
+        )
+    except Exception:
+        logger.exception("Could not record the failure of sync run %s", run.pk)
+
+
+def _release_quietly(lease: Lease) -> None:
+    try:
+        lease.release()
+    except Exception:
+        # It expires on its own after SYNC_LEASE; the error that matters is the original one.
+        logger.exception("Could not release %r", lease)

@@ -1,0 +1,98 @@
+"""Helpers for the sync tests: sandbox set-up, raw record edits, and comparing mirror to store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_orders.client import OrdersClient
+from django_orders.parsing import parse_timestamp
+
+
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """Clients built from settings record their backoff waits here instead of sleeping."""
+    waits: list[float] = []
+    original = OrdersClient.from_settings.__func__
+
+    def from_settings(cls, **overrides):
+        overrides.setdefault("sleep", waits.append)
+        return original(cls, **overrides)
+
+    monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
+    return waits
+
+
+@pytest.fixture
+def capped(sandbox, orders_settings_for, sleeps):
+    """The sandbox with its page window of 10 pages, settings pointed at it, no real sleeps."""
+    orders_settings_for(sandbox, PAGE_SIZE=10, MAX_PAGE_NUMBER=10)
+    return sandbox
+
+
+@pytest.fixture
+def uncapped(sandbox_no_cap, orders_settings_for, sleeps):
+    """No page window on either side: a walk reaches every record."""
+    orders_settings_for(sandbox_no_cap, PAGE_SIZE=10, MAX_PAGE_NUMBER=None)
+    return sandbox_no_cap
+
+
+def edit_raw_order(server, order_id: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite one stored order's JSON in the sandbox (e.g. to break a field on purpose)."""
+    store = server.store
+    with store._transaction() as db:
+        (text,) = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
+        record = json.loads(text)
+        change(record)
+        db.execute("UPDATE orders SET json = ? WHERE id = ?", (json.dumps(record), order_id))
+
+
+def store_orders_by_id(server) -> dict[str, dict[str, Any]]:
+    """Every order the sandbox holds, parsed, by id."""
+    with server.store._lock:
+        rows = server.store._db.execute("SELECT id, json FROM orders").fetchall()
+    return {order_id: json.loads(text) for order_id, text in rows}
+
+
+def assert_mirror_matches(server) -> None:
+    """The mirror holds exactly the sandbox's orders, each with the same raw record and fields."""
+    from django_orders.models import Order
+
+    upstream = store_orders_by_id(server)
+    mirrored = {o.id: o for o in Order.objects.all()}
+    assert set(mirrored) == set(upstream)
+    for order_id, record in upstream.items():
+        order = mirrored[order_id]
+        assert order.raw == record
+        assert order.status == record["status"]
+        assert order.customer_id == record["customer"]["id"]
+        assert order.initiated_at == parse_timestamp(record["initiated_at"])
+
+
+#: Transaction control Django logs around ``atomic()`` (BEGIN on SQLite, COMMIT on both); the
+#: statements that do the page's work are the others.
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+class PageStatements:
+    """Work statements run between consecutive progress callbacks, i.e. per page of a walk."""
+
+    def __init__(self) -> None:
+        self.capture = CaptureQueriesContext(connection)
+        self.marks: list[int] = []
+
+    def __call__(self, run) -> None:
+        self.marks.append(len(self.capture.captured_queries))
+
+    def page_sql(self, index: int) -> list[str]:
+        start, end = self.marks[index - 1], self.marks[index]
+        queries = self.capture.captured_queries[start:end]
+        return [q["sql"] for q in queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
+
+    def per_page(self) -> list[int]:
+        return [len(self.page_sql(i)) for i in range(1, len(self.marks))]

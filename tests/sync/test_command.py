@@ -1,0 +1,155 @@
+"""``manage.py sync_orders``: output, progress, exit codes, and the key never shown."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_orders.lease import Lease
+from django_orders.models import Order, SyncRun
+
+from .conftest import edit_raw_order
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SUMMARY = re.compile(
+    r"Synced orders: (\d+) pages, (\d+) seen, (\d+) created, (\d+) updated, (\d+) unchanged, "
+    r"(\d+) refreshed, (\d+) waiting, walk ended by (\w+).*, [\d.]+ seconds\."
+)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run_command(*args, stdout=None, **options):
+    out = stdout or io.StringIO()
+    call_command("sync_orders", *args, stdout=out, stderr=io.StringIO(), **options)
+    return out.getvalue()
+
+
+def test_summary_line_after_a_run(uncapped):
+    uncapped.seed(25)
+    output = run_command("--page-size", "10")
+    match = SUMMARY.search(output)
+    assert match, output
+    assert match.groups() == ("3", "25", "25", "0", "0", "0", "0", "last_page")
+    again = SUMMARY.search(run_command("--page-size", "10"))
+    assert again.groups()[1:5] == ("25", "0", "0", "25")
+    assert uncapped.api_key not in output
+
+
+def test_plain_progress_lines_follow_verbosity(uncapped):
+    uncapped.seed(125)
+    quiet = run_command("--page-size", "5", verbosity=0)
+    assert quiet == ""
+    normal = run_command("--page-size", "5").splitlines()
+    progress = [line for line in normal if "records/s" in line]
+    assert [line.split(",")[0] for line in progress] == ["orders: page 10", "orders: page 20"]
+    assert "\r" not in "".join(normal)
+    chatty = run_command("--page-size", "5", verbosity=2).splitlines()
+    assert len([line for line in chatty if "records/s" in line]) == 26
+
+
+def test_progress_is_rewritten_in_place_on_a_terminal(uncapped):
+    uncapped.seed(25)
+    output = run_command("--page-size", "10", stdout=Terminal())
+    updates = output.split("\r")[1:]
+    assert [u.split(",")[0] for u in updates] == [f"orders: page {n}" for n in (1, 2, 3)]
+    assert "25 records" in updates[-1] and "records/s" in updates[-1]
+    assert SUMMARY.search(output.splitlines()[-1])
+
+
+def test_options_reach_the_engine(capped):
+    capped.seed(150)
+    output = run_command("--page-size", "7", "--max-pages", "2", "--refresh-limit", "0")
+    assert SUMMARY.search(output).groups()[:3] == ("2", "14", "14")
+    run = SyncRun.objects.get()
+    assert (run.page_size, run.end_reason) == (7, "max_pages")
+
+
+def test_another_resource(uncapped):
+    uncapped.seed(20)
+    output = run_command("--resource", "balance_transactions", "--page-size", "10")
+    assert "Synced balance_transactions:" in output
+    assert Order.objects.count() == 0
+
+
+def test_failure_is_a_command_error_naming_the_problem(uncapped):
+    uncapped.seed(25)
+    bad = uncapped.store.newest_order_ids(25)[12]
+    edit_raw_order(uncapped, bad, lambda r: r.update(status=None))
+    with pytest.raises(CommandError) as caught:
+        run_command("--page-size", "10")
+    assert caught.value.returncode == 1
+    assert f"orders page 2, record 3 of 10 (id {bad})" in str(caught.value)
+    assert "status" in str(caught.value)
+
+
+def test_invalid_options_are_refused(uncapped):
+    with pytest.raises(CommandError, match="page_size must be a whole number from 1 to 256"):
+        run_command("--page-size", "300")
+    with pytest.raises(CommandError, match="No known collection property"):
+        run_command("--resource", "invoices")
+    assert SyncRun.objects.count() == 0
+
+
+def test_help_documents_exit_codes_and_defaults(capsys):
+    with pytest.raises(SystemExit):
+        call_command("sync_orders", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "0 done; 1 failed" in text
+    assert "3 another run holds the lease" in text
+    assert "4 the service rejected the API key" in text
+    assert "(default: orders)" in text
+    assert 'DJANGO_ORDERS["PAGE_SIZE"]' in text and 'DJANGO_ORDERS["REFRESH_LIMIT"]' in text
+
+
+class TestExitStatus:
+    """In a real child process, as cron or a Kubernetes job runs it."""
+
+    def test_success_is_zero(self, sandbox_no_cap, run_manage):
+        sandbox_no_cap.seed(15)
+        result = run_manage("sync_orders", "--page-size", "10", server=sandbox_no_cap)
+        assert result.returncode == 0, result.stderr
+        assert SUMMARY.search(result.stdout).groups()[1] == "15"
+        assert sandbox_no_cap.api_key not in result.stdout + result.stderr
+
+    def test_lease_held_by_another_run(self, sandbox_no_cap, run_manage):
+        Lease("orders", owner="cron-host:4242:abc").acquire()
+        result = run_manage("sync_orders", server=sandbox_no_cap)
+        assert result.returncode == 3
+        assert "already running (lease held by cron-host:4242:abc" in result.stderr
+        assert SyncRun.objects.count() == 0
+
+    def test_auth_failure_explains_the_401_and_never_shows_the_key(
+        self, sandbox_no_cap, run_manage
+    ):
+        wrong_key = "sk_test_thisIsNotTheKeyAtAll123"
+        result = run_manage("sync_orders", server=sandbox_no_cap, ORDERS_API_KEY=wrong_key)
+        assert result.returncode == 4
+        assert "HTTP 401" in result.stderr
+        assert "exactly 'Bearer <token>'" in result.stderr
+        assert "still active" in result.stderr
+        for key in (wrong_key, sandbox_no_cap.api_key):
+            assert key not in result.stdout + result.stderr
+        run = SyncRun.objects.get()
+        assert run.outcome == SyncRun.Outcome.FAILED
+        assert "AuthenticationFailed" in run.error and wrong_key not in run.error
+
+    def test_failure_is_one(self, sandbox_no_cap, run_manage):
+        sandbox_no_cap.seed(15)
+        sandbox_no_cap.add_fault("error_before_write", path="/orders/page", times=None)
+        result = run_manage("sync_orders", server=sandbox_no_cap, timeout=120)
+        assert result.returncode == 1
+        assert "Sync failed:" in result.stderr and "HTTP 500" in result.stderr
+
+    def test_bad_option_is_two(self, sandbox_no_cap, run_manage):
+        result = run_manage("sync_orders", "--page-size", "0", server=sandbox_no_cap)
+        assert result.returncode == 2
+        assert "--page-size" in result.stderr

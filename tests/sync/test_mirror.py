@@ -1,0 +1,160 @@
+"""The page writer: a fixed number of statements, unchanged rows never rewritten."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_orders.mirror import ORDER_COLUMNS, store_orders, store_records
+from django_orders.models import Customer, Order, RemoteRecord
+from django_orders.parsing import parse_order, parse_record
+from django_orders.upsert import MODERN_VARIABLE_LIMIT, rows_per_statement, variable_limit
+
+pytestmark = pytest.mark.django_db
+
+
+def orders(count, *, status="requires_payment", start=0, customers=None, extra=None):
+    """``count`` parsed orders, each with its own customer unless ``customers`` is given."""
+    return [
+        parse_order(
+            {
+                "id": f"or_{n:06d}",
+                "status": status,
+                "initiated_at": f"2026-03-01T10:{n % 60:02d}:00.123Z",
+                "customer": {
+                    "id": f"cu_{(n % customers) if customers else n:06d}",
+                    "guest": False,
+                    "name": f"Customer {n}",
+                },
+                **(extra or {}),
+            }
+        )
+        for n in range(start, start + count)
+    ]
+
+
+@pytest.mark.parametrize("size", [1, 10, 256])
+def test_new_orders_take_four_statements_whatever_the_size(size, django_assert_num_queries):
+    with django_assert_num_queries(4):
+        result = store_orders(orders(size))
+    assert (result.created, result.updated, result.unchanged) == (size, 0, 0)
+    assert Order.objects.count() == size
+    assert Customer.objects.count() == size
+
+
+def test_a_full_page_is_one_insert_per_table_on_every_backend(django_assert_num_queries):
+    """Django's bulk_create would split this on SQLite (it assumes 999 variables)."""
+    if connection.vendor == "sqlite":
+        assert connection.ops.bulk_batch_size(Order._meta.concrete_fields, [None] * 256) < 256
+    assert rows_per_statement(connection, len(ORDER_COLUMNS)) >= 256
+    with django_assert_num_queries(4) as captured:
+        store_orders(orders(256))
+    inserts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 2  # one for the customers, one for the orders
+
+
+def test_variable_limit_is_the_real_sqlite_limit_capped_at_the_modern_default():
+    limit = variable_limit(connection)
+    if connection.vendor == "sqlite":
+        real = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        assert limit == min(real, MODERN_VARIABLE_LIMIT)
+    else:
+        assert limit == MODERN_VARIABLE_LIMIT
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL: a page is one JSON value")
+def test_upsert_splits_only_past_the_variable_limit(monkeypatch, django_assert_num_queries):
+    monkeypatch.setattr("django_orders.upsert.variable_limit", lambda connection: 25)
+    # 7 customer columns: 3 rows a statement (3 statements); 10 order columns: 2 (4 statements).
+    with django_assert_num_queries(7):
+        store_orders(orders(7), compare=False)
+    assert Order.objects.count() == 7
+
+
+def test_stored_values_read_back_as_given():
+    (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-01T12:00:00.5+01:00"})
+    store_orders([parsed])
+    order = Order.objects.select_related("customer").get()
+    assert order.raw == parsed.raw
+    assert order.completed_at == parsed.completed_at
+    assert order.initiated_at == parsed.initiated_at
+    assert order.customer.raw == parsed.customer.raw
+    assert Order.objects.filter(raw__status="completed").exists()  # real JSON, queryable
+
+
+def test_unchanged_orders_are_not_written_and_keep_changed_at(django_assert_num_queries):
+    store_orders(orders(20), now=timezone.now() - timedelta(days=1))
+    before = dict(Order.objects.values_list("id", "changed_at"))
+    with django_assert_num_queries(2) as captured:  # the two fingerprint reads, nothing else
+        result = store_orders(orders(20))
+    assert all(q["sql"].startswith("SELECT") for q in captured.captured_queries)
+    assert (result.created, result.updated, result.unchanged) == (0, 0, 20)
+    assert dict(Order.objects.values_list("id", "changed_at")) == before
+
+
+def test_a_changed_order_is_rewritten_and_its_status_change_reported():
+    old = timezone.now() - timedelta(days=1)
+    store_orders(orders(3), now=old)
+    changed = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    result = store_orders(changed + orders(2, start=1))
+    assert (result.created, result.updated, result.unchanged) == (0, 1, 2)
+    assert [(o.id, prev, o.status) for o, prev in result.status_changes] == [
+        ("or_000000", "requires_payment", "completed")
+    ]
+    order = Order.objects.get(pk="or_000000")
+    assert order.status == "completed"
+    assert order.changed_at > old
+    assert order.first_seen_at == old  # an update never moves first_seen_at
+    assert Order.objects.get(pk="or_000001").changed_at == old
+
+
+def test_compare_false_writes_in_two_statements(django_assert_num_queries):
+    with django_assert_num_queries(2):
+        result = store_orders(orders(1), compare=False)
+    assert result.created == 1
+    assert Order.objects.get().customer_id == "cu_000000"
+
+
+def test_duplicates_in_one_call_count_once_and_the_first_copy_wins():
+    first = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    result = store_orders(first + orders(1))
+    assert result.created == 1
+    assert Order.objects.get().status == "completed"
+
+
+def test_known_customers_are_not_rewritten_from_older_orders(django_assert_num_queries):
+    known: set[str] = set()
+    store_orders(orders(5, customers=5), known_customers=known)
+    assert known == {f"cu_{n:06d}" for n in range(5)}
+    # Older orders of the same customers, with another summary: left alone within the walk.
+    with django_assert_num_queries(2):  # only the order read and upsert
+        store_orders(orders(5, start=5, customers=5), known_customers=known)
+    assert Customer.objects.get(pk="cu_000000").name == "Customer 0"
+
+
+def test_refreshed_stamps_every_order_but_changed_at_only_on_changes():
+    old = timezone.now() - timedelta(days=1)
+    store_orders(orders(2), now=old)
+    now = timezone.now()
+    store_orders(orders(1), now=now, refreshed=True)
+    order = Order.objects.get(pk="or_000000")
+    assert order.refreshed_at == now
+    assert order.changed_at == old
+    assert Order.objects.get(pk="or_000001").refreshed_at is None
+
+
+def test_generic_records_are_upserted_raw_and_unchanged_skipped(django_assert_num_queries):
+    records = [parse_record({"id": f"bt_{n}", "amount": n}) for n in range(10)]
+    with django_assert_num_queries(2):
+        result = store_records("balance_transactions", records)
+    assert result.created == 10
+    changed = [parse_record({"id": "bt_3", "amount": 33}), *records[:3]]
+    result = store_records("balance_transactions", changed)
+    assert (result.created, result.updated, result.unchanged) == (0, 1, 3)
+    stored = RemoteRecord.objects.get(pk="bt_3")
+    assert stored.raw == {"id": "bt_3", "amount": 33}
+    assert stored.resource == "balance_transactions"

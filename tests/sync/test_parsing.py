@@ -1,0 +1,113 @@
+"""Parsing upstream records: strict on the spec's firm rules, tolerant of everything else."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from django_orders.exceptions import InvalidRecord
+from django_orders.parsing import (
+    fingerprint,
+    parse_order,
+    parse_page,
+    parse_record,
+    parse_timestamp,
+)
+
+
+def order_record(**changes):
+    record = {
+        "id": "or_abc123",
+        "status": "requires_payment",
+        "initiated_at": "2026-03-01T10:00:00Z",
+        "customer": {"id": "cu_xyz", "guest": True, "name": "Zoë Dvořák"},
+        "future_field": {"nested": [1, 2]},
+    }
+    record.update(changes)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-03-01T10:00:00Z", datetime(2026, 3, 1, 10, 0, 0, 0, UTC)),
+        ("2026-03-01T10:00:00.1Z", datetime(2026, 3, 1, 10, 0, 0, 100000, UTC)),
+        ("2026-03-01T10:00:00.123Z", datetime(2026, 3, 1, 10, 0, 0, 123000, UTC)),
+        ("2026-03-01T10:00:00.123456Z", datetime(2026, 3, 1, 10, 0, 0, 123456, UTC)),
+        # Seven and more digits: truncated, never rounded into the next second.
+        ("2026-03-01T10:00:00.9999999Z", datetime(2026, 3, 1, 10, 0, 0, 999999, UTC)),
+        ("2026-03-01T10:00:00.123456789+00:00", datetime(2026, 3, 1, 10, 0, 0, 123456, UTC)),
+        ("2026-03-01T15:30:00.5+05:30", datetime(2026, 3, 1, 10, 0, 0, 500000, UTC)),
+        ("2026-03-01T00:30:00-09:30", datetime(2026, 3, 1, 10, 0, 0, 0, UTC)),
+        ("2026-03-01T10:00:00+0100", datetime(2026, 3, 1, 9, 0, 0, 0, UTC)),
+        ("2026-12-31T23:59:59.25-03:00", datetime(2027, 1, 1, 2, 59, 59, 250000, UTC)),
+    ],
+)
+def test_every_timestamp_form_becomes_aware_utc_with_microseconds(text, expected):
+    parsed = parse_timestamp(text)
+    assert parsed == expected
+    assert parsed.tzinfo is UTC
+    assert parsed.microsecond == expected.microsecond
+
+
+@pytest.mark.parametrize(
+    "text", ["2026-03-01T10:00:00", "2026-03-01", "yesterday", "2026-02-30T10:00:00Z", 17, None]
+)
+def test_timestamps_without_offset_or_impossible_are_refused(text):
+    with pytest.raises(InvalidRecord, match="initiated_at"):
+        parse_timestamp(text, field="initiated_at")
+
+
+def test_an_order_keeps_unknown_fields_and_unknown_statuses():
+    parsed = parse_order(order_record(status="partially_refunded"))
+    assert parsed.status == "partially_refunded"
+    assert parsed.raw["future_field"] == {"nested": [1, 2]}
+    assert parsed.customer.id == "cu_xyz"
+    assert parsed.customer.name == "Zoë Dvořák"
+    assert parsed.completed_at is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"id": "ord_1"}, "id"),
+        ({"status": 3}, "status"),
+        ({"status": ""}, "status"),
+        ({"initiated_at": "2026-03-01 10:00"}, "initiated_at"),
+        ({"completed_at": "soon"}, "completed_at"),
+        ({"customer": {"id": "user_1"}}, "customer.id"),
+        ({"customer": None}, "customer"),
+    ],
+)
+def test_firm_rules_name_the_field(changes, field):
+    with pytest.raises(InvalidRecord, match=field):
+        parse_order(order_record(**changes))
+
+
+def test_a_bad_record_in_a_page_names_page_record_and_field():
+    records = [order_record(id=f"or_{n}") for n in range(5)]
+    records[3]["initiated_at"] = "not a time"
+    with pytest.raises(InvalidRecord) as caught:
+        parse_page(records, parse_order, page_number=7, resource="orders")
+    message = str(caught.value)
+    assert "orders page 7, record 4 of 5 (id or_3)" in message
+    assert "initiated_at" in message
+    assert "'not a time'" in message
+
+
+def test_a_record_without_an_id_is_named_by_position():
+    with pytest.raises(InvalidRecord, match=r"page 2, record 1 of 1 \(no valid id\): id must"):
+        parse_page([{"amount": 1}], parse_record, page_number=2, resource="payouts")
+
+
+def test_generic_records_need_only_an_id_and_keep_everything():
+    parsed = parse_record({"id": "bt_1", "amount": {"value": 5}, "x": None})
+    assert parsed.id == "bt_1"
+    assert parsed.raw == {"id": "bt_1", "amount": {"value": 5}, "x": None}
+    assert parsed.fingerprint == fingerprint({"x": None, "amount": {"value": 5}, "id": "bt_1"})
+
+
+def test_fingerprint_changes_with_any_field_and_ignores_key_order():
+    assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
+    assert fingerprint({"a": 1, "b": 2}) != fingerprint({"a": 1, "b": 3})

@@ -1,0 +1,248 @@
+"""The page walk end to end, over real loopback HTTP against the sandbox."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_orders.exceptions import InvalidRecord, ServerError
+from django_orders.models import Customer, Order, RemoteRecord, SyncRun
+from django_orders.services import sync_orders
+from django_orders.signals import order_first_seen, order_status_changed
+
+from .conftest import PageStatements, assert_mirror_matches, edit_raw_order, store_orders_by_id
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FORM = re.compile(r"^.{19}(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+WRITES = re.compile(r'^\s*(INSERT|UPDATE|DELETE)\b.*"django_orders_(order|customer)"', re.S)
+
+
+@pytest.fixture
+def received():
+    """Signals received during the test, as (name, order id, extra) tuples."""
+    events: list[tuple] = []
+
+    def first_seen(sender, order, **kwargs):
+        events.append(("first_seen", order.id, None))
+
+    def status_changed(sender, order, previous_status, status, **kwargs):
+        events.append(("status_changed", order.id, (previous_status, status)))
+
+    order_first_seen.connect(first_seen, weak=False)
+    order_status_changed.connect(status_changed, weak=False)
+    yield events
+    order_first_seen.disconnect(first_seen)
+    order_status_changed.disconnect(status_changed)
+
+
+def test_a_full_walk_mirrors_the_store_exactly(uncapped, received):
+    uncapped.seed(95)
+    run = sync_orders()
+    assert_mirror_matches(uncapped)
+    run.refresh_from_db()
+    assert (run.pages, run.seen, run.created, run.updated, run.unchanged) == (10, 95, 95, 0, 0)
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert run.end_reason == "last_page"
+    assert run.finished_at is not None and run.error == ""
+    assert sorted(e[1] for e in received if e[0] == "first_seen") == sorted(
+        store_orders_by_id(uncapped)
+    )
+
+
+def test_every_timestamp_form_is_stored_as_aware_utc_with_microseconds(uncapped):
+    uncapped.seed(200)
+    sync_orders(page_size=100)
+    upstream = store_orders_by_id(uncapped)
+    # The data really holds every form: 0 to 7 fraction digits, Z and offsets.
+    forms = [FORM.match(r["initiated_at"]).groups() for r in upstream.values()]
+    assert {len(fraction or "") for fraction, _zone in forms} >= {0, 1, 3, 6, 7}
+    assert {zone for _fraction, zone in forms} >= {"Z", "+05:30", "-09:30"}
+    for order in Order.objects.all():
+        text = upstream[order.id]["initiated_at"]
+        # Independent reference: Python's own ISO parser (it truncates past microseconds too).
+        expected = datetime.fromisoformat(text).astimezone(UTC)
+        assert order.initiated_at == expected, text
+        assert order.initiated_at.utcoffset().total_seconds() == 0
+        if "completed_at" in upstream[order.id]:
+            completed = datetime.fromisoformat(upstream[order.id]["completed_at"]).astimezone(UTC)
+            assert order.completed_at == completed
+
+
+def test_an_unchanged_resync_writes_no_rows(uncapped):
+    uncapped.seed(95)
+    sync_orders()
+    orders_before = dict(Order.objects.values_list("id", "changed_at"))
+    customers_before = dict(Customer.objects.values_list("id", "changed_at"))
+    with CaptureQueriesContext(connection) as captured:
+        run = sync_orders()
+    assert (run.created, run.updated, run.unchanged, run.seen) == (0, 0, 95, 95)
+    assert [q["sql"] for q in captured.captured_queries if WRITES.match(q["sql"])] == []
+    assert dict(Order.objects.values_list("id", "changed_at")) == orders_before
+    assert dict(Customer.objects.values_list("id", "changed_at")) == customers_before
+
+
+def test_records_inserted_during_the_walk_are_neither_missed_nor_duplicated(uncapped, received):
+    uncapped.seed(95)
+    before = set(store_orders_by_id(uncapped))
+    # Before pages 2, 3 and 4, four new orders land at the front: later pages shift by 4.
+    uncapped.add_fault("insert_during_traversal", path="/orders/page", times=3, insert_count=4)
+    run = sync_orders()
+    mirrored = set(Order.objects.values_list("id", flat=True))
+    assert before <= mirrored  # nothing that existed when the walk started was missed
+    assert run.seen == run.created == len(mirrored) == Order.objects.count()
+    assert len([e for e in received if e[0] == "first_seen"]) == len(mirrored)  # once each
+    # The next run picks up the orders inserted in front of the walk, and then all match.
+    second = sync_orders()
+    assert second.created == 12
+    assert_mirror_matches(uncapped)
+
+
+def test_a_status_change_propagates_on_the_next_run_and_signals_once(uncapped, received):
+    uncapped.seed(40)
+    sync_orders()
+    target = Order.objects.filter(status="requires_payment").order_by("id").first()
+    changed_before = target.changed_at
+    uncapped.store.set_order_status(target.id, "completed", "2026-06-01T12:00:00.5Z")
+    received.clear()
+    run = sync_orders()
+    assert (run.updated, run.unchanged) == (1, 39)
+    target.refresh_from_db()
+    assert target.status == "completed"
+    assert target.completed_at == datetime(2026, 6, 1, 12, 0, 0, 500000, UTC)
+    assert target.changed_at > changed_before
+    assert received == [("status_changed", target.id, ("requires_payment", "completed"))]
+    sync_orders()
+    assert len(received) == 1  # nothing changed since: no second signal
+
+
+def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped):
+    uncapped.seed(3 * 256 - 3)
+    counts = {}
+    for size in (10, 256):
+        Order.objects.all().delete()
+        Customer.objects.all().delete()
+        fresh = PageStatements()
+        with fresh.capture:
+            sync_orders(page_size=size, max_pages=3, progress=fresh)
+        again = PageStatements()
+        with again.capture:
+            sync_orders(page_size=size, max_pages=3, progress=again)
+        counts[size] = (fresh.per_page(), again.per_page())
+        # Every page after the first: read + upsert customers, read + upsert orders, the run's
+        # progress and the lease renewal.
+        sql = fresh.page_sql(1)
+        assert [statement.split()[0] for statement in sql] == [
+            "SELECT",
+            "INSERT",
+            "SELECT",
+            "INSERT",
+            "UPDATE",
+            "UPDATE",
+        ]
+    assert counts[10] == counts[256] == ([6, 6], [4, 4])
+
+
+def test_a_bad_record_mid_walk_fails_the_run_and_keeps_earlier_pages(uncapped):
+    uncapped.seed(95)
+    newest = uncapped.store.newest_order_ids(95)
+    bad_id = newest[35]  # page 4, record 6
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
+    with pytest.raises(InvalidRecord) as caught:
+        sync_orders()
+    message = str(caught.value)
+    assert f"orders page 4, record 6 of 10 (id {bad_id})" in message
+    assert "initiated_at" in message
+    assert set(Order.objects.values_list("id", flat=True)) == set(newest[:30])
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.FAILED
+    assert (run.pages, run.seen, run.created) == (3, 30, 30)
+    assert message in run.error and run.finished_at is not None
+
+
+@pytest.mark.parametrize("kind", ["malformed_json", "html_502"])
+def test_a_malformed_page_is_retried(uncapped, sleeps, kind):
+    uncapped.seed(25)
+    uncapped.add_fault(kind, path="/orders/page", times=2)
+    run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert len(sleeps) == 2
+    assert_mirror_matches(uncapped)
+
+
+@pytest.mark.parametrize(("kind", "error"), [("malformed_json", "not JSON"), ("html_502", "502")])
+def test_a_page_that_stays_malformed_fails_the_run(uncapped, sleeps, kind, error):
+    uncapped.seed(25)
+    sync_orders(max_pages=1)
+    uncapped.add_fault(kind, path="/orders/page", times=None)
+    with pytest.raises(Exception, match=error):
+        sync_orders()
+    assert len(sleeps) == 3  # MAX_RETRIES retries, then the run gives up
+    failed = SyncRun.objects.order_by("-id").first()
+    assert failed.outcome == SyncRun.Outcome.FAILED
+    assert error in failed.error
+    assert Order.objects.count() == 10  # what the first run wrote stays
+
+
+def test_rate_limits_and_server_errors_are_retried(uncapped, sleeps):
+    uncapped.seed(25)
+    uncapped.add_fault("rate_limit", path="/orders/page", times=2, retry_after=2)
+    uncapped.add_fault("error_before_write", path="/orders/page", times=1, status=503)
+    run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert sleeps[:2] == [2.0, 2.0]  # Retry-After honoured
+    assert len(sleeps) == 3
+    assert_mirror_matches(uncapped)
+
+
+def test_server_errors_past_the_retries_fail_the_run_with_the_error(uncapped, sleeps):
+    uncapped.seed(5)
+    uncapped.add_fault("error_before_write", path="/orders/page", times=None, status=500)
+    with pytest.raises(ServerError):
+        sync_orders()
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.FAILED
+    assert run.error.startswith("ServerError: ")
+    assert uncapped.api_key not in run.error
+
+
+def test_other_resources_are_stored_raw_by_id(uncapped):
+    uncapped.seed(60)
+    total = uncapped.store.count("balance_transactions")
+    assert total > 10
+    run = sync_orders(resource="balance_transactions")
+    assert (run.seen, run.created) == (total, total)
+    stored = {r.id: r for r in RemoteRecord.objects.all()}
+    assert len(stored) == total
+    for record_id, record in stored.items():
+        assert record.resource == "balance_transactions"
+        assert record.raw == json.loads(uncapped.store.get_json("balance_transactions", record_id))
+    again = sync_orders(resource="balance_transactions")
+    assert (again.created, again.updated, again.unchanged) == (0, 0, total)
+    assert Order.objects.count() == 0
+
+
+def test_signals_are_sent_after_commit_and_a_failing_receiver_does_not_stop_the_sync(uncapped):
+    uncapped.seed(15)
+    states = []
+
+    def broken(sender, order, **kwargs):
+        raise RuntimeError("receiver bug")
+
+    def observer(sender, order, **kwargs):
+        states.append(connection.in_atomic_block)
+
+    order_first_seen.connect(broken, weak=False)
+    order_first_seen.connect(observer, weak=False)
+    try:
+        run = sync_orders()
+    finally:
+        order_first_seen.disconnect(broken)
+        order_first_seen.disconnect(observer)
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert states == [False] * 15  # every signal came after its page's transaction committed
