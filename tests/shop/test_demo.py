@@ -1,0 +1,69 @@
+"""The README's demo command, run the way scripts/demo runs it (minus the virtualenv set-up)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run_demo(tmp_path: Path, port: int) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "ORDERS_API_KEY": "sk_test_demo_key_for_this_test_only",
+        "ORDERS_API_BASE_URL": f"http://127.0.0.1:{port}",
+        "DEMO_NO_SERVE": "1",
+    }
+    env.pop("DJANGO_ORDERS_TEST_DB_NAME", None)
+    return subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "demo",
+            "--seed",
+            "120",
+            "--sandbox-db",
+            str(tmp_path / "sandbox.sqlite3"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
+    port = _free_port()
+
+    first = _run_demo(tmp_path, port)
+    assert first.returncode == 0, first.stdout + first.stderr
+    with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
+        orders = db.execute("select count(*) from django_orders_order").fetchone()[0]
+        requests = db.execute("select count(*) from django_orders_orderrequest").fetchone()[0]
+    # 120 seeded + 3 created through create_order, all synced into the mirror.
+    assert orders == 123
+    assert requests == 3
+
+    second = _run_demo(tmp_path, port)
+    assert second.returncode == 0, second.stdout + second.stderr
+    with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
+        assert db.execute("select count(*) from django_orders_order").fetchone()[0] == 123
+        assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 3
+    with sqlite3.connect(tmp_path / "sandbox.sqlite3") as db:
+        assert db.execute("select count(*) from orders").fetchone()[0] == 123
+    assert "sk_test_demo_key_for_this_test_only" not in first.stdout + first.stderr
