@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS idempotency (
     body TEXT NOT NULL, created_at REAL NOT NULL, order_id TEXT,
     PRIMARY KEY (path, key));
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS orders_seq_idx ON orders(seq);
+CREATE INDEX IF NOT EXISTS customers_seq_idx ON customers(seq);
+CREATE INDEX IF NOT EXISTS balance_transactions_seq_idx ON balance_transactions(seq);
+CREATE INDEX IF NOT EXISTS payouts_seq_idx ON payouts(seq);
 """
 
 
@@ -90,11 +94,20 @@ class Store:
     # -- reading -------------------------------------------------------------
 
     def page_json(self, table: str, offset: int, limit: int) -> list[str]:
-        """Stored JSON texts of one page, newest first."""
+        """Stored JSON texts of one page, newest first.
+
+        A plain ``OFFSET`` would step over every skipped row in the table itself, whose leaf
+        pages hold the large JSON texts (30 ms at 100,000 orders). The boundary is found by
+        stepping over the compact ``seq`` index instead, then the page is a range read.
+        """
         _check_table(table)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT json FROM {table} ORDER BY seq DESC LIMIT ? OFFSET ?", (limit, offset)
+                f"SELECT json FROM {table} WHERE seq <= ("
+                f"  SELECT seq FROM {table} INDEXED BY {table}_seq_idx"
+                f"  ORDER BY seq DESC LIMIT 1 OFFSET ?"
+                f") ORDER BY seq DESC LIMIT ?",
+                (offset, limit),
             ).fetchall()
         return [row[0] for row in rows]
 
