@@ -111,7 +111,7 @@ class Command(BaseCommand):
             self._ensure_demo_user()
             self._create_demo_orders()
             self.stdout.write("Syncing the mirror from the sandbox:")
-            call_command("sync_orders", stdout=self.stdout, stderr=self.stderr)
+            call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
             if os.environ.get("DEMO_NO_SERVE") == "1":
                 self.stdout.write(self.style.SUCCESS("DEMO_NO_SERVE=1: demo finished."))
                 return
