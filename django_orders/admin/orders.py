@@ -133,9 +133,13 @@ class OrderAdmin(ReadOnlyModelAdmin):
     def completed_column(self, obj: Order) -> SafeString | str:
         return compact_datetime(obj.completed_at)
 
-    @admin.display(description=_("last synced"))
+    @admin.display(description=_("last updated"))
     def last_synced(self, obj: Order) -> SafeString | str:
-        """When the mirror last changed or was last confirmed by a lookup, whichever is later."""
+        """When the mirror last changed or was last confirmed by a lookup, whichever is later.
+
+        Not "last seen by a walk": a walk that finds an order unchanged writes nothing to it
+        (that is what keeps a re-sync cheap); the sync runs' history says when walks ran.
+        """
         stamps = [stamp for stamp in (obj.changed_at, obj.refreshed_at) if stamp is not None]
         return compact_datetime(max(stamps) if stamps else None)
 

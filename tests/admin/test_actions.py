@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin import helpers
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -107,6 +108,16 @@ def test_resend_confirmed_sends_with_the_same_key_end_to_end(
     assert [row["idempotency_key"] for row in created] == [pending_request.idempotency_key]
     assert messages_of(response) == [("success", f"Succeeded: cart-admin-1 ({order['id']}).")]
     assert Order.objects.filter(pk=order["id"]).exists()
+
+
+def test_resend_works_with_atomic_requests(admin_client, pending_request, monkeypatch):
+    """ATOMIC_REQUESTS wraps views in a transaction that create_order's rules refuse; the
+    changelist, where the actions run, is exempt, so the resend is sent and recorded."""
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    response = run_action(admin_client, REQUESTS, "resend_now", [pending_request.pk], post="yes")
+    assert response.status_code == 302
+    pending_request.refresh_from_db()
+    assert pending_request.state == State.SUCCEEDED
 
 
 def test_resend_that_fails_again_stays_pending_and_says_so(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from django_orders.models import Order, OrderRequest
@@ -40,10 +41,10 @@ def test_checkout_creates_one_upstream_order_and_shows_it(client, live_orders):
 
 
 def test_checkout_under_atomic_requests_still_commits_the_request_first(
-    client, live_orders, settings
+    client, live_orders, monkeypatch
 ):
     """The checkout view is non_atomic_requests, so ATOMIC_REQUESTS does not wrap create_order."""
-    settings.DATABASES["default"]["ATOMIC_REQUESTS"] = True
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
     _fill_cart(client, "gift-card")
 
     response = client.post(reverse("shop:checkout"), CUSTOMER, follow=True)
