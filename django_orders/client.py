@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from django.views.decorators.debug import sensitive_variables
 from requests.adapters import HTTPAdapter
 
 from . import __version__
@@ -73,9 +74,11 @@ HIDDEN = "[hidden]"
 class BearerAuth(requests.auth.AuthBase):
     """Adds ``Authorization: Bearer <key>``; its repr never shows the key."""
 
+    @sensitive_variables("api_key")
     def __init__(self, api_key: str) -> None:
         self._api_key = api_key
 
+    @sensitive_variables("request")
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.headers["Authorization"] = f"Bearer {self._api_key}"
         return request
@@ -83,6 +86,7 @@ class BearerAuth(requests.auth.AuthBase):
     def __repr__(self) -> str:
         return f"<BearerAuth key={HIDDEN}>"
 
+    @sensitive_variables("text")
     def scrub(self, text: str) -> str:
         """``text`` with the key replaced, for messages built from what the server said."""
         if len(self._api_key) >= 4 and self._api_key in text:
@@ -104,6 +108,8 @@ class OrdersClient:
     only in tests.
     """
 
+    # The key passes through these frames: Django's error pages and mails print frame locals.
+    @sensitive_variables("api_key")
     def __init__(
         self,
         *,
@@ -137,6 +143,7 @@ class OrdersClient:
         self.session.headers["Accept"] = "application/json"
 
     @classmethod
+    @sensitive_variables("options", "overrides")
     def from_settings(cls, **overrides: Any) -> OrdersClient:
         """A client configured from ``DJANGO_ORDERS``; keyword arguments override settings."""
         options: dict[str, Any] = {

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.views.decorators.debug import sensitive_variables
 
 from .exceptions import OrdersConfigurationError
 
@@ -132,6 +133,7 @@ def _validate_base_url(value: Any) -> None:
         )
 
 
+@sensitive_variables("value")
 def _validate_api_key(value: Any) -> None:
     # The key is opaque: only its presence and shape as a header value are checked. Its text
     # never appears in the message.
@@ -142,6 +144,7 @@ def _validate_api_key(value: Any) -> None:
         )
 
 
+@sensitive_variables("value")
 def validate(name: str, value: Any) -> None:
     """Raise ``OrdersConfigurationError`` naming the setting if ``value`` is unusable."""
     if name == "API_KEY":
@@ -188,6 +191,8 @@ class OrdersSettings:
             )
         return value
 
+    # Locals hold setting values, the key among them; Django's error reports print locals.
+    @sensitive_variables("value", "user")
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(f"Invalid django-orders setting: {name!r}")

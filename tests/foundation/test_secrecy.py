@@ -204,3 +204,46 @@ def test_a_pickled_error_from_a_real_answer_drops_the_response(api, make_client)
     assert_key_absent(repr(data), "pickle")
     restored = pickle.loads(data)  # noqa: S301  (our own bytes)
     assert restored.code == "resource_missing" and restored.response is None
+
+
+# --- Django's error reports print the local variables of every frame ---------------------------
+
+
+def error_report(exc: BaseException) -> str:
+    """The text Django's debug page and ``mail_admins`` error e-mails would show for ``exc``."""
+    from django.views.debug import ExceptionReporter
+
+    reporter = ExceptionReporter(None, type(exc), exc, exc.__traceback__)
+    return reporter.get_traceback_text() + reporter.get_traceback_html()
+
+
+def raised_by(call) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("expected the call to raise")
+
+
+def test_client_frames_hide_the_key_in_error_reports():
+    exc = raised_by(lambda: OrdersClient(api_key=KEY, base_url="not a url"))
+    report = error_report(exc)
+    assert "base_url must be an absolute" in report  # the report really shows this frame
+    assert "api_key" in report  # ...and its locals, with the key's value cleansed
+    assert KEY not in report
+
+
+def test_from_settings_frames_hide_the_key_in_error_reports(settings):
+    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": BASE}
+    exc = raised_by(lambda: OrdersClient.from_settings(timeout=None))
+    report = error_report(exc)
+    assert "timeout is required" in report
+    assert KEY not in report
+
+
+def test_settings_frames_hide_the_key_in_error_reports(settings):
+    settings.DJANGO_ORDERS = {"API_KEY": KEY + " trailing", "BASE_URL": BASE}
+    exc = raised_by(lambda: orders_settings.API_KEY)
+    report = error_report(exc)
+    assert 'DJANGO_ORDERS["API_KEY"] must be the complete key' in report
+    assert KEY not in report
