@@ -29,6 +29,12 @@ class Cart:
     def save(self) -> None:
         self.session[SESSION_KEY] = {"id": self.id, "items": self.items}
 
+    def renew(self) -> None:
+        """Keep the items under a new id: the old reference's order was refused for good, and
+        create_order would return that refusal for every retry with the same reference."""
+        self.id = f"cart_{uuid.uuid4().hex}"
+        self.save()
+
     def clear(self) -> None:
         """Start a new cart (and so a new reference) after an order was placed."""
         self.session.pop(SESSION_KEY, None)

@@ -66,6 +66,7 @@ def checkout(request: HttpRequest) -> HttpResponse:
         except OrderRequestPending:
             return _placed(request, cart)
         except OrderRequestRejected as exc:
+            cart.renew()  # a corrected retry is a new order request
             form.add_error(None, f"The payment service refused this order: {exc.error.message}")
         except OrdersError:
             form.add_error(None, "The payment service is unavailable. Please try again shortly.")

@@ -70,10 +70,9 @@ def test_slow_delays_the_answer(api, sandbox):
     sandbox.add_fault("slow", "/orders/page", seconds=0.5)
     started = time.monotonic()
     assert api.page().status_code == 200
-    assert time.monotonic() - started >= 0.5
-    started = time.monotonic()
-    api.page()
-    assert time.monotonic() - started < 0.4
+    assert time.monotonic() - started >= 0.5  # a lower bound: sleep guarantees it
+    # The fault fired once and is gone, so the next answer is not delayed.
+    assert sandbox.faults.active() == []
 
 
 def test_slow_beyond_the_client_timeout_is_a_read_timeout(api, sandbox):

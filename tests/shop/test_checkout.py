@@ -111,3 +111,18 @@ def test_unknown_product_is_refused(client, live_orders):
 
     assert "That product does not exist." in response.content.decode()
     assert client.session.get("cart") is None
+
+
+def test_after_a_refusal_the_visitor_can_try_again(client, live_orders):
+    live_orders.add_fault("error_before_write", path="/orders/create", status=400)
+    _fill_cart(client, "gift-card")
+
+    refused = client.post(reverse("shop:checkout"), CUSTOMER)
+
+    assert "refused this order" in refused.content.decode()
+    assert OrderRequest.objects.get().state == OrderRequest.State.FAILED
+    placed = client.post(reverse("shop:checkout"), CUSTOMER, follow=True)
+    assert placed.status_code == 200
+    succeeded = OrderRequest.objects.get(state=OrderRequest.State.SUCCEEDED)
+    assert succeeded.order_id in placed.content.decode()
+    assert len(live_orders.store.orders_created_via_api()) == 1
