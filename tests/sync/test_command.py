@@ -92,11 +92,18 @@ def test_failure_is_a_command_error_naming_the_problem(uncapped):
 
 
 def test_invalid_options_are_refused(uncapped):
-    with pytest.raises(CommandError, match="page_size must be a whole number from 1 to 256"):
+    with pytest.raises(CommandError, match="expected a whole number from 1 to 256, not '300'"):
         run_command("--page-size", "300")
-    with pytest.raises(CommandError, match="No known collection property"):
+    with pytest.raises(CommandError, match="invalid choice: 'invoices'"):
         run_command("--resource", "invoices")
     assert SyncRun.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_invalid_options_exit_with_status_2(run_manage, uncapped):
+    result = run_manage("sync_orders", "--page-size", "0", server=uncapped)
+    assert result.returncode == 2, result.stderr
+    assert "--page-size: expected a whole number from 1 to 256, not '0'" in result.stderr
 
 
 def test_help_documents_exit_codes_and_defaults(capsys):

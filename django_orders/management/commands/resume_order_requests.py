@@ -14,12 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_orders.exceptions import OrdersError
 from django_orders.services import resume_order_requests
 
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
+from ..arguments import whole_number
 
 
 class Command(BaseCommand):
@@ -39,7 +34,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--limit",
-            type=_positive_int,
+            type=whole_number(1),
             default=None,
             help="Resend at most this many requests in this run (default: no limit).",
         )

@@ -7,28 +7,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from django_orders.conf import orders_settings
+from django_orders.client import COLLECTIONS
+from django_orders.conf import MAX_PAGE_SIZE, orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
 from django_orders.services import sync_orders
 
+from ..arguments import whole_number
+
 EXIT_FAILED = 1
 EXIT_LEASE_HELD = 3
 EXIT_AUTH_FAILED = 4
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
-def _non_negative_int(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
 
 
 class ProgressDisplay:
@@ -84,26 +73,27 @@ class Command(BaseCommand):
         parser.add_argument(
             "--resource",
             default="orders",
-            help="Resource to walk: orders, customers, balance_transactions or payouts "
-            "(default: orders). Other resources than orders are stored raw, keyed by id.",
+            choices=sorted(COLLECTIONS),
+            help="Resource to walk (default: orders). Orders go into Order and Customer; the "
+            "others are stored raw in RemoteRecord, keyed by id.",
         )
         parser.add_argument(
             "--page-size",
-            type=_positive_int,
+            type=whole_number(1, MAX_PAGE_SIZE),
             default=None,
             help='Records per page, 1 to 256 (default: DJANGO_ORDERS["PAGE_SIZE"], 100 '
             "unless set).",
         )
         parser.add_argument(
             "--max-pages",
-            type=_positive_int,
+            type=whole_number(1),
             default=None,
             help="Stop after this many pages (default: no limit besides the provider's page "
             'window, DJANGO_ORDERS["MAX_PAGE_NUMBER"]).',
         )
         parser.add_argument(
             "--refresh-limit",
-            type=_non_negative_int,
+            type=whole_number(0),
             default=None,
             help="At most this many non-terminal orders outside the walk refreshed by lookup "
             'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], 100 unless set).',
