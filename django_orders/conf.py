@@ -1,9 +1,9 @@
 """The ``DJANGO_ORDERS`` settings dict, read lazily.
 
 Modelled on DRF's ``api_settings`` and django-filter's ``conf.py``: one namespaced dict, a
-``DEFAULTS`` table, values validated when first read (never at import, so ``migrate`` and
-``collectstatic`` work on a machine without the API key) and re-read when a test or a deploy
-changes ``settings.DJANGO_ORDERS``.
+``DEFAULTS`` table, values validated when first read (never at import: importing the app,
+``collectstatic`` or ``migrate --skip-checks`` need no key; the system check E001 does) and
+re-read when a test or a deploy changes ``settings.DJANGO_ORDERS``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from .exceptions import RequestRejected
 if TYPE_CHECKING:
     from .client import OrdersClient
 
-logger = logging.getLogger("django_orders.client")
+logger = logging.getLogger("django_orders.paging")
 
 #: Collection property per resource (spec traversal rule 3, api-notes.md).
 COLLECTIONS: dict[str, str] = {

@@ -9,13 +9,13 @@ across an HTTP call. This module is the public entry point; the work lives in on
 
 from __future__ import annotations
 
-from .creation import create_order, resend_order_request, resume_order_requests  # CREATION-IMPORTS
-from .sync import refresh_orders, sync_orders  # SYNC-IMPORTS
+from .creation import create_order, resend_order_request, resume_order_requests
+from .sync import refresh_orders, sync_orders
 
-__all__: list[str] = [
+__all__ = [
     "create_order",
     "refresh_orders",
     "resend_order_request",
-    "resume_order_requests",  # CREATION-NAMES
-    "sync_orders",  # SYNC-NAMES
+    "resume_order_requests",
+    "sync_orders",
 ]
