@@ -1,7 +1,8 @@
 """Settings of the example shop: the demo runs it on SQLite against the local sandbox.
 
 Everything that differs between machines comes from the environment (django-environ), as it
-would in a real deployment; ``demo.sh`` sets these for the sandbox.
+would in a real deployment; ``scripts/demo`` sets these for the sandbox. The test settings
+(tests/settings.py) reuse the apps, middleware and templates defined here.
 """
 
 from pathlib import Path
@@ -10,7 +11,6 @@ import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env")  # optional; absent is fine
 
 SECRET_KEY = env("DJANGO_SECRET_KEY", default="example-project-insecure-key")
 DEBUG = env.bool("DJANGO_DEBUG", default=True)

@@ -1,11 +1,23 @@
-"""Settings for the test suite: SQLite by default, PostgreSQL when DATABASE_URL says so.
+"""Settings for the test suite: the example project's, with a test database and test values.
 
-DATABASE_URL=postgres://postgres@127.0.0.1:5432/test pytest
+SQLite by default; PostgreSQL when DATABASE_URL says so:
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test pytest
 """
 
 from pathlib import Path
 
 import environ
+
+from example_project.settings import (  # noqa: F401  (the same apps, middleware and templates)
+    INSTALLED_APPS,
+    MIDDLEWARE,
+    ROOT_URLCONF,
+    STATIC_URL,
+    TEMPLATES,
+    TIME_ZONE,
+    USE_TZ,
+)
 
 env = environ.Env()
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -15,46 +27,6 @@ VAR_DIR.mkdir(exist_ok=True)
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
-USE_TZ = True
-TIME_ZONE = "UTC"
-
-INSTALLED_APPS = [
-    "django.contrib.admin",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
-    "django.contrib.sessions",
-    "django.contrib.messages",
-    "django.contrib.staticfiles",
-    "rest_framework",
-    "django_orders",
-    "example_project.shop",
-]
-
-MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-]
-
-ROOT_URLCONF = "example_project.urls"
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-            ]
-        },
-    }
-]
-STATIC_URL = "static/"
 
 # Subprocess tests (concurrent syncs, killed workers) need a database other processes can open,
 # so the SQLite test database is a file, not ":memory:".
