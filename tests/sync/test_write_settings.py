@@ -1,0 +1,107 @@
+"""The connection settings a walk uses to write fast, and what it must leave as it was."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_orders.models import Order
+from django_orders.services import sync_orders
+from django_orders.sync import refresh_orders
+
+pytestmark = pytest.mark.django_db(transaction=True)
+postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
+
+#: The setting a walk changes, its value during the walk and the default it must restore.
+if connection.vendor == "postgresql":
+    SETTING, DURING, DEFAULT = "SHOW synchronous_commit", "off", "on"
+else:
+    SETTING, DURING, DEFAULT = "PRAGMA wal_autocheckpoint", "10000", "1000"
+
+
+def synchronous_commit() -> str:
+    """The walk's setting on this backend (named after the PostgreSQL one), as text."""
+    with connection.cursor() as cursor:
+        cursor.execute(SETTING)
+        return str(cursor.fetchone()[0])
+
+
+def test_page_commits_are_relaxed_only_during_the_walk(uncapped):
+    uncapped.seed(30)
+    assert synchronous_commit() == DEFAULT
+    during: list[str] = []
+    run = sync_orders(page_size=10, progress=lambda run: during.append(synchronous_commit()))
+    assert run.seen == 30
+    assert during and set(during) == {DURING}
+    # Back to durable for whatever the connection does next (creating an order, the admin).
+    assert synchronous_commit() == DEFAULT
+
+
+def test_the_setting_is_reset_when_the_walk_fails(uncapped, sleeps):
+    uncapped.seed(30)
+    sync_orders(page_size=10, max_pages=1)
+    uncapped.add_fault("html_502", path="/orders/page", times=None)
+    with pytest.raises(Exception, match="502"):
+        sync_orders(page_size=10)
+    assert synchronous_commit() == DEFAULT
+    assert Order.objects.count() == 10  # the committed page is there
+
+
+def test_refresh_lookups_reset_the_setting_too(uncapped):
+    uncapped.seed(3)
+    sync_orders(page_size=10)
+    ids = list(Order.objects.values_list("id", flat=True))
+    summary = refresh_orders(ids)
+    assert summary.refreshed == 3
+    assert synchronous_commit() == DEFAULT
+
+
+@postgresql_only
+def test_no_prefix_search_indexes_on_mirror_keys_and_names():
+    """Migration 0003: the varchar_pattern_ops indexes are gone, the others are still there."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexdef FROM pg_indexes "
+            "WHERE tablename IN ('django_orders_order', 'django_orders_customer')"
+        )
+        indexes = cursor.fetchall()
+    definitions = " ".join(definition for _table, definition in indexes)
+    assert "varchar_pattern_ops" not in definitions
+    assert "django_orders_order_pkey" in definitions
+    assert "django_orders_customer_pkey" in definitions
+    assert "orders_customer_name_trgm" in definitions
+    assert "(customer_id)" in definitions  # the foreign-key index serves the exact id search
+
+
+def test_shared_values_travel_once_and_land_on_every_row(uncapped):
+    """The page's ``now`` (and a shared None) become one parameter, not 256 JSON fields."""
+    from django_orders.mirror import store_orders
+    from django_orders.parsing import parse_order
+
+    records = [
+        {
+            "id": f"or_{n:06d}",
+            "status": "completed" if n % 2 else "requires_payment",
+            "initiated_at": "2026-03-01T10:00:00Z",
+            "completed_at": "2026-03-01T11:00:00.5+01:00" if n % 2 else None,
+            "customer": {"id": f"cu_{n % 3:06d}", "name": f"C{n % 3}"},
+        }
+        for n in range(5)
+    ]
+    now = timezone.now() - timedelta(hours=1)
+    store_orders([parse_order(r) for r in records], now=now)
+    stored = {o.id: o for o in Order.objects.all()}
+    assert len(stored) == 5
+    for record in records:
+        order = stored[record["id"]]
+        assert (order.first_seen_at, order.changed_at, order.refreshed_at) == (now, now, None)
+        assert order.status == record["status"]
+        assert order.raw == record
+        assert (order.completed_at is None) == (record["completed_at"] is None)
+    later = timezone.now()
+    store_orders([parse_order(r) for r in records], now=later, refreshed=True)
+    assert set(Order.objects.values_list("refreshed_at", flat=True)) == {later}
+    assert set(Order.objects.values_list("changed_at", flat=True)) == {now}
