@@ -52,7 +52,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .client import OrdersClient
-from .conf import orders_settings
 from .exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
@@ -63,15 +62,15 @@ from .models import Order, OrderRequest
 from .order_requests import (
     Outcome,
     State,
-    backoff,
     claim,
     claim_duration,
     encode_payload,
-    expiry_explanation,
+    expire_pending,
+    expired_q,
     free,
     get_client,
     insert_request,
-    is_expired,
+    key_expired,
     mark_expired,
     refuse_outer_transaction,
     send_and_record,
@@ -81,11 +80,7 @@ from .validation import validate_order_input
 
 __all__ = [
     "ResumeSummary",
-    "backoff",
-    "claim_duration",
     "create_order",
-    "encode_payload",
-    "get_client",
     "resend_order_request",
     "resume_order_requests",
 ]
@@ -129,9 +124,10 @@ def create_order(
     try:
         insert_request(request, using)
     except IntegrityError:
-        if reference is None:
+        if request.reference is None:
             raise
-        return _repeat_reference(client, reference, using)
+        # The validated (trimmed) reference: the one the INSERT used and collided on.
+        return _repeat_reference(client, request.reference, using)
     return _result(send_and_record(client, request, using))
 
 
@@ -139,9 +135,9 @@ def resend_order_request(order_request: OrderRequest) -> OrderRequest:
     """Resend one pending request now, with its own key and payload; record and return it.
 
     The upstream outcome is recorded on the row (state, attempts, last error), never raised,
-    401 included. A request older than ``KEY_LIFETIME`` is not sent: it is marked
-    ``needs_review`` and returned. Raises ``ValueError`` for a request that is not pending
-    (misuse) and ``OrderRequestPending`` when another worker holds its claim right now.
+    401 included. A request whose key expired (``order_requests.key_expired``) is not sent:
+    it is marked ``needs_review`` and returned. Raises ``ValueError`` for a request that is
+    not pending (misuse) and ``OrderRequestPending`` when another worker holds its claim right now.
     """
     if order_request.pk is None:
         raise ValueError("resend_order_request() needs a saved OrderRequest")
@@ -154,11 +150,13 @@ def resend_order_request(order_request: OrderRequest) -> OrderRequest:
         raise ValueError(
             f"Order request {current.pk} is {current.state}; only pending requests are resent."
         )
-    if is_expired(current, now):
+    if key_expired(current, now):
         mark_expired(current, now, using)
         return current
     claimed = claim(current.pk, now, using)
     if claimed is None:
+        if mark_expired(current, timezone.now(), using):
+            return current  # expired between the read and the claim
         raise OrderRequestPending(current)
     return send_and_record(client, claimed, using).request
 
@@ -189,10 +187,14 @@ def resume_order_requests(
     """Resend pending requests that are due, each with its own key and stored payload.
 
     Due: pending, not claimed, ``next_attempt_at`` empty or past. Each is claimed with one
-    conditional UPDATE before it is sent, so workers running at once never send the same
-    request together. Requests older than ``KEY_LIFETIME`` are never resent: they become
-    ``needs_review`` with an explanation for staff. ``dry_run`` changes nothing and lists what
-    would be resent. ``now`` is for tests and replays; it defaults to the current time.
+    conditional UPDATE right before it is sent, so workers running at once never send the same
+    request together. Requests whose key expired (``order_requests.key_expired``: first sent
+    ``KEY_LIFETIME`` ago) are never resent: they become ``needs_review`` with an explanation for
+    staff. ``dry_run`` changes nothing and lists what would be resent.
+
+    The time is read afresh for each request (a run may last long: every claim must last
+    ``claim_duration()`` from when it is taken, and the key lifetime is checked at the moment
+    of the send). ``now`` fixes it for the whole run, for tests and replays.
     """
     if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
@@ -201,28 +203,29 @@ def resume_order_requests(
     fixed_now = now
     now = now or timezone.now()
     summary = ResumeSummary(dry_run=dry_run)
-    cutoff = now - orders_settings.KEY_LIFETIME
-    pending = OrderRequest.objects.using(using).filter(state=State.PENDING).filter(free(now))
-    expired = pending.filter(created_at__lte=cutoff)
+    requests = OrderRequest.objects.using(using)
+    pending = requests.filter(state=State.PENDING).filter(free(now))
     due = (
-        pending.filter(created_at__gt=cutoff)
+        pending.exclude(expired_q(now))
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at", "pk")
     )
     if limit is not None:
         due = due[:limit]
     if dry_run:
-        summary.needs_review = expired.count()
+        summary.needs_review = pending.filter(expired_q(now)).count()
         summary.would_resend = list(due)
         return summary
-    summary.needs_review += expired.update(
-        state=State.NEEDS_REVIEW, last_error=expiry_explanation(), updated_at=now
-    )
+    summary.needs_review += expire_pending(requests.all(), now)
     client = get_client()
     for pk in list(due.values_list("pk", flat=True)):
+        now = fixed_now or timezone.now()
         request = claim(pk, now, using, due_only=True)
         if request is None:
-            continue  # another worker took it, or it changed since the query
+            # Another worker took it, it changed since the query, or its key expired while
+            # this run was busy with earlier requests (then it is marked here).
+            summary.needs_review += expire_pending(requests.filter(pk=pk), now)
+            continue
         summary.resent += 1
         outcome = send_and_record(client, request, using, fixed_now=fixed_now)
         state = outcome.request.state
@@ -253,11 +256,12 @@ def _repeat_reference(client: OrdersClient, reference: str, using: str) -> Order
         raise OrderRequestRejected(existing, stored_error(existing))
     if existing.state != State.PENDING:
         raise OrderRequestPending(existing)
-    if is_expired(existing, now):
+    if key_expired(existing, now):
         mark_expired(existing, now, using)
         raise OrderRequestPending(existing)
     claimed = claim(existing.pk, now, using)
     if claimed is None:
+        mark_expired(existing, timezone.now(), using)  # expired since the read: say so
         raise OrderRequestPending(existing)  # being sent by another process right now
     return _result(send_and_record(client, claimed, using))
 

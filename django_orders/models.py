@@ -7,9 +7,6 @@ committed before an order is sent, which is what makes order creation crash-safe
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -159,6 +156,15 @@ class OrderRequest(models.Model):
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     last_attempt_at = models.DateTimeField(_("last sent"), null=True, blank=True)
+    first_sent_at = models.DateTimeField(
+        _("first sent"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The first attempt that may have reached the service; KEY_LIFETIME counts from it. "
+            "Empty while no attempt can have reached it, so a resend is always safe."
+        ),
+    )
     next_attempt_at = models.DateTimeField(_("next attempt"), null=True, blank=True)
     claimed_until = models.DateTimeField(
         _("claimed until"),
@@ -178,10 +184,6 @@ class OrderRequest(models.Model):
 
     def __str__(self) -> str:
         return self.reference or self.idempotency_key
-
-    @property
-    def payload_data(self) -> dict[str, Any]:
-        return json.loads(self.payload)
 
 
 class SyncRun(models.Model):

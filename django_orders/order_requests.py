@@ -5,6 +5,18 @@ holds the steps every send shares, so the rules live in one place: the claim is 
 conditional UPDATE; the stored payload is sent byte for byte; success writes customer, order
 and request in one short transaction; any other outcome is recorded on the row with a
 per-request backoff. No transaction is open during the HTTP call.
+
+**Key lifetime.** The service forgets an idempotency key 24 hours after it first saw it; a
+resend after that would create a second order. ``first_sent_at`` is the first attempt that may
+have reached the service (anything but ``RequestNotSent``), and ``key_expired``/``expired_q``
+are the one rule, used everywhere: expired when ``first_sent_at <= now - KEY_LIFETIME``. A
+request whose attempts provably never reached the service (``first_sent_at`` empty) never
+expires: its key is unknown upstream, so resending it cannot duplicate anything.
+
+**Success is insert-if-absent.** A create's answer is the order as it was when the key was
+first used; a resend of that key replays the SAME answer, possibly long after the sync has
+mirrored newer states of the order. So the customer and the order are inserted only when the
+mirror lacks them, never overwritten: the mirror row, synced from upstream, is as new or newer.
 """
 
 from __future__ import annotations
@@ -18,19 +30,22 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, transaction
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.constants import OnConflict
+from django.db.models.functions import Coalesce
+from django.db.models.sql import InsertQuery
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from .client import MAX_RETRY_AFTER, OrdersClient
 from .conf import orders_settings, setting_name
 from .exceptions import InvalidRecord, OrdersAPIError, RateLimited, RequestRejected
-from .mirror import store_orders
-from .models import Order, OrderRequest
-from .parsing import parse_order
+from .models import Customer, Order, OrderRequest
+from .parsing import ParsedOrder, parse_order
 from .signals import order_created
 
-logger = logging.getLogger("django_orders.creation")
+logger = logging.getLogger("django_orders.order_requests")
 
 State = OrderRequest.State
 #: The longest wait between two resends of one request, whatever its attempts.
@@ -64,6 +79,7 @@ def refuse_outer_transaction(using: str) -> None:
 _local = threading.local()
 
 
+@sensitive_variables("config", "cached")  # the key is in both; error reports print locals
 def get_client() -> OrdersClient:
     """One client per thread, rebuilt when the settings change, to reuse kept-alive sockets."""
     config = (
@@ -107,8 +123,25 @@ def backoff(attempts: int, error: BaseException | None = None) -> timedelta:
     return delay
 
 
-def is_expired(request: OrderRequest, now: datetime) -> bool:
-    return request.created_at <= now - orders_settings.KEY_LIFETIME
+def key_expired(order_request: OrderRequest, now: datetime) -> bool:
+    """True when the request must not be resent: its key may be forgotten upstream.
+
+    That is when its first send that may have reached the service (``first_sent_at``) is
+    ``KEY_LIFETIME`` old or older at ``now``. Never for a request that was never sent (or whose
+    every attempt failed to connect): the service never saw its key. ``expired_q`` is the same
+    rule as a query filter.
+    """
+    first = order_request.first_sent_at
+    return first is not None and first <= now - orders_settings.KEY_LIFETIME
+
+
+def expired_q(now: datetime) -> Q:
+    """``key_expired`` as a filter: ``OrderRequest.objects.filter(expired_q(now))``.
+
+    ``~expired_q(now)`` keeps the requests that may still be resent (an empty ``first_sent_at``
+    included: the explicit ``isnull`` makes the negation keep NULL rows on every database).
+    """
+    return Q(first_sent_at__isnull=False, first_sent_at__lte=now - orders_settings.KEY_LIFETIME)
 
 
 def expiry_explanation() -> str:
@@ -137,23 +170,38 @@ def insert_request(request: OrderRequest, using: str) -> None:
 
 
 def claim(pk: int, now: datetime, using: str, *, due_only: bool = False) -> OrderRequest | None:
-    """Take the claim with one atomic UPDATE; ``None`` when someone else holds it."""
-    rows = OrderRequest.objects.using(using).filter(pk=pk, state=State.PENDING).filter(free(now))
+    """Take the claim with one atomic UPDATE; ``None`` when someone else holds it, when it is
+    no longer pending, or when its key expired (checked in the same UPDATE, at ``now``, which
+    the caller takes right before the send: the claim is the last check before it)."""
+    rows = (
+        OrderRequest.objects.using(using)
+        .filter(pk=pk, state=State.PENDING)
+        .filter(free(now))
+        .exclude(expired_q(now))
+    )
     if due_only:
-        rows = rows.filter(
-            Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
-            created_at__gt=now - orders_settings.KEY_LIFETIME,
-        )
+        rows = rows.filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
     if not rows.update(claimed_until=now + claim_duration(), updated_at=now):
         return None
     return OrderRequest.objects.using(using).get(pk=pk)
 
 
-def mark_expired(request: OrderRequest, now: datetime, using: str) -> None:
-    changes = {"state": State.NEEDS_REVIEW, "last_error": expiry_explanation(), "updated_at": now}
-    rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-    if rows.filter(free(now)).update(**changes):
-        apply(request, changes)
+def expire_pending(rows: QuerySet[OrderRequest], now: datetime) -> int:
+    """Mark the pending, unclaimed, expired requests among ``rows`` ``needs_review``."""
+    expirable = rows.filter(state=State.PENDING).filter(free(now)).filter(expired_q(now))
+    return expirable.update(**_expiry_changes(now))
+
+
+def mark_expired(request: OrderRequest, now: datetime, using: str) -> bool:
+    """``expire_pending`` for one request; the instance is updated when it was marked."""
+    if not expire_pending(OrderRequest.objects.using(using).filter(pk=request.pk), now):
+        return False
+    apply(request, _expiry_changes(now))
+    return True
+
+
+def _expiry_changes(now: datetime) -> dict[str, Any]:
+    return {"state": State.NEEDS_REVIEW, "last_error": expiry_explanation(), "updated_at": now}
 
 
 def apply(request: OrderRequest, changes: Mapping[str, Any]) -> None:
@@ -204,32 +252,117 @@ def send_and_record(
     return _record_success(request, parsed, sent_at, using, fixed_now)
 
 
+def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime]:
+    """``first_sent_at`` for an attempt that may have reached the service: the value for the
+    UPDATE (kept if the row already has one, even one this instance has not seen) and the value
+    for the instance (known from the claimed row)."""
+    return Coalesce(F("first_sent_at"), Value(sent_at)), request.first_sent_at or sent_at
+
+
 def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
     now = fixed_now or timezone.now()
+    first_sent_db, first_sent = _first_sent(request, sent_at)
     changes = {
         "state": State.SUCCEEDED,
         "order_id": parsed.id,
         "attempts": request.attempts + 1,
         "last_attempt_at": sent_at,
+        "first_sent_at": first_sent,
         "next_attempt_at": None,
         "claimed_until": None,
         "updated_at": now,
     }
+    customer, order = _mirror_rows(parsed, now, using)
     with transaction.atomic(using=using, savepoint=False, durable=True):
-        order = store_orders([parsed], now=now, compare=False).orders[parsed.id]
-        OrderRequest.objects.using(using).filter(pk=request.pk).update(**changes)
-        transaction.on_commit(
-            lambda: order_created.send(sender=Order, order=order, order_request=request),
-            using=using,
-        )
-    apply(request, changes)
-    request.order = order
+        insert_if_absent(customer, using)
+        if not insert_if_absent(order, using):
+            # A replay of an order the mirror already has (the first answer was lost and the
+            # sync got there first): the mirror's row is as new or newer than this answer.
+            order = Order.objects.using(using).get(pk=parsed.id)
+        # Guarded by the state: only the first success of a request is recorded and announced.
+        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
+        first_success = rows.update(**{**changes, "first_sent_at": first_sent_db})
+        if first_success:
+            # Applied BEFORE the block exits: on_commit callbacks run as it exits.
+            apply(request, changes)
+            request.order = order
+            transaction.on_commit(
+                lambda: announce_created(order, request), using=using, robust=True
+            )
+    if not first_success:
+        request.refresh_from_db(using=using)  # another worker recorded it first
     return Outcome(request, order=order)
+
+
+def _mirror_rows(parsed: ParsedOrder, now: datetime, using: str) -> tuple[Customer, Order]:
+    """The customer and order of a create's answer, as rows to insert if absent."""
+    summary = parsed.customer
+    customer = Customer(
+        id=summary.id,
+        guest=summary.guest,
+        name=summary.name,
+        raw=summary.raw,
+        fingerprint=summary.fingerprint,
+        first_seen_at=now,
+        changed_at=now,
+    )
+    order = Order(
+        id=parsed.id,
+        status=parsed.status,
+        initiated_at=parsed.initiated_at,
+        completed_at=parsed.completed_at,
+        customer_id=summary.id,
+        raw=parsed.raw,
+        fingerprint=parsed.fingerprint,
+        first_seen_at=now,
+        changed_at=now,
+        refreshed_at=None,
+    )
+    for row in (customer, order):
+        row._state.adding = False  # as if read back: it is (or will be) the stored row
+        row._state.db = using
+    return customer, order
+
+
+def insert_if_absent(instance: Customer | Order, using: str) -> bool:
+    """One ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite); True when
+    the row was inserted, False when one with that primary key already existed.
+
+    ``bulk_create(ignore_conflicts=True)`` builds the same statement but hides the row count,
+    and the count is what tells a replay (return the mirror's row) from a new order without a
+    second query on the normal path.
+    """
+    model = type(instance)
+    query = InsertQuery(model, on_conflict=OnConflict.IGNORE)
+    query.insert_values(model._meta.concrete_fields, [instance])
+    [(sql, params)] = query.get_compiler(using=using).as_sql()
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def announce_created(order: Order, order_request: OrderRequest) -> None:
+    """Send ``order_created`` after the commit; a failing receiver is logged, never raised:
+    the order exists, and the caller must get it back."""
+    responses = order_created.send_robust(sender=Order, order=order, order_request=order_request)
+    for receiver, result in responses:
+        if isinstance(result, Exception):
+            logger.error(
+                "An order_created receiver (%s) failed for order %s, request %s",
+                getattr(receiver, "__qualname__", repr(receiver)),
+                order.pk,
+                order_request.pk,
+                exc_info=result,
+            )
 
 
 def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
+    db_changes: dict[str, Any] = {}
+    if getattr(error, "may_have_reached_server", True):
+        # Anything but RequestNotSent: the service may have seen the key, KEY_LIFETIME runs.
+        db_changes["first_sent_at"], request_first_sent = _first_sent(request, sent_at)
     changes: dict[str, Any] = {
         "state": state,
         "attempts": attempts,
@@ -244,8 +377,10 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     }
     # Guarded by the state: never turn a request another worker completed back into pending.
     rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-    if rows.update(**changes):
+    if rows.update(**changes, **db_changes):
         apply(request, changes)
+        if db_changes:
+            request.first_sent_at = request_first_sent
     else:
         request.refresh_from_db(using=using)
     log = logger.warning if state == State.PENDING else logger.error

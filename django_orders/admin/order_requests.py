@@ -23,9 +23,9 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
-from ..conf import orders_settings
 from ..exceptions import OrdersError
 from ..models import OrderRequest
+from ..order_requests import key_expired
 from .base import (
     ReadOnlyModelAdmin,
     badge,
@@ -67,6 +67,7 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
                 "fields": (
                     "attempts",
                     "created_at",
+                    "first_sent_at",
                     "last_attempt_at",
                     "next_attempt_at",
                     "claimed_until",
@@ -87,6 +88,7 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
         "order_link",
         "attempts",
         "created_at",
+        "first_sent_at",
         "last_attempt_at",
         "next_attempt_at",
         "claimed_until",
@@ -175,17 +177,12 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
     def _confirmation(
         self, request: HttpRequest, pending: list[OrderRequest], skipped: list[OrderRequest]
     ) -> TemplateResponse:
+        now = timezone.now()
         try:
-            oldest_allowed = timezone.now() - orders_settings.KEY_LIFETIME
-        except OrdersError:
-            oldest_allowed = None
-        rows = [
-            {
-                "request": row,
-                "expired": oldest_allowed is not None and row.created_at < oldest_allowed,
-            }
-            for row in pending
-        ]
+            expired = {row.pk: key_expired(row, now) for row in pending}
+        except OrdersError:  # KEY_LIFETIME misconfigured: the page still shows the rows
+            expired = {}
+        rows = [{"request": row, "expired": expired.get(row.pk, False)} for row in pending]
         opts = self.model._meta
         context = {
             **self.admin_site.each_context(request),

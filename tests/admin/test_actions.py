@@ -138,7 +138,7 @@ def test_resend_of_an_expired_key_is_not_sent_but_marked_for_review(
     admin_client, pending_request, live_orders
 ):
     OrderRequest.objects.filter(pk=pending_request.pk).update(
-        created_at=timezone.now() - timedelta(hours=23, minutes=5)
+        first_sent_at=timezone.now() - timedelta(hours=23, minutes=5)
     )
     page = run_action(admin_client, REQUESTS, "resend_now", [pending_request.pk])
     assert "Older than KEY_LIFETIME" in page.content.decode()

@@ -58,7 +58,8 @@ def test_limit(pending_requests):
 
 def test_failure_and_review_exit_non_zero(pending_requests):
     first, _second, _third = OrderRequest.objects.order_by("reference")
-    OrderRequest.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=1))
+    a_day_ago = timezone.now() - timedelta(days=1)
+    OrderRequest.objects.filter(pk=first.pk).update(first_sent_at=a_day_ago)
     pending_requests.add_fault("error_before_write", "/orders/create", status=403)
     with pytest.raises(CommandError) as caught:
         call_command("resume_order_requests", stdout=StringIO())
@@ -72,7 +73,7 @@ def test_child_process_exits_1_when_a_request_needs_review(live_orders, order_in
     live_orders.add_fault("drop_after_commit", "/orders/create", times=4)
     with pytest.raises(OrderRequestPending):
         create_order(**order_input)
-    OrderRequest.objects.update(created_at=timezone.now() - timedelta(hours=23, minutes=5))
+    OrderRequest.objects.update(first_sent_at=timezone.now() - timedelta(hours=23, minutes=5))
     result = run_manage("resume_order_requests", server=live_orders)
     assert result.returncode == 1
     assert "needs review 1" in result.stderr

@@ -76,7 +76,6 @@ def test_two_resume_workers_never_send_the_same_request_twice(live_orders, recei
 
     assert all(not isinstance(s, BaseException) for s in summaries), summaries
     assert sum(s.resent for s in summaries) == 10
-    assert all(s.resent > 0 for s in summaries), "both workers took part"
     assert sum(s.succeeded for s in summaries) == 10
     resends = received.creates()[40:]
     assert len(resends) == 10  # each request sent once by exactly one worker

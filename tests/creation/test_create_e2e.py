@@ -274,7 +274,7 @@ def test_key_lifetime_expiry_is_never_resent(live_orders, received, order_input)
         create_order(**order_input, reference="cart-5")
     request = OrderRequest.objects.get()
     OrderRequest.objects.filter(pk=request.pk).update(
-        created_at=timezone.now() - timedelta(hours=23, minutes=1),
+        first_sent_at=timezone.now() - timedelta(hours=23, minutes=1),
         next_attempt_at=None,
     )
     sent_before = len(received.creates())

@@ -10,13 +10,13 @@ import pytest
 import requests
 import responses
 
-from django_orders.creation import backoff, claim_duration
 from django_orders.exceptions import (
     OrderRequestPending,
     OrderRequestRejected,
     RequestRejected,
 )
 from django_orders.models import OrderRequest
+from django_orders.order_requests import backoff, claim_duration
 from django_orders.services import create_order, resend_order_request
 
 pytestmark = pytest.mark.django_db
