@@ -135,9 +135,22 @@ class RequestRejected(OrdersAPIError):
 
     @property
     def is_page_out_of_window(self) -> bool:
-        """400 for a page number past the provider's page window (api-notes.md)."""
-        text = f"{self.param or ''} {self.message}".lower()
-        return self.status_code == 400 and "page_number" in text
+        """400 for a page number past the provider's page window (api-notes.md).
+
+        Narrow on purpose, because a walk ends as a success on it: the 400 must name
+        ``page_number`` as its ``param`` when it names a param at all (a 400 for ``page_size``
+        that mentions page_number in passing is a real error), and without a param its code must
+        be a parameter error whose message names ``page_number``.
+        """
+        if self.status_code != 400:
+            return False
+        if self.param:
+            return self.param.lower() == "page_number"
+        return self.code in PAGE_WINDOW_CODES and "page_number" in (self.message or "").lower()
+
+
+#: Error codes of a 400 that, naming page_number in its message, rejects a page number.
+PAGE_WINDOW_CODES = frozenset({"parameter_invalid", "invalid_request"})
 
 
 class RequestInProgress(OrdersAPIError):

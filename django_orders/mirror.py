@@ -45,8 +45,10 @@ ORDER_UPDATE = (
 )
 CUSTOMER_COLUMNS = ("id", "guest", "name", "raw", "fingerprint", "first_seen_at", "changed_at")
 CUSTOMER_UPDATE = ("guest", "name", "raw", "fingerprint", "changed_at")
-RECORD_COLUMNS = ("id", "resource", "raw", "fingerprint", "first_seen_at", "changed_at")
-RECORD_UPDATE = ("resource", "raw", "fingerprint", "changed_at")
+RECORD_COLUMNS = ("resource", "remote_id", "raw", "fingerprint", "first_seen_at", "changed_at")
+RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
+#: Remote ids are unique per resource only (see ``RemoteRecord``).
+RECORD_CONFLICT = ("resource", "remote_id")
 
 
 @dataclass
@@ -68,7 +70,7 @@ class MirrorResult:
     @cached_property
     def orders(self) -> dict[str, Order]:
         return {
-            order.id: _order_instance(order, self.now, self.refreshed)
+            order.id: order_row(order, self.now, refreshed=self.refreshed)
             for order, _previous in self._written
         }
 
@@ -163,8 +165,31 @@ def store_orders(
     return result
 
 
-def _order_instance(order: ParsedOrder, now: datetime, refreshed: bool) -> Order:
-    """The written order as a model instance that behaves like one read from the database."""
+def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None = None) -> Customer:
+    """The customer as the mirror stores it, as a model instance that behaves like one read
+    from the database (``using``: that database; the model's default one if not given).
+
+    The one place that maps a parsed customer to its row's values, shared by the mirror's
+    readers and ``create_order``'s insert-if-absent.
+    """
+    instance = Customer(
+        id=customer.id,
+        guest=customer.guest,
+        name=customer.name,
+        raw=customer.raw,
+        fingerprint=customer.fingerprint,
+        first_seen_at=now,
+        changed_at=now,
+    )
+    return _as_stored(instance, using)
+
+
+def order_row(
+    order: ParsedOrder, now: datetime, *, refreshed: bool = False, using: str | None = None
+) -> Order:
+    """The order as the mirror stores it, as a model instance that behaves like one read from
+    the database; ``refreshed`` (a lookup) also stamps ``refreshed_at``. See ``customer_row``.
+    """
     instance = Order(
         id=order.id,
         status=order.status,
@@ -177,8 +202,12 @@ def _order_instance(order: ParsedOrder, now: datetime, refreshed: bool) -> Order
         changed_at=now,
         refreshed_at=now if refreshed else None,
     )
-    instance._state.adding = False
-    instance._state.db = Order.objects.db
+    return _as_stored(instance, using)
+
+
+def _as_stored(instance: Customer | Order, using: str | None) -> Customer | Order:
+    instance._state.adding = False  # as if read back: it is (or will be) the stored row
+    instance._state.db = using or type(instance)._default_manager.db
     return instance
 
 
@@ -207,7 +236,12 @@ def store_records(
         records.setdefault(record.id, record)
     if not records:
         return result
-    stored = dict(read_by_ids(RemoteRecord, list(records), ("id", "fingerprint")))
+    # One SELECT on the (resource, remote_id) unique index; a page is at most a few hundred ids.
+    stored = dict(
+        RemoteRecord.objects.filter(resource=resource, remote_id__in=list(records)).values_list(
+            "remote_id", "fingerprint"
+        )
+    )
     rows: list[tuple] = []
     for record in records.values():
         previous = stored.get(record.id)
@@ -218,6 +252,6 @@ def store_records(
             result.created += 1
         else:
             result.updated += 1
-        rows.append((record.id, resource, record.raw_json, record.fingerprint, now, now))
-    upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE)
+        rows.append((resource, record.id, record.raw_json, record.fingerprint, now, now))
+    upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE, conflict=RECORD_CONFLICT)
     return result

@@ -1,8 +1,9 @@
 """The local mirror of remote orders and customers, and the durable records of our own writes.
 
-Mirror rows (``Customer``, ``Order``, ``RemoteRecord``) are keyed by the remote id and keep the
-raw record whole, so fields the spec does not list are not lost. ``OrderRequest`` is written and
-committed before an order is sent, which is what makes order creation crash-safe.
+Mirror rows (``Customer``, ``Order``) are keyed by the remote id, ``RemoteRecord`` by (resource,
+remote id); all keep the raw record whole, so fields the spec does not list are not lost.
+``OrderRequest`` is written and committed before an order is sent, which is what makes order
+creation crash-safe.
 """
 
 from __future__ import annotations
@@ -99,8 +100,11 @@ class Order(models.Model):
 class RemoteRecord(models.Model):
     """A record of another ``/page`` resource (balance transactions, payouts…), stored raw."""
 
+    # A surrogate key: remote ids are unique per resource only, so a payout and a balance
+    # transaction may share one; keyed by the bare id, one would overwrite the other.
+    id = models.BigAutoField(primary_key=True)
     resource = models.CharField(_("resource"), max_length=64)
-    id = models.CharField(_("id"), primary_key=True, max_length=64)
+    remote_id = models.CharField(_("remote id"), max_length=64)
     raw = models.JSONField(_("raw record"), default=dict)
     fingerprint = models.CharField(_("fingerprint"), max_length=64, blank=True, editable=False)
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
@@ -109,10 +113,14 @@ class RemoteRecord(models.Model):
     class Meta:
         verbose_name = _("remote record")
         verbose_name_plural = _("remote records")
-        indexes = [models.Index(fields=["resource", "id"], name="orders_remote_resource_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource", "remote_id"], name="orders_remoterecord_unique"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.resource} {self.id}"
+        return f"{self.resource} {self.remote_id}"
 
 
 class OrderRequest(models.Model):

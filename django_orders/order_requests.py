@@ -41,6 +41,7 @@ from django.views.decorators.debug import sensitive_variables
 from .client import MAX_RETRY_AFTER, OrdersClient
 from .conf import orders_settings, setting_name
 from .exceptions import InvalidRecord, OrdersAPIError, RateLimited, RequestRejected
+from .mirror import customer_row, order_row
 from .models import Customer, Order, OrderRequest
 from .parsing import ParsedOrder, parse_order
 from .signals import order_created
@@ -296,32 +297,7 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
 
 def _mirror_rows(parsed: ParsedOrder, now: datetime, using: str) -> tuple[Customer, Order]:
     """The customer and order of a create's answer, as rows to insert if absent."""
-    summary = parsed.customer
-    customer = Customer(
-        id=summary.id,
-        guest=summary.guest,
-        name=summary.name,
-        raw=summary.raw,
-        fingerprint=summary.fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-    )
-    order = Order(
-        id=parsed.id,
-        status=parsed.status,
-        initiated_at=parsed.initiated_at,
-        completed_at=parsed.completed_at,
-        customer_id=summary.id,
-        raw=parsed.raw,
-        fingerprint=parsed.fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-        refreshed_at=None,
-    )
-    for row in (customer, order):
-        row._state.adding = False  # as if read back: it is (or will be) the stored row
-        row._state.db = using
-    return customer, order
+    return customer_row(parsed.customer, now, using=using), order_row(parsed, now, using=using)
 
 
 def insert_if_absent(instance: Customer | Order, using: str) -> bool:

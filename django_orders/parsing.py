@@ -39,12 +39,14 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
         )
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
     micro = int((fraction or "0")[:6].ljust(6, "0"))
-    if zulu:
-        zone = UTC
-    else:
-        offset = timedelta(hours=int(off_h), minutes=int(off_m))
-        zone = timezone(-offset if sign == "-" else offset)
     try:
+        # Both inside the try: an offset of 24 hours or more (``+25:00``) is refused by
+        # ``timezone`` itself, and must fail as a bad record naming the field like a bad date.
+        if zulu:
+            zone = UTC
+        else:
+            offset = timedelta(hours=int(off_h), minutes=int(off_m))
+            zone = timezone(-offset if sign == "-" else offset)
         moment = datetime(
             int(year), int(month), int(day), int(hour), int(minute), int(second), micro, zone
         )

@@ -19,22 +19,24 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import router, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .client import OrdersClient, PageWalk, collection_for
+from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
 from .exceptions import InvalidRecord, InvalidResponse, RequestRejected
 from .lease import Lease
 from .mirror import MirrorResult, store_orders, store_records
 from .models import TERMINAL_STATUSES, Order, SyncRun
+from .order_requests import refuse_outer_transaction
 from .parsing import ParsedOrder, parse_order, parse_page, parse_record
 from .signals import order_first_seen, order_status_changed
 from .upsert import walk_write_settings
@@ -58,9 +60,34 @@ class RefreshResult:
     missing: list[str] = field(default_factory=list)
 
 
+#: What a resource name may be: it becomes part of the URL path (``/<resource>/page``).
+RESOURCE_NAME = re.compile(r"[a-z0-9_]+")
+
+
+def check_resource(resource: Any, collection: Any = None) -> str:
+    """The collection property of ``resource``'s pages; ``ValueError`` naming the fix if the
+    resource name is not a plain name, or the resource is unknown and no collection is given."""
+    if not isinstance(resource, str) or not RESOURCE_NAME.fullmatch(resource):
+        raise ValueError(
+            "resource must be a name of lower-case letters, digits and underscores, "
+            f"not {resource!r}"
+        )
+    if collection is None:
+        if resource not in COLLECTIONS:
+            raise ValueError(
+                f"unknown resource {resource!r}: give the collection property of its pages "
+                f"(collection=... or --collection); known: {', '.join(sorted(COLLECTIONS))}"
+            )
+        return COLLECTIONS[resource]
+    if not isinstance(collection, str) or not collection:
+        raise ValueError(f"collection must be a non-empty string, not {collection!r}")
+    return collection
+
+
 def sync_orders(
     *,
     resource: str = "orders",
+    collection: str | None = None,
     page_size: int | None = None,
     max_pages: int | None = None,
     refresh_limit: int | None = None,
@@ -68,11 +95,22 @@ def sync_orders(
 ) -> SyncRun:
     """Walk ``/<resource>/page`` into the mirror and return the finished ``SyncRun``.
 
+    The engine is generic: ``collection`` is the property of the page that holds the records
+    (``transactions`` for ``balance_transactions``); by default the known one for ``resource``,
+    and required for a resource it does not know. Orders go into ``Order`` and ``Customer``,
+    any other resource raw into ``RemoteRecord``.
+
     Raises ``SyncAlreadyRunning`` (and records nothing) when another run holds the lease. Any
     other error (``AuthenticationFailed``, a bad record, a server that keeps failing...) is
     recorded on the ``SyncRun`` (outcome failed, with the error) and then propagates.
+
+    Raises ``TransactionManagementError`` inside ``transaction.atomic()`` (a view under
+    ``ATOMIC_REQUESTS``, for one), before anything is sent: there the walk's HTTP calls would
+    run inside the caller's transaction, and the lease would not be committed, so another host
+    would wait on its row lock (PostgreSQL) instead of being told a sync is running.
     """
-    collection = collection_for(resource)
+    refuse_outer_transaction(router.db_for_write(SyncRun))
+    collection = check_resource(resource, collection)
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
     if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
@@ -85,6 +123,7 @@ def sync_orders(
         lease = Lease(resource)
         lease.acquire()
         try:
+            _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
             try:
                 _run(client, walk, run, lease, refresh_limit, progress)
@@ -96,6 +135,25 @@ def sync_orders(
     finally:
         client.close()
     return run
+
+
+#: The error recorded on a run found still ``running`` by a later run that took the lease.
+ABANDONED_RUN_ERROR = (
+    "stopped without finishing (its process ended or lost the lease); a later run took over"
+)
+
+
+def _close_abandoned_runs(resource: str) -> int:
+    """Mark the resource's runs still ``running`` as failed; return how many.
+
+    Called only while holding the lease: a live run renews the lease on every page, so holding
+    it proves that no other run of this resource is still walking. A run still ``running`` is
+    one whose process was killed (or that lost the lease and could not record it), and without
+    this it would say ``running`` forever.
+    """
+    return SyncRun.objects.filter(resource=resource, outcome=SyncRun.Outcome.RUNNING).update(
+        outcome=SyncRun.Outcome.FAILED, error=ABANDONED_RUN_ERROR, finished_at=timezone.now()
+    )
 
 
 def _run(client, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
@@ -147,6 +205,9 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
 
 
 _DONE = object()
+
+#: Seconds the walk waits for the page-fetch helper thread when it stops (see _fetched_ahead).
+HELPER_JOIN_TIMEOUT = 1.0
 
 
 def _encode_customers(orders: list[ParsedOrder]) -> None:
@@ -222,7 +283,12 @@ def _fetched_ahead(
             yield item
     finally:
         stop.set()
-        helper.join()
+        # Bounded: the helper may be inside a client retry (a backoff sleep, a slow request),
+        # and an unbounded join would hold up Ctrl-C (KeyboardInterrupt lands here) for that
+        # long. It is a daemon thread that never touches the database and stops at its next
+        # check of ``stop``, so leaving it to finish on its own is safe; an orderly end (the
+        # walk done or failed on the helper's side) finds it already stopped.
+        helper.join(timeout=HELPER_JOIN_TIMEOUT)
 
 
 def _refresh_outside_walk(
@@ -262,8 +328,11 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
 
     For the admin's "refresh from the API" action (at most 100 ids). An id the service does not
     know (404) is reported in ``missing``, not fatal; any other error propagates, with the
-    lookups before it already stored.
+    lookups before it already stored. Raises ``TransactionManagementError`` inside
+    ``transaction.atomic()``, before any lookup: each lookup's write must commit on its own,
+    and no lookup may run inside the caller's transaction.
     """
+    refuse_outer_transaction(router.db_for_write(Order))
     summary = RefreshResult()
     unique_ids = list(dict.fromkeys(order_ids))
     with OrdersClient.from_settings() as client, walk_write_settings(Order):

@@ -92,14 +92,21 @@ def upsert(
     columns: Sequence[str],
     rows: Sequence[tuple[Any, ...]],
     update: Sequence[str],
+    *,
+    conflict: Sequence[str] | None = None,
 ) -> None:
-    """Insert ``rows``; on a primary-key conflict overwrite the ``update`` columns."""
+    """Insert ``rows``; on a conflict overwrite the ``update`` columns.
+
+    ``conflict`` names the fields of the unique constraint that decides a conflict (the
+    primary key when not given): ``RemoteRecord`` rows are unique on (resource, remote_id).
+    """
     if not rows:
         return
     connection = connections[router.db_for_write(model)]
     fields = [model._meta.get_field(name) for name in columns]
+    unique = list(conflict) if conflict else [model._meta.pk.name]
     if connection.vendor not in ("sqlite", "postgresql"):
-        _orm_upsert(model, fields, rows, update)
+        _orm_upsert(model, fields, rows, update, unique)
         return
     quote = connection.ops.quote_name
     names = ", ".join(quote(field.column) for field in fields)
@@ -110,7 +117,8 @@ def upsert(
     # Only quoted table and column names from the model's _meta go into the statement text;
     # every value is a parameter.
     table = quote(model._meta.db_table)
-    conflict = f" ON CONFLICT ({quote(model._meta.pk.column)}) DO UPDATE SET {updates}"
+    target = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
+    conflict = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # A value every row shares (the write's ``now``, a ``refreshed_at`` of None) is one
@@ -210,7 +218,7 @@ def _sqlite_adapter(field: models.Field, connection):
     return adapt_cached
 
 
-def _orm_upsert(model, fields, rows, update) -> None:
+def _orm_upsert(model, fields, rows, update, unique) -> None:
     objs = []
     for row in rows:
         values = {
@@ -219,7 +227,7 @@ def _orm_upsert(model, fields, rows, update) -> None:
         }
         objs.append(model(**values))
     model._default_manager.bulk_create(
-        objs, update_conflicts=True, unique_fields=[model._meta.pk.name], update_fields=update
+        objs, update_conflicts=True, unique_fields=unique, update_fields=update
     )
 
 

@@ -94,8 +94,10 @@ def test_failure_is_a_command_error_naming_the_problem(uncapped):
 def test_invalid_options_are_refused(uncapped):
     with pytest.raises(CommandError, match="expected a whole number from 1 to 256, not '300'"):
         run_command("--page-size", "300")
-    with pytest.raises(CommandError, match="invalid choice: 'invoices'"):
+    with pytest.raises(CommandError, match=r"unknown resource 'invoices': .* --collection"):
         run_command("--resource", "invoices")
+    with pytest.raises(CommandError, match="lower-case letters, digits and underscores"):
+        run_command("--resource", "../orders", "--collection", "orders")
     assert SyncRun.objects.count() == 0
 
 

@@ -14,6 +14,7 @@ from django_orders.exceptions import SyncAlreadyRunning
 from django_orders.lease import Lease, LeaseLost
 from django_orders.models import Order, SyncLease, SyncRun
 from django_orders.services import sync_orders
+from django_orders.sync import ABANDONED_RUN_ERROR
 
 
 @pytest.mark.django_db
@@ -159,3 +160,8 @@ class TestSeparateProcesses:
         assert SyncRun.objects.filter(outcome=SyncRun.Outcome.SUCCEEDED).count() == 1
         assert Order.objects.count() == 60
         assert SyncLease.objects.get().owner == ""
+        # The run that took the lease over closed the killed run's record.
+        crashed.refresh_from_db()
+        assert crashed.outcome == SyncRun.Outcome.FAILED
+        assert crashed.error == ABANDONED_RUN_ERROR
+        assert crashed.finished_at is not None

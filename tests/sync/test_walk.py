@@ -217,7 +217,7 @@ def test_other_resources_are_stored_raw_by_id(uncapped):
     assert total > 10
     run = sync_orders(resource="balance_transactions")
     assert (run.seen, run.created) == (total, total)
-    stored = {r.id: r for r in RemoteRecord.objects.all()}
+    stored = {r.remote_id: r for r in RemoteRecord.objects.all()}
     assert len(stored) == total
     for record_id, record in stored.items():
         assert record.resource == "balance_transactions"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from argparse import ArgumentTypeError
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
@@ -12,12 +13,22 @@ from django_orders.conf import MAX_PAGE_SIZE, orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
 from django_orders.services import sync_orders
+from django_orders.sync import RESOURCE_NAME
 
 from ..arguments import whole_number
 
 EXIT_FAILED = 1
 EXIT_LEASE_HELD = 3
 EXIT_AUTH_FAILED = 4
+
+
+def resource_name(value: str) -> str:
+    """An argparse type: a resource name as it may appear in the URL path."""
+    if not RESOURCE_NAME.fullmatch(value):
+        raise ArgumentTypeError(
+            f"expected a name of lower-case letters, digits and underscores, not {value!r}"
+        )
+    return value
 
 
 class ProgressDisplay:
@@ -73,9 +84,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--resource",
             default="orders",
-            choices=sorted(COLLECTIONS),
-            help="Resource to walk (default: orders). Orders go into Order and Customer; the "
-            "others are stored raw in RemoteRecord, keyed by id.",
+            type=resource_name,
+            help="Resource to walk, /<resource>/page (default: orders). Orders go into Order and "
+            "Customer; the others are stored raw in RemoteRecord, keyed by resource and id. "
+            f"Known: {', '.join(sorted(COLLECTIONS))}; any other name (lower-case letters, "
+            "digits, underscores) needs --collection.",
+        )
+        parser.add_argument(
+            "--collection",
+            default=None,
+            help="The property of the resource's pages that holds the records (default: the "
+            "known one for --resource, e.g. transactions for balance_transactions; required "
+            "for any other resource).",
         )
         parser.add_argument(
             "--page-size",
@@ -99,13 +119,26 @@ class Command(BaseCommand):
             'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], 100 unless set).',
         )
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # Kept so that handle() can refuse an option combination the way argparse refuses a
+        # bad option: usage and exit status 2 from the command line, CommandError otherwise.
+        self._parser = super().create_parser(prog_name, subcommand, **kwargs)
+        return self._parser
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["collection"] is None and options["resource"] not in COLLECTIONS:
+            self._parser.error(
+                f"argument --resource: unknown resource {options['resource']!r}: give the "
+                "property of its pages that holds the records with --collection (known "
+                f"resources: {', '.join(sorted(COLLECTIONS))})"
+            )
         verbosity = options["verbosity"]
         display = ProgressDisplay(self.stdout, verbosity)
         started = time.monotonic()
         try:
             run = sync_orders(
                 resource=options["resource"],
+                collection=options["collection"],
                 page_size=options["page_size"],
                 max_pages=options["max_pages"],
                 refresh_limit=options["refresh_limit"],
