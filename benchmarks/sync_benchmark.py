@@ -288,7 +288,7 @@ def walk_floor(url: str) -> dict[str, float]:
     """
     from django_orders.client import OrdersClient
     from django_orders.parsing import parse_order, parse_page
-    from django_orders.sync import _fetched_ahead
+    from django_orders.prefetch import fetched_ahead
 
     timings = {}
     with OrdersClient.from_settings(base_url=url) as client:
@@ -302,7 +302,7 @@ def walk_floor(url: str) -> dict[str, float]:
         timings["floor_sequential_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
         pipelined = 0
-        for parsed in _fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order):
+        for parsed in fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order):
             pipelined += len(parsed)
         timings["floor_seconds"] = time.perf_counter() - started
     assert count == pipelined == int(os.environ["BENCH_ORDERS"]), (count, pipelined)

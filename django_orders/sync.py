@@ -18,10 +18,8 @@ The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page wi
 from __future__ import annotations
 
 import logging
-import queue
 import re
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -32,12 +30,13 @@ from django.utils import timezone
 
 from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
-from .exceptions import InvalidRecord, InvalidResponse, RequestRejected
+from .exceptions import InvalidRecord, RequestRejected
 from .lease import Lease
 from .mirror import MirrorResult, store_orders, store_records
 from .models import TERMINAL_STATUSES, Order, SyncRun
 from .order_requests import refuse_outer_transaction
-from .parsing import ParsedOrder, parse_order, parse_page, parse_record
+from .parsing import ParsedOrder, parse_order, parse_record
+from .prefetch import RetryingPageReads, fetched_ahead
 from .signals import order_first_seen, order_status_changed
 from .upsert import walk_write_settings
 
@@ -119,7 +118,7 @@ def sync_orders(
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
         walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
-        walk.client = _RetryingPageReads(client)
+        walk.client = RetryingPageReads(client)
         lease = Lease(resource)
         lease.acquire()
         try:
@@ -178,7 +177,7 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     known_customers: set[str] = set()
     nonterminal_seen = 0
     parse, prepare = (parse_order, _encode_customers) if is_orders else (parse_record, None)
-    for parsed in _fetched_ahead(walk, parse, prepare):
+    for parsed in fetched_ahead(walk, parse, prepare):
         fresh = {}
         for record in parsed:
             if record.id not in seen_ids:
@@ -204,12 +203,6 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     return nonterminal_seen
 
 
-_DONE = object()
-
-#: Seconds the walk waits for the page-fetch helper thread when it stops (see _fetched_ahead).
-HELPER_JOIN_TIMEOUT = 1.0
-
-
 def _encode_customers(orders: list[ParsedOrder]) -> None:
     """Encode and fingerprint each customer of a page once, on the helper thread.
 
@@ -224,71 +217,6 @@ def _encode_customers(orders: list[ParsedOrder]) -> None:
         if customer.id not in done:
             done.add(customer.id)
             customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
-
-
-def _fetched_ahead(
-    walk: PageWalk,
-    parse: Callable[[Any], Any],
-    prepare: Callable[[list], None] | None = None,
-) -> Iterator[list]:
-    """Yield each page's parsed records while a helper thread fetches and parses the next page.
-
-    Fetching and parsing page n + 1 (the service's time, the network, decoding and checking
-    JSON) overlaps writing page n (the database's time), which is most of what a sync costs
-    beyond the walk itself. The page transaction still never waits on the network: it only ever
-    runs database statements, and the helper thread never touches the database. Pages arrive in
-    order, so a bad record on page n + 1 fails the run after page n is committed, as without the
-    helper. At most one page waits in the queue, so memory stays flat. If the consumer stops
-    (an error), the helper stops after its current request. ``prepare``, if given, runs on
-    each parsed page on the helper thread too (work the writer would otherwise do).
-    """
-    pages: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def fetch() -> None:
-        try:
-            for page in walk:
-                parsed = parse_page(
-                    page.records, parse, page_number=page.number, resource=walk.resource
-                )
-                if prepare is not None:
-                    prepare(parsed)
-                while not stop.is_set():
-                    try:
-                        pages.put(parsed, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item: object = _DONE
-        except BaseException as exc:  # handed to the consumer, raised there
-            item = exc
-        while not stop.is_set():
-            try:
-                pages.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    helper = threading.Thread(target=fetch, name="django-orders-page-fetch", daemon=True)
-    helper.start()
-    try:
-        while True:
-            item = pages.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        # Bounded: the helper may be inside a client retry (a backoff sleep, a slow request),
-        # and an unbounded join would hold up Ctrl-C (KeyboardInterrupt lands here) for that
-        # long. It is a daemon thread that never touches the database and stops at its next
-        # check of ``stop``, so leaving it to finish on its own is safe; an orderly end (the
-        # walk done or failed on the helper's side) finds it already stopped.
-        helper.join(timeout=HELPER_JOIN_TIMEOUT)
 
 
 def _refresh_outside_walk(
@@ -386,31 +314,6 @@ def _refresh_one(
             lease.renew(now=now)
         transaction.on_commit(partial(_send_signals, result), robust=True)
     return result
-
-
-class _RetryingPageReads:
-    """Retries a page whose 200 answer is not the JSON the contract promises.
-
-    The client retries 429, 5xx and network errors but not a garbled 200 body (a proxy cutting
-    the answer short), because for a write that would be unsafe. A page read changes nothing
-    upstream, so it is retried here the same way, with the client's own backoff and limit.
-    """
-
-    def __init__(self, client: OrdersClient) -> None:
-        self.client = client
-
-    def fetch_page(self, *args, **kwargs):
-        attempt = 0
-        while True:
-            try:
-                return self.client.fetch_page(*args, **kwargs)
-            except InvalidResponse as exc:
-                if attempt >= self.client.max_retries:
-                    raise
-                wait = self.client._backoff(attempt, exc)
-                logger.warning("Page answer was not valid (%s); retry in %.1fs", exc, wait)
-                self.client._sleep(wait)
-                attempt += 1
 
 
 def _add_counts(run: SyncRun, result: MirrorResult) -> None:

@@ -223,7 +223,7 @@ def test_a_page_size_400_past_page_one_fails_the_walk(mocked):
 
 def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
     """Ctrl-C (any error in the writer) must not wait out the helper's retry or slow request."""
-    from django_orders import sync
+    from django_orders import prefetch
     from django_orders.paging import Page
     from django_orders.parsing import parse_record
 
@@ -239,8 +239,8 @@ def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
             released.wait(timeout=30)  # a backoff sleep or a slow request
             yield Page(number=2, size=1, records=[{"id": "po_2"}])
 
-    monkeypatch.setattr(sync, "HELPER_JOIN_TIMEOUT", 0.05)
-    pages = sync._fetched_ahead(StuckWalk(), parse_record)
+    monkeypatch.setattr(prefetch, "HELPER_JOIN_TIMEOUT", 0.05)
+    pages = prefetch.fetched_ahead(StuckWalk(), parse_record)
     assert [r.id for r in next(pages)] == ["po_1"]
     assert fetching_page_2.wait(timeout=30)
     helper = next(t for t in threading.enumerate() if t.name == "django-orders-page-fetch")
