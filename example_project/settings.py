@@ -71,9 +71,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "timeout": 20,
     }
 
+# Without ORDERS_API_* the example project talks to a local sandbox started with its defaults
+# (`manage.py orders_sandbox`, which accepts the public test key "sk_test_sandbox"), so
+# manage.py works out of the box. scripts/demo sets both, with a key of its own. A real project
+# reads both from the environment with no default: a missing key must be an error (E001).
 DJANGO_ORDERS = {
-    "API_KEY": env("ORDERS_API_KEY", default=None),
-    "BASE_URL": env("ORDERS_API_BASE_URL", default=None),
+    "API_KEY": env("ORDERS_API_KEY", default="sk_test_sandbox"),
+    "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:8765"),
     "PAGE_SIZE": env.int("ORDERS_PAGE_SIZE", default=100),
 }
 

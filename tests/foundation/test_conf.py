@@ -109,7 +109,7 @@ def test_importing_the_package_reads_no_settings():
 
 
 def test_django_orders_must_be_a_dict(settings):
-    settings.DJANGO_ORDERS = "sk_live_misplaced_key"
+    settings.DJANGO_ORDERS = "sk_test_misplaced_key"
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.PAGE_SIZE  # noqa: B018
     assert "must be a dict, not str" in str(caught.value)
