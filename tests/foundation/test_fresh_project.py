@@ -1,9 +1,8 @@
 """A brand-new Django project that adds ``django_orders`` checks and migrates cleanly.
 
 Marked ``fresh_project`` (``pytest -m fresh_project``): it runs ``startproject``, ``check`` and
-``migrate`` in child processes with this interpreter, where the package is installed (editable
-in .venv, or from a wheel in CI), and an SQLite file in a temporary directory. It does not
-touch the test database.
+``migrate`` in child processes with this interpreter, where scripts/test installed the package
+(editable), and an SQLite file in a temporary directory. It does not touch the test database.
 """
 
 from __future__ import annotations
