@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -81,24 +81,8 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
         ),
         (_("Payload sent"), {"fields": ("payload_pretty",)}),
     )
-    readonly_fields = (
-        "reference",
-        "idempotency_key",
-        "state_column",
-        "order_link",
-        "attempts",
-        "created_at",
-        "first_sent_at",
-        "last_attempt_at",
-        "next_attempt_at",
-        "claimed_until",
-        "updated_at",
-        "last_status_code",
-        "last_error_code",
-        "last_error",
-        "last_request_id",
-        "payload_pretty",
-    )
+    # Every field shown is read-only: the mirror and the request records are never edited.
+    readonly_fields = flatten_fieldsets(fieldsets)
 
     @admin.display(description=_("reference"), ordering="reference")
     def reference_column(self, obj: OrderRequest) -> SafeString | str:

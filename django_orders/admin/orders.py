@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.core.exceptions import ValidationError
 from django.db import router
 from django.http import HttpRequest
@@ -75,20 +75,8 @@ class OrderAdmin(ReadOnlyModelAdmin):
         (_("Raw record"), {"fields": ("raw_record",)}),
         (_("Order requests"), {"fields": ("order_requests",)}),
     )
-    readonly_fields = (
-        "id",
-        "status_column",
-        "customer_link",
-        "guest",
-        "initiated_at",
-        "completed_at",
-        "first_seen_at",
-        "changed_at",
-        "refreshed_at",
-        "fingerprint",
-        "raw_record",
-        "order_requests",
-    )
+    # Every field shown is read-only: the mirror and the request records are never edited.
+    readonly_fields = flatten_fieldsets(fieldsets)
 
     def get_queryset(self, request: HttpRequest):
         # The queryset class gives the date hierarchy its indexed period probes.
