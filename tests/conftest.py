@@ -49,6 +49,22 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """Clients built from settings record their backoff waits here instead of sleeping."""
+    from django_orders.client import OrdersClient
+
+    waits: list[float] = []
+    original = OrdersClient.from_settings.__func__
+
+    def from_settings(cls, **overrides):
+        overrides.setdefault("sleep", waits.append)
+        return original(cls, **overrides)
+
+    monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
+    return waits
+
+
+@pytest.fixture
 def run_manage():
     """Run ``manage.py``-style commands in a separate process against the test database.
 

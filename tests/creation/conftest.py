@@ -79,19 +79,11 @@ def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def no_client_sleep(monkeypatch) -> list[float]:
-    """The client's retry backoff waits are recorded instead of slept (and clients rebuilt)."""
+def no_client_sleep(sleeps) -> list[float]:
+    """The client's retry backoff waits are recorded instead of slept (``sleeps`` in
+    tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
     from django_orders import order_requests
-    from django_orders.client import OrdersClient
 
-    waits: list[float] = []
-    original = OrdersClient.from_settings.__func__
-
-    def from_settings(cls, **overrides):
-        overrides.setdefault("sleep", waits.append)
-        return original(cls, **overrides)
-
-    monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
     order_requests._local.__dict__.pop("client", None)
-    yield waits
+    yield sleeps
     order_requests._local.__dict__.pop("client", None)

@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from django_orders.client import OrdersClient
 from django_orders.exceptions import AuthenticationFailed, InvalidResponse, RequestRejected
-
-
-def payload(key: str | None = None) -> dict:
-    return {
-        "request_meta": {"idempotency_key": key or f"found-{uuid.uuid4()}"},
-        "finalize": False,
-        "customer_data": {
-            "name": "Ama Mensah",
-            "email_address": "ama@example.com",
-            "phone_number": "+233200000000",
-        },
-        "line_items": [
-            {
-                "type": "product",
-                "product": {
-                    "name": "Consultation",
-                    "price": {"currency": "ghs", "value": 5000},
-                    "quantity": 1,
-                    "type": "service",
-                },
-            }
-        ],
-    }
+from tests.fixtures.payloads import order_payload
 
 
 @pytest.fixture
@@ -61,7 +37,7 @@ def client_for(sleeps):
 
 def test_create_then_lookup(sandbox, client_for):
     client = client_for(sandbox)
-    order = client.create_order(payload("found-create-1"))
+    order = client.create_order(order_payload("found-create-1", finalize=False))
     assert order["id"].startswith("or_")
     assert client.lookup_order(order["id"])["id"] == order["id"]
     assert sandbox.store.idempotency_keys_used() == ["found-create-1"]
@@ -122,7 +98,7 @@ def test_a_connection_dropped_after_the_create_committed_gives_one_order(
     sandbox, client_for, sleeps
 ):
     sandbox.add_fault("drop_after_commit", "/orders/create")
-    order = client_for(sandbox).create_order(payload("found-drop"))
+    order = client_for(sandbox).create_order(order_payload("found-drop", finalize=False))
     # The resend with the same key got the stored answer: one order upstream, not two.
     assert [o["order_id"] for o in sandbox.store.orders_created_via_api()] == [order["id"]]
     assert len(sleeps) == 1
@@ -130,7 +106,7 @@ def test_a_connection_dropped_after_the_create_committed_gives_one_order(
 
 def test_a_5xx_before_the_write_is_retried_into_one_order(sandbox, client_for, sleeps):
     sandbox.add_fault("error_before_write", "/orders/create", status=503)
-    client_for(sandbox).create_order(payload("found-5xx"))
+    client_for(sandbox).create_order(order_payload("found-5xx", finalize=False))
     assert sandbox.store.idempotency_keys_used() == ["found-5xx"]
     assert len(sleeps) == 1
 

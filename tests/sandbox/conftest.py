@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 import requests
 
 from orders_sandbox import SandboxServer
+from tests.fixtures.payloads import order_payload
 
 
 class Api:
@@ -44,32 +44,6 @@ class Api:
 
     def control(self, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
         return self.post("/__sandbox__/" + path, body, **kwargs)
-
-
-def order_payload(key: str | None = None, **overrides: Any) -> dict[str, Any]:
-    """A valid create-order payload (the spec's example shape)."""
-    payload: dict[str, Any] = {
-        "request_meta": {"idempotency_key": key or f"key-{uuid.uuid4()}"},
-        "finalize": True,
-        "customer_data": {
-            "name": "Ama Mensah",
-            "email_address": "ama@example.com",
-            "phone_number": "+233200000000",
-        },
-        "line_items": [
-            {
-                "type": "product",
-                "product": {
-                    "name": "Consultation",
-                    "price": {"currency": "ghs", "value": 5000},
-                    "quantity": 2,
-                    "type": "service",
-                },
-            }
-        ],
-    }
-    payload.update(overrides)
-    return payload
 
 
 def error_of(response: requests.Response) -> dict[str, Any]:

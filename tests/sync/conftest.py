@@ -10,22 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.client import OrdersClient
 from django_orders.parsing import parse_timestamp
-
-
-@pytest.fixture
-def sleeps(monkeypatch) -> list[float]:
-    """Clients built from settings record their backoff waits here instead of sleeping."""
-    waits: list[float] = []
-    original = OrdersClient.from_settings.__func__
-
-    def from_settings(cls, **overrides):
-        overrides.setdefault("sleep", waits.append)
-        return original(cls, **overrides)
-
-    monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
-    return waits
 
 
 @pytest.fixture
