@@ -1,10 +1,11 @@
 """Writing parsed upstream records into the mirror with a fixed number of statements.
 
 Used by the page sync (one call per page), by lookups (refresh) and by ``create_order`` (one
-order). Whatever the number of records, ``store_orders`` runs at most four statements: read the
-stored fingerprints of the customers, upsert the new or changed customers, the same for the
-orders (two with ``compare=False``). Rows whose fingerprint did not change are not written at
-all, so a re-sync of unchanged data writes nothing and ``changed_at`` means what it says.
+order). Whatever the number of records, ``store_orders`` runs at most three statements: one
+read of the stored fingerprints of the customers and the orders, then an upsert of the new or
+changed customers and one of the new or changed orders (two with ``compare=False``). Rows whose
+fingerprint did not change are not written at all, so a re-sync of unchanged data writes
+nothing and ``changed_at`` means what it says.
 
 The caller owns the transaction (one short transaction per page or per lookup).
 """
@@ -99,7 +100,7 @@ def store_orders(
 
     ``refreshed=True`` (a lookup by id) also stamps ``refreshed_at``, even on unchanged orders,
     because the refresh queue is ordered by it. ``compare=False`` skips reading the stored
-    fingerprints and writes every record (two statements instead of four): for an order that was
+    fingerprints and writes every record (two statements instead of three): for an order that was
     just created upstream, which is new but for a rare replay; every record then counts as
     created.
 
@@ -120,15 +121,20 @@ def store_orders(
     for order in orders.values():
         if known_customers is None or order.customer.id not in known_customers:
             customers.setdefault(order.customer.id, order.customer)
-    if customers:
-        _store_customers(customers, now, compare=compare)
-        if known_customers is not None:
-            known_customers.update(customers)
 
     stored: dict[str, tuple[str, str]] = {}
+    stored_customers: dict[str, str] = {}
     if compare:
-        stored_rows = read_by_ids(Order, list(orders), ("id", "fingerprint", "status"))
-        stored = {pk: (print_, status) for pk, print_, status in stored_rows}
+        customer_rows, order_rows = read_by_ids(
+            (Customer, list(customers), ("id", "fingerprint")),
+            (Order, list(orders), ("id", "fingerprint", "status")),
+        )
+        stored_customers = dict(customer_rows)
+        stored = {pk: (print_, status) for pk, print_, status in order_rows}
+    if customers:
+        _store_customers(customers, stored_customers, now)
+        if known_customers is not None:
+            known_customers.update(customers)
     rows: list[tuple] = []
     unchanged_ids: list[str] = []
     for order in orders.values():
@@ -212,11 +218,10 @@ def _as_stored(instance: Customer | Order, using: str | None) -> Customer | Orde
 
 
 def _store_customers(
-    customers: dict[str, ParsedCustomer], now: datetime, *, compare: bool = True
+    customers: dict[str, ParsedCustomer], stored: dict[str, str], now: datetime
 ) -> None:
-    stored: dict[str, str] = {}
-    if compare:
-        stored = dict(read_by_ids(Customer, list(customers), ("id", "fingerprint")))
+    """Upsert the customers whose fingerprint differs from the ``stored`` one (all of them when
+    nothing is stored)."""
     rows = [
         (c.id, c.guest, c.name, c.raw_json, c.fingerprint, now, now)
         for c in customers.values()

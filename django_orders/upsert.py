@@ -14,9 +14,9 @@ JSON text, datetimes aware):
 
 - SQLite: ``INSERT ... VALUES (...), (...) ON CONFLICT (id) DO UPDATE``, batched by the
   library's real variable limit (``variable_limit``), which keeps a 256-row page in one statement.
-- PostgreSQL: the page travels as one JSON parameter, ``INSERT ... SELECT ... FROM
-  json_to_recordset(%s) ... ON CONFLICT (id) DO UPDATE``: one short statement text, one string
-  to escape, the unpacking done by the server in C.
+- PostgreSQL: the page travels as one JSON array per column, ``INSERT ... SELECT ... FROM
+  ROWS FROM (json_array_elements_text(%s::json), ...) ... ON CONFLICT (id) DO UPDATE``: one
+  short statement text, a few strings to escape, the unpacking done by the server in C.
 - Reads by id pass the ids as one JSON array on both (``json_each`` / ``json_array_elements``).
 - With psycopg 3, Django binds parameters client-side unless the database's OPTIONS say
   ``"server_side_binding": True``; with it, the page's JSON travels as a parameter of its own
@@ -59,17 +59,29 @@ def rows_per_statement(connection, column_count: int) -> int:
     return max(1, variable_limit(connection) // column_count)
 
 
-def read_by_ids(
-    model: type[models.Model], ids: Sequence[str], columns: Sequence[str]
-) -> list[tuple[Any, ...]]:
-    """``SELECT columns FROM model WHERE pk IN ids``, the ids sent as one JSON parameter."""
-    if not ids:
-        return []
-    connection = connections[router.db_for_read(model)]
+#: What ``read_by_ids`` reads: from ``model``, the ``columns`` of the rows whose primary key is
+#: in ``ids``.
+IdRead = tuple[type[models.Model], Sequence[str], Sequence[str]]
+
+
+def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
+    """The rows of each ``(model, ids, columns)`` read, in one statement for all of them.
+
+    A page's customers and orders are read together (``SELECT ... UNION ALL SELECT ...``, each
+    row tagged with the read it answers): one round trip instead of two, on the thread whose
+    round trips are the sync's critical path. The ids travel as one JSON array per read. Reads
+    go to the database the mirror is written to, inside the caller's transaction.
+    """
+    results: list[list[tuple[Any, ...]]] = [[] for _ in reads]
+    wanted = [(n, read) for n, read in enumerate(reads) if read[1]]
+    if not wanted:
+        return results
+    connection = connections[router.db_for_write(wanted[0][1][0])]
     if connection.vendor not in ("sqlite", "postgresql"):
-        return list(model._default_manager.filter(pk__in=ids).values_list(*columns))
+        for n, (model, ids, columns) in wanted:
+            results[n] = list(model._default_manager.filter(pk__in=ids).values_list(*columns))
+        return results
     quote = connection.ops.quote_name
-    names = ", ".join(quote(model._meta.get_field(name).column) for name in columns)
     if connection.vendor == "postgresql":
         # = ANY(ARRAY(...)), not IN (SELECT ...): the planner cannot see how many ids the JSON
         # holds and, with the statistics of a table that grew during the walk, chose a hash
@@ -78,13 +90,22 @@ def read_by_ids(
         where = "= ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
     else:
         where = "IN (SELECT value FROM json_each(%s))"
-    sql = (
-        f"SELECT {names} FROM {quote(model._meta.db_table)} "  # noqa: S608  (names from _meta)
-        f"WHERE {quote(model._meta.pk.column)} {where}"
-    )
+    width = max(len(columns) for _n, (_model, _ids, columns) in wanted)
+    selects: list[str] = []
+    params: list[str] = []
+    for n, (model, ids, columns) in wanted:
+        names = [quote(model._meta.get_field(name).column) for name in columns]
+        names += ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
+        selects.append(
+            f"SELECT {n:d}, {', '.join(names)} FROM {quote(model._meta.db_table)} "  # noqa: S608
+            f"WHERE {quote(model._meta.pk.column)} {where}"
+        )
+        params.append(_encode(list(ids)))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_encode(list(ids))])
-        return cursor.fetchall()
+        cursor.execute(" UNION ALL ".join(selects), params)
+        for tag, *values in cursor.fetchall():
+            results[tag].append(tuple(values[: len(reads[tag][2])]))
+    return results
 
 
 def upsert(
@@ -121,25 +142,7 @@ def upsert(
     conflict = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # A value every row shares (the write's ``now``, a ``refreshed_at`` of None) is one
-            # parameter instead of a field in every row's JSON, built and parsed 256 times.
-            shared = _shared_columns(rows, len(fields))
-            varying = [i for i in range(len(fields)) if i not in shared]
-            types = ", ".join(
-                f"{quote(fields[i].column)} {fields[i].db_type(connection)}" for i in varying
-            )
-            select = ", ".join(
-                f"%s::{fields[i].db_type(connection)}"
-                if i in shared
-                else f"page.{quote(fields[i].column)}"
-                for i in range(len(fields))
-            )
-            sql = (
-                f"INSERT INTO {table} ({names}) SELECT {select} "  # noqa: S608
-                f"FROM jsonb_to_recordset(%s::jsonb) AS page({types}){conflict}"
-            )
-            params = [rows[0][i] for i in sorted(shared)]
-            params.append(_json_rows([fields[i] for i in varying], rows, varying))
+            sql, params = _postgresql_insert(connection, table, names, fields, rows, conflict)
             cursor.execute(sql, params)
             return
         adapters = [_sqlite_adapter(field, connection) for field in fields]
@@ -157,9 +160,50 @@ def upsert(
             cursor.execute(head + ", ".join([placeholder] * len(chunk)) + conflict, params)
 
 
+def _postgresql_insert(connection, table, names, fields, rows, conflict) -> tuple[str, list]:
+    """``INSERT ... SELECT`` from one JSON array per column, zipped by ``ROWS FROM``.
+
+    One array per column, not one object per row: a list of strings is one call of the C
+    encoder, and the JSON columns are the parser's own text joined with commas, so the writer
+    thread spends about a millisecond a page on it instead of building 256 objects key by key
+    (it shares the interpreter with the thread that fetches and parses the next page). The
+    server reads each array once and casts each value to its column's type.
+
+    A value every row shares (the write's ``now``, a ``refreshed_at`` of None) is sent once as
+    a parameter of its own.
+    """
+    shared = _shared_columns(rows, len(fields))
+    select: list[str] = []
+    functions: list[str] = []
+    params: list[Any] = [rows[0][i] for i in sorted(shared)]
+    arrays: list[str] = []
+    for i, field in enumerate(fields):
+        # Text goes in uncast: an explicit cast to varchar(64) would cut a longer value silently,
+        # while the assignment to the column refuses it. Other types are cast from text.
+        text = isinstance(field, models.CharField | models.TextField)
+        cast = "" if text else f"::{field.db_type(connection)}"
+        if i in shared:
+            select.append(f"%s{cast}")
+            continue
+        column = f"c{len(functions)}"
+        if isinstance(field, models.JSONField):
+            functions.append("json_array_elements(%s::json)")
+        else:
+            functions.append("json_array_elements_text(%s::json)")
+        select.append(f"page.{column}{cast}")
+        arrays.append(_json_array(field, [row[i] for row in rows]))
+    params.extend(arrays)
+    aliases = ", ".join(f"c{n}" for n in range(len(functions)))
+    sql = (
+        f"INSERT INTO {table} ({names}) SELECT {', '.join(select)} "  # noqa: S608
+        f"FROM ROWS FROM ({', '.join(functions)}) AS page({aliases}){conflict}"
+    )
+    return sql, params
+
+
 def _shared_columns(rows: Sequence[tuple[Any, ...]], width: int) -> set[int]:
     """Positions whose value is the very same object in every row (an identity check, cheap);
-    none for a single row, and never all of them (the JSON needs at least one column)."""
+    none for a single row, and never all of them (at least one array carries the rows)."""
     if len(rows) < 2:
         return set()
     first = rows[0]
@@ -167,37 +211,20 @@ def _shared_columns(rows: Sequence[tuple[Any, ...]], width: int) -> set[int]:
     return shared if len(shared) < width else set()
 
 
-def _json_rows(
-    fields: Sequence[models.Field], rows: Sequence[tuple[Any, ...]], positions: Sequence[int]
-) -> str:
-    """The rows' values at ``positions`` as one JSON array of objects keyed by column; JSON
-    columns embedded as is."""
-    keys = [_encode(field.column) + ":" for field in fields]
-    encoders = [_json_encoder(field) for field in fields]
-    items = list(zip(keys, encoders, positions, strict=True))
-    objects = [
-        "{" + ",".join([key + encode(row[i]) for key, encode, i in items]) + "}" for row in rows
-    ]
-    return "[" + ",".join(objects) + "]"
-
-
-def _json_encoder(field: models.Field):
+def _json_array(field: models.Field, values: list[Any]) -> str:
+    """One column's values as a JSON array: JSON columns (already JSON text) embedded as is,
+    datetimes as ISO 8601 text (each distinct value formatted once), anything else encoded."""
     if isinstance(field, models.JSONField):
-        return lambda text: "null" if text is None else text
+        return "[" + ",".join("null" if text is None else text for text in values) + "]"
     if isinstance(field, models.DateTimeField):
-        cache: dict[Any, str] = {}
-
-        def encode_datetime(value) -> str:
-            if value is None:
-                return "null"
-            try:
-                return cache[value]
-            except KeyError:
-                cache[value] = text = '"' + value.isoformat() + '"'
-                return text
-
-        return encode_datetime
-    return _encode
+        texts: dict[Any, str | None] = {None: None}
+        return _encode(
+            [
+                texts[value] if value in texts else texts.setdefault(value, value.isoformat())
+                for value in values
+            ]
+        )
+    return _encode(values)
 
 
 def _sqlite_adapter(field: models.Field, connection):

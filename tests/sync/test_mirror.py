@@ -6,13 +6,27 @@ import sqlite3
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection, transaction
 from django.utils import timezone
 
-from django_orders.mirror import ORDER_COLUMNS, store_orders, store_records
+from django_orders.mirror import (
+    CUSTOMER_COLUMNS,
+    CUSTOMER_UPDATE,
+    ORDER_COLUMNS,
+    RECORD_COLUMNS,
+    RECORD_CONFLICT,
+    RECORD_UPDATE,
+    store_orders,
+    store_records,
+)
 from django_orders.models import Customer, Order, RemoteRecord
 from django_orders.parsing import parse_order, parse_record
-from django_orders.upsert import MODERN_VARIABLE_LIMIT, rows_per_statement, variable_limit
+from django_orders.upsert import (
+    MODERN_VARIABLE_LIMIT,
+    rows_per_statement,
+    upsert,
+    variable_limit,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,8 +52,8 @@ def orders(count, *, status="requires_payment", start=0, customers=None, extra=N
 
 
 @pytest.mark.parametrize("size", [1, 10, 256])
-def test_new_orders_take_four_statements_whatever_the_size(size, django_assert_num_queries):
-    with django_assert_num_queries(4):
+def test_new_orders_take_three_statements_whatever_the_size(size, django_assert_num_queries):
+    with django_assert_num_queries(3):
         result = store_orders(orders(size))
     assert (result.created, result.updated, result.unchanged) == (size, 0, 0)
     assert Order.objects.count() == size
@@ -50,7 +64,7 @@ def test_a_full_page_is_one_insert_per_table_on_every_backend(django_assert_num_
     """Django 5.2's bulk_create splits this on SQLite (it assumes 999 variables; Django 6.1 reads
     the real limit); the mirror writes one statement per table on every backend and version."""
     assert rows_per_statement(connection, len(ORDER_COLUMNS)) >= 256
-    with django_assert_num_queries(4) as captured:
+    with django_assert_num_queries(3) as captured:
         store_orders(orders(256))
     inserts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("INSERT")]
     assert len(inserts) == 2  # one for the customers, one for the orders
@@ -88,9 +102,11 @@ def test_stored_values_read_back_as_given():
 def test_unchanged_orders_are_not_written_and_keep_changed_at(django_assert_num_queries):
     store_orders(orders(20), now=timezone.now() - timedelta(days=1))
     before = dict(Order.objects.values_list("id", "changed_at"))
-    with django_assert_num_queries(2) as captured:  # the two fingerprint reads, nothing else
+    with django_assert_num_queries(1) as captured:  # the fingerprint read, nothing else
         result = store_orders(orders(20))
-    assert all(q["sql"].startswith("SELECT") for q in captured.captured_queries)
+    (read,) = captured.captured_queries
+    assert read["sql"].startswith("SELECT")
+    assert '"django_orders_customer"' in read["sql"] and '"django_orders_order"' in read["sql"]
     assert (result.created, result.updated, result.unchanged) == (0, 0, 20)
     assert dict(Order.objects.values_list("id", "changed_at")) == before
 
@@ -170,3 +186,34 @@ def test_two_resources_with_the_same_remote_id_are_both_kept():
         "payouts": {"id": "x_1", "kind": "payout"},
         "balance_transactions": {"id": "x_1", "kind": "transaction"},
     }
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce lengths")
+def test_a_value_too_long_for_its_column_is_refused_not_truncated():
+    """The values are cast to the column's type without its length: an explicit cast to
+    varchar(64) would cut the id silently, the assignment to the column refuses it."""
+    now = timezone.now()
+    row = ("cu_" + "x" * 62, False, "Long", '{"id": "long"}', "f", now, now)
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        upsert(Customer, CUSTOMER_COLUMNS, [row, ("cu_ok", *row[1:])], CUSTOMER_UPDATE)
+    assert not Customer.objects.exists()
+    # A value every row shares travels as a parameter of its own: refused all the same.
+    record = ("x" * 65, "bt_1", '{"id": "bt_1"}', "f", now, now)
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        rows = [record, (record[0], "bt_2", *record[2:])]
+        upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE, conflict=RECORD_CONFLICT)
+    assert not RemoteRecord.objects.exists()
+
+
+def test_each_column_arrives_with_its_type_and_nulls():
+    """Several rows (one array per column, shared values sent once) read back exactly."""
+    now = timezone.now()
+    rows = [
+        ("cu_a", True, "Ama", '{"id": "cu_a", "guest": true}', "f1", now, now),
+        ("cu_b", False, "", '{"id": "cu_b", "name": null}', "f2", now, now),
+    ]
+    upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
+    stored = {c.id: c for c in Customer.objects.all()}
+    assert (stored["cu_a"].guest, stored["cu_a"].raw) == (True, {"id": "cu_a", "guest": True})
+    assert (stored["cu_b"].guest, stored["cu_b"].raw) == (False, {"id": "cu_b", "name": None})
+    assert stored["cu_a"].first_seen_at == stored["cu_b"].changed_at == now
