@@ -5,14 +5,18 @@ across an HTTP call. This module is the public entry point; the work lives in on
 
 - ``creation``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
 - ``sync``: ``sync_orders``, ``refresh_orders``
+- ``api_check``: ``check_api`` (one read that proves the key and the base URL work)
 """
 
 from __future__ import annotations
 
+from .api_check import ApiCheck, check_api
 from .creation import create_order, resend_order_request, resume_order_requests
 from .sync import refresh_orders, sync_orders
 
 __all__ = [
+    "ApiCheck",
+    "check_api",
     "create_order",
     "refresh_orders",
     "resend_order_request",

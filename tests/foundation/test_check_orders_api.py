@@ -180,3 +180,29 @@ def test_child_process_without_an_api_key_names_it(sandbox, run_manage):
     assert result.returncode != 0
     assert 'DJANGO_ORDERS["API_KEY"] is not set' in result.stderr
     assert result.stdout == ""
+
+
+class TestCheckApiService:
+    """``services.check_api``, which the command prints, against the sandbox over loopback."""
+
+    def test_a_working_key_reports_the_answer(self, live_orders):
+        from django_orders.services import check_api
+
+        live_orders.seed(3)
+        check = check_api()
+        assert check.ok and check.error is None
+        assert (check.base_url, check.status_code) == (live_orders.url, 200)
+        assert check.record_returned is True
+        assert check.request_id
+        assert check.latency_ms > 0
+
+    def test_a_refused_key_is_reported_not_raised(self, sandbox, orders_settings_for):
+        from django_orders.exceptions import AuthenticationFailed
+        from django_orders.services import check_api
+
+        orders_settings_for(sandbox, API_KEY=KEY)  # not the sandbox's key
+        check = check_api()
+        assert not check.ok
+        assert isinstance(check.error, AuthenticationFailed)
+        assert check.status_code is None and check.record_returned is False
+        assert_key_absent(repr(check) + str(check.error), "the ApiCheck and its error")

@@ -1,20 +1,19 @@
 """``manage.py check_orders_api``: one real request that proves the key and base URL work.
 
 For use after a deploy or a key rotation (api-spec.md: "deployed, verified, and the old key
-retired"): it asks ``/orders/page`` for page 1 with page size 1 (the smallest read there is,
-nothing written) and says what it checked. It never prints the key.
+retired"): it checks the settings, then runs ``services.check_api()`` (page 1 of
+``/orders/page`` with page size 1, nothing written) and says what it checked. It never prints
+the key.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.core.checks import ERROR
 from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import check_settings
-from ...client import OrdersClient
 from ...exceptions import (
     AuthenticationFailed,
     InvalidResponse,
@@ -23,6 +22,7 @@ from ...exceptions import (
     OutcomeUnknown,
     RequestNotSent,
 )
+from ...services import check_api
 
 
 class Command(BaseCommand):
@@ -39,23 +39,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._check_settings()
-        # One request, no retries: this verifies a deploy; a retry loop would hide a flaky
-        # network and make the command slow to fail.
-        client = OrdersClient.from_settings(max_retries=0)
-        self.stdout.write(f"Base URL: {client.base_url}")
+        check = check_api()
+        self.stdout.write(f"Base URL: {check.base_url}")
         self.stdout.write("Request: POST /orders/page {page_number: 1, page_size: 1}")
-        started = time.monotonic()
-        try:
-            with client:
-                page = client.fetch_page("orders", 1, 1)
-        except OrdersError as exc:
-            latency = (time.monotonic() - started) * 1000
-            raise CommandError(self._explain(exc, client.base_url, latency)) from None
-        latency = (time.monotonic() - started) * 1000
-        self.stdout.write(f"HTTP status: {page.status_code}")
-        self.stdout.write(f"Request id: {page.request_id or '(none sent)'}")
-        self.stdout.write(f"Latency: {latency:.0f} ms")
-        found = "yes" if page.records else "no (the account has no orders yet)"
+        if check.error is not None:
+            raise CommandError(self._explain(check.error, check.base_url, check.latency_ms))
+        self.stdout.write(f"HTTP status: {check.status_code}")
+        self.stdout.write(f"Request id: {check.request_id or '(none sent)'}")
+        self.stdout.write(f"Latency: {check.latency_ms:.0f} ms")
+        found = "yes" if check.record_returned else "no (the account has no orders yet)"
         self.stdout.write(f"Record returned: {found}")
         self.stdout.write(self.style.SUCCESS("OK: the service accepted the key at this base URL."))
 
