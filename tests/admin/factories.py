@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 
 from django_orders.models import Customer, Order, OrderRequest, SyncRun
+from tests.fixtures.payloads import order_payload
 
 BASE_TIME = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 ADMIN_MODELS = ("order", "customer", "orderrequest", "syncrun")
@@ -72,30 +73,7 @@ def make_request(
     key: str, *, reference: str | None = None, state: str = "pending", **fields: Any
 ) -> OrderRequest:
     payload = fields.pop(
-        "payload",
-        json.dumps(
-            {
-                "request_meta": {"idempotency_key": key},
-                "finalize": False,
-                "customer_data": {
-                    "name": "Ama Mensah",
-                    "email_address": "ama@example.com",
-                    "phone_number": "+233200000000",
-                },
-                "line_items": [
-                    {
-                        "type": "product",
-                        "product": {
-                            "name": "Kente cloth",
-                            "price": {"currency": "ghs", "value": 5000},
-                            "quantity": 1,
-                            "type": "physical",
-                        },
-                    }
-                ],
-            },
-            separators=(",", ":"),
-        ),
+        "payload", json.dumps(order_payload(key, finalize=False), separators=(",", ":"))
     )
     return OrderRequest.objects.create(
         idempotency_key=key, reference=reference, state=state, payload=payload, **fields

@@ -19,6 +19,7 @@ from django_orders import services
 from django_orders.exceptions import OrderRequestPending, OrdersError
 from django_orders.models import Order, OrderRequest
 from django_orders.sync import RefreshResult
+from tests.fixtures.payloads import create_order_input
 
 from .factories import make_customer, make_order, make_request
 
@@ -41,24 +42,7 @@ def messages_of(response) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def create_input():
-    return {
-        "customer": {
-            "name": "Ama Mensah",
-            "email_address": "ama@example.com",
-            "phone_number": "+233241234567",
-        },
-        "line_items": [
-            {
-                "type": "product",
-                "product": {
-                    "name": "Kente cloth",
-                    "price": {"currency": "ghs", "value": 5000},
-                    "quantity": 1,
-                    "type": "physical",
-                },
-            }
-        ],
-    }
+    return create_order_input()
 
 
 @pytest.fixture

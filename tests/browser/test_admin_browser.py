@@ -22,6 +22,7 @@ from tests.admin.factories import (
     make_sync_run,
     staff_user,
 )
+from tests.fixtures.payloads import create_order_input
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -82,22 +83,7 @@ def pending_request(live_orders, orders_settings_for):
     live_orders.add_fault("error_before_write", "/orders/create", times=1, status=503)
     with pytest.raises(OrderRequestPending):
         services.create_order(
-            customer={
-                "name": "Esi Owusu",
-                "email_address": "esi@example.com",
-                "phone_number": "+233241234567",
-            },
-            line_items=[
-                {
-                    "type": "product",
-                    "product": {
-                        "name": "Kente cloth",
-                        "price": {"currency": "ghs", "value": 5000},
-                        "quantity": 1,
-                        "type": "physical",
-                    },
-                }
-            ],
+            **create_order_input(),
             reference="cart-browser-1",
         )
     return OrderRequest.objects.get(reference="cart-browser-1")

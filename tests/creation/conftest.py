@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -10,29 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from orders_sandbox.handler import Handler
-
-CUSTOMER = {
-    "name": "Ama Mensah",
-    "email_address": "ama@example.com",
-    "phone_number": "+233241234567",
-}
-LINE_ITEMS = [
-    {
-        "type": "product",
-        "product": {
-            "name": "Kente scarf",
-            "type": "physical",
-            "quantity": 2,
-            "price": {"currency": "ghs", "value": 5000},
-        },
-    }
-]
+from tests.fixtures.payloads import create_order_input
 
 
 @pytest.fixture
 def order_input() -> dict:
     """Fresh, valid keyword arguments for ``create_order`` (tests may mutate them)."""
-    return {"customer": copy.deepcopy(CUSTOMER), "line_items": copy.deepcopy(LINE_ITEMS)}
+    return create_order_input()
 
 
 class ReceivedBodies:

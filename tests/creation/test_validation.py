@@ -10,7 +10,8 @@ import responses
 from django_orders.exceptions import InvalidOrderRequest
 from django_orders.models import OrderRequest
 from django_orders.services import create_order
-from tests.creation.conftest import CUSTOMER, LINE_ITEMS
+from tests.fixtures.payloads import CREATE_CUSTOMER as CUSTOMER
+from tests.fixtures.payloads import CREATE_LINE_ITEMS as LINE_ITEMS
 
 pytestmark = pytest.mark.django_db
 
