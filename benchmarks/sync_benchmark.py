@@ -147,7 +147,8 @@ def render(options, results: dict[str, dict], memory: dict[int, float]) -> str:
         f"{n:,} orders, page size {PAGE_SIZE}, sandbox in its own process over loopback, "
         f"no page cap. Naive (a) measured on {small:,} orders and scaled per record.",
         "",
-        "| backend | sync | floor (b): fetch + parse, pipelined (one page after the other) "
+        "| backend | sync | floor (b): fetch + parse, the faster of (pipelined, one page after the "
+        "other) "
         "| naive (a), scaled | speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
         "| re-sync | rows written by re-sync (target 0) | statements per page (target <= 6) |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -156,7 +157,8 @@ def render(options, results: dict[str, dict], memory: dict[int, float]) -> str:
         naive = r["naive_seconds"] / r["naive_records"] * n
         lines.append(
             f"| {backend} | {r['sync_seconds']:.1f} s ({n / r['sync_seconds']:,.0f}/s) "
-            f"| {r['floor_seconds']:.1f} s ({r['floor_sequential_seconds']:.1f} s) "
+            f"| {r['floor_seconds']:.1f} s ({r['floor_pipelined_seconds']:.1f} s, "
+            f"{r['floor_sequential_seconds']:.1f} s) "
             f"| {naive:,.0f} s "
             f"({r['naive_seconds']:.1f} s for {r['naive_records']:,}) "
             f"| {naive / r['sync_seconds']:.0f}x | {r['sync_seconds'] / r['floor_seconds']:.2f}x "
@@ -198,17 +200,17 @@ def write_readme(table: str) -> None:
         "PostgreSQL server with its defaults, sharing the two cores with the sandbox and the "
         "sync. Timings on this shared machine vary by up to +-40% between runs.\n\n"
         "Floor (b) is the same walk with parsing and fingerprinting but no database. Statements "
-        "per page: customers read + upsert, orders read + upsert, the run's progress, the lease "
-        "renewal (a page whose records are all unchanged needs only the two reads and the two "
-        "updates).\n\n"
+        "per page: one read of the page's stored customers and orders, the customers' upsert, "
+        "the orders' upsert, the run's progress, the lease renewal (a page whose records are "
+        "all unchanged needs only the read and the two updates).\n\n"
         "What the writer does for it (issue 6): PostgreSQL commits the walk's pages with "
         "`synchronous_commit` off (a cache of upstream; order creation stays durable), reads "
-        "stored fingerprints with `id = ANY(ARRAY(...))` (the `IN (SELECT ...)` form was "
-        "planned as a sequential scan of the growing table), binds the page's JSON "
-        "server-side, sends values shared by every row (the write's `now`) once, and runs "
-        "without the `varchar_pattern_ops` indexes (migration 0003); SQLite in WAL mode "
-        "checkpoints every 10,000 WAL pages during a walk instead of every 1,000; customer "
-        "summaries are encoded on the fetch thread.\n"
+        "stored fingerprints of customers and orders in one statement with `id = ANY(ARRAY(...))` "
+        "(the `IN (SELECT ...)` form was planned as a sequential scan of the growing table), "
+        "sends each column of a page as one JSON array and values shared by every row (the "
+        "write's `now`) once, and runs without the `varchar_pattern_ops` indexes (migration "
+        "0003); SQLite in WAL mode checkpoints every 10,000 WAL pages during a walk instead of "
+        "every 1,000; customer summaries are encoded on the fetch thread.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -284,7 +286,7 @@ def walk_floor(url: str) -> dict[str, float]:
 
     Measured twice: one page after the other, and pipelined the way ``sync_orders`` walks (a
     helper thread fetches and parses the next page while the current one is consumed). The
-    pipelined one is the floor (b): the fastest fetch-and-parse this machine does.
+    faster of the two is the floor (b): the fastest fetch-and-parse this machine does.
     """
     from django_orders.client import OrdersClient
     from django_orders.parsing import parse_order, parse_page
@@ -304,7 +306,10 @@ def walk_floor(url: str) -> dict[str, float]:
         pipelined = 0
         for parsed in fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order):
             pipelined += len(parsed)
-        timings["floor_seconds"] = time.perf_counter() - started
+        timings["floor_pipelined_seconds"] = time.perf_counter() - started
+    timings["floor_seconds"] = min(
+        timings["floor_sequential_seconds"], timings["floor_pipelined_seconds"]
+    )
     assert count == pipelined == int(os.environ["BENCH_ORDERS"]), (count, pipelined)
     return timings
 
@@ -390,8 +395,10 @@ def measure_timing() -> dict:
         resync_seconds = time.perf_counter() - started
     rows_written = rerun.created + rerun.updated
 
-    Order.objects.all().delete()
-    Customer.objects.all().delete()
+    # Plain DELETEs: QuerySet.delete() would load all 100,000 orders to collect them (800 MB).
+    with connection.cursor() as cursor:
+        for model in (Order, Customer):
+            cursor.execute(f"DELETE FROM {connection.ops.quote_name(model._meta.db_table)}")
     naive_seconds, naive_records = naive(os.environ["BENCH_SMALL_URL"])
     return {
         **floors,
