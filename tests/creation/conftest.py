@@ -7,9 +7,17 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import responses
 
 from orders_sandbox.handler import Handler
 from tests.fixtures.payloads import create_order_input
+
+
+@pytest.fixture
+def mocked():
+    """``responses`` for the unit tests of the create path: every HTTP call is scripted."""
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
 
 
 @pytest.fixture

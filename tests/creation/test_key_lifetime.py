@@ -30,12 +30,6 @@ def unit_settings(settings):
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 0}
 
 
-@pytest.fixture
-def mocked():
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield rsps
-
-
 def pending(mocked, order_input, reference, answer):
     mocked.reset()
     mocked.post(URL, **answer)

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 import requests
-import responses
 
 from django_orders.exceptions import (
     OrderRequestPending,
@@ -29,12 +28,6 @@ State = OrderRequest.State
 @pytest.fixture(autouse=True)
 def unit_settings(settings):
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 2}
-
-
-@pytest.fixture
-def mocked():
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield rsps
 
 
 def error(status, code, message="Refused.", **headers):

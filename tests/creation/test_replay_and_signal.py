@@ -7,7 +7,6 @@ import logging
 
 import pytest
 import requests
-import responses
 from django.db import connection
 
 from django_orders.exceptions import OrderRequestPending
@@ -24,12 +23,6 @@ State = OrderRequest.State
 @pytest.fixture(autouse=True)
 def unit_settings(settings):
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 0}
-
-
-@pytest.fixture
-def mocked():
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield rsps
 
 
 @pytest.fixture
