@@ -146,6 +146,18 @@ class OrdersClient:
     @sensitive_variables("options", "overrides")
     def from_settings(cls, **overrides: Any) -> OrdersClient:
         """A client configured from ``DJANGO_ORDERS``; keyword arguments override settings."""
+        options = cls.settings_options()
+        options.update(overrides)
+        return cls(**options)
+
+    @staticmethod
+    @sensitive_variables("options")
+    def settings_options() -> dict[str, Any]:
+        """The constructor's keyword arguments as ``DJANGO_ORDERS`` gives them.
+
+        The page helper process builds its client from these, since it runs without Django
+        settings. The dict holds the API key: never log it or put it on a command line.
+        """
         options: dict[str, Any] = {
             "api_key": orders_settings.API_KEY,
             "base_url": orders_settings.BASE_URL,
@@ -153,8 +165,7 @@ class OrdersClient:
             "max_retries": orders_settings.MAX_RETRIES,
             "max_page_number": orders_settings.MAX_PAGE_NUMBER,
         }
-        options.update(overrides)
-        return cls(**options)
+        return options
 
     def __repr__(self) -> str:
         return f"<OrdersClient base_url={self.base_url!r}>"

@@ -43,6 +43,10 @@ DEFAULTS: dict[str, Any] = {
     "REFRESH_LIMIT": 100,
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": timedelta(seconds=30),
+    # Where a page walk fetches and parses the next page while the current one is written:
+    # "process" (a helper process, so that parsing does not compete with the writer for the
+    # interpreter) or "thread" (a helper thread in the sync's own process).
+    "SYNC_HELPER": "process",
 }
 
 REQUIRED = ("API_KEY", "BASE_URL")
@@ -52,6 +56,8 @@ ENV_NAMES = {"API_KEY": "ORDERS_API_KEY", "BASE_URL": "ORDERS_API_BASE_URL"}
 # The service forgets idempotency keys after 24 hours (api-notes.md).
 SERVER_KEY_RETENTION = timedelta(hours=24)
 MAX_PAGE_SIZE = 256
+#: The values of ``SYNC_HELPER``.
+SYNC_HELPERS = ("process", "thread")
 
 
 def setting_name(name: str) -> str:
@@ -162,6 +168,12 @@ def validate(name: str, value: Any) -> None:
             _validate_int(name, value, 1)
     elif name == "REFRESH_LIMIT":
         _validate_int(name, value, 0)
+    elif name == "SYNC_HELPER":
+        if value not in SYNC_HELPERS:
+            raise OrdersConfigurationError(
+                f"{setting_name('SYNC_HELPER')} must be one of "
+                f"{', '.join(map(repr, SYNC_HELPERS))}, not {value!r}."
+            )
     elif name in ("KEY_LIFETIME", "SYNC_LEASE", "RESUME_BACKOFF"):
         _validate_duration(name, value)
         if name == "KEY_LIFETIME" and value >= SERVER_KEY_RETENTION:

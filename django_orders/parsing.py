@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -72,23 +71,40 @@ class ParsedCustomer:
 
     ``raw_json`` and ``fingerprint`` are computed on first use: a walk needs them only for the
     first copy of each customer it meets (older orders' copies are skipped), and encoding every
-    copy would cost as much again as encoding the orders.
+    copy would cost as much again as encoding the orders. A customer rebuilt from the page
+    helper process (``from_json``) has them already, and decodes ``raw`` only if asked.
     """
 
-    __slots__ = ("_fingerprint", "_json", "guest", "id", "name", "raw")
+    __slots__ = ("_fingerprint", "_json", "_raw", "guest", "id", "name")
 
     def __init__(self, id: str, guest: bool, name: str, raw: dict[str, Any]) -> None:
         self.id = id
         self.guest = guest
         self.name = name
-        self.raw = raw
+        self._raw: dict[str, Any] | None = raw
         self._json: str | None = None
         self._fingerprint: str | None = None
+
+    @classmethod
+    def from_json(
+        cls, id: str, guest: bool, name: str, raw_json: str, fingerprint: str
+    ) -> ParsedCustomer:
+        """A customer parsed elsewhere, from its values and its canonical JSON."""
+        customer = cls(id, guest, name, None)  # type: ignore[arg-type]
+        customer._json = raw_json
+        customer._fingerprint = fingerprint
+        return customer
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            self._raw = json.loads(self.raw_json)
+        return self._raw
 
     @property
     def raw_json(self) -> str:
         if self._json is None:
-            self._json = canonical_json(self.raw)
+            self._json = canonical_json(self._raw)
         return self._json
 
     @property
@@ -101,16 +117,58 @@ class ParsedCustomer:
         return f"<ParsedCustomer {self.id}>"
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedOrder:
-    id: str
-    status: str
-    initiated_at: datetime
-    completed_at: datetime | None
-    customer: ParsedCustomer
-    raw: dict[str, Any]
-    fingerprint: str
-    raw_json: str
+class _ParsedRecordBase:
+    """What every parsed record has: an id, its canonical JSON (sorted keys, stored as is), the
+    hash of that JSON, and the decoded record ``raw``.
+
+    ``raw`` may be left out when ``raw_json`` is given: a record rebuilt from the page helper
+    process carries only its canonical JSON, and is decoded on first use. Decoding every record
+    again in the writer's process would cost what the helper saved, and only signal receivers
+    need the decoded record.
+    """
+
+    __slots__ = ("_raw", "fingerprint", "id", "raw_json")
+
+    def __init__(
+        self, id: str, raw: dict[str, Any] | None, fingerprint: str, raw_json: str
+    ) -> None:
+        self.id = id
+        self._raw = raw
+        self.fingerprint = fingerprint
+        self.raw_json = raw_json
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            self._raw = json.loads(self.raw_json)
+        return self._raw
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}>"
+
+
+class ParsedOrder(_ParsedRecordBase):
+    """An order record checked against the spec's firm rules, ready for the mirror."""
+
+    __slots__ = ("completed_at", "customer", "initiated_at", "status")
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        status: str,
+        initiated_at: datetime,
+        completed_at: datetime | None,
+        customer: ParsedCustomer,
+        raw: dict[str, Any] | None,
+        fingerprint: str,
+        raw_json: str,
+    ) -> None:
+        super().__init__(id, raw, fingerprint, raw_json)
+        self.status = status
+        self.initiated_at = initiated_at
+        self.completed_at = completed_at
+        self.customer = customer
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:
@@ -166,14 +224,10 @@ def parse_order(record: Any) -> ParsedOrder:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedRecord:
+class ParsedRecord(_ParsedRecordBase):
     """A record of a resource other than orders (balance transactions, payouts...), kept raw."""
 
-    id: str
-    raw: dict[str, Any]
-    fingerprint: str
-    raw_json: str
+    __slots__ = ()
 
 
 def parse_record(record: Any) -> ParsedRecord:

@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from .client import OrdersClient, PageWalk
 from .exceptions import InvalidResponse
@@ -36,44 +36,62 @@ def fetched_ahead(
     beyond the walk itself. The page transaction still never waits on the network: it only ever
     runs database statements, and the helper thread never touches the database. Pages arrive in
     order, so a bad record on page n + 1 fails the run after page n is committed, as without the
-    helper. At most one page waits in the queue, so memory stays flat. If the consumer stops
-    (an error), the helper stops after its current request. ``prepare``, if given, runs on
-    each parsed page on the helper thread too (work the writer would otherwise do).
+    helper. ``prepare``, if given, runs on each parsed page on the helper thread too (work the
+    writer would otherwise do). See ``run_ahead`` for memory and stopping.
     """
-    pages: queue.Queue = queue.Queue(maxsize=1)
+
+    def parsed_pages() -> Iterator[list]:
+        for page in walk:
+            parsed = parse_page(
+                page.records, parse, page_number=page.number, resource=walk.resource
+            )
+            if prepare is not None:
+                prepare(parsed)
+            yield parsed
+
+    return run_ahead(parsed_pages(), name="django-orders-page-fetch")
+
+
+T = TypeVar("T")
+
+
+def run_ahead(
+    items: Iterator[T], *, name: str, on_stop: Callable[[], None] | None = None
+) -> Iterator[T]:
+    """Yield ``items`` while a helper thread produces the next one.
+
+    At most one item waits in the queue, so memory stays flat. An exception raised while
+    producing is raised here, in order, after the items before it. If the consumer stops (an
+    error, or it simply stops iterating), the helper stops after producing its current item;
+    ``on_stop``, if given, is called first (to close what the helper may be blocked on).
+    """
+    queue_: queue.Queue = queue.Queue(maxsize=1)
     stop = threading.Event()
 
-    def fetch() -> None:
-        try:
-            for page in walk:
-                parsed = parse_page(
-                    page.records, parse, page_number=page.number, resource=walk.resource
-                )
-                if prepare is not None:
-                    prepare(parsed)
-                while not stop.is_set():
-                    try:
-                        pages.put(parsed, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item: object = _DONE
-        except BaseException as exc:  # handed to the consumer, raised there
-            item = exc
+    def put(item: object) -> bool:
         while not stop.is_set():
             try:
-                pages.put(item, timeout=0.1)
-                return
+                queue_.put(item, timeout=0.1)
+                return True
             except queue.Full:
                 continue
+        return False
 
-    helper = threading.Thread(target=fetch, name="django-orders-page-fetch", daemon=True)
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            end: object = _DONE
+        except BaseException as exc:  # handed to the consumer, raised there
+            end = exc
+        put(end)
+
+    helper = threading.Thread(target=produce, name=name, daemon=True)
     helper.start()
     try:
         while True:
-            item = pages.get()
+            item = queue_.get()
             if item is _DONE:
                 return
             if isinstance(item, BaseException):
@@ -81,12 +99,30 @@ def fetched_ahead(
             yield item
     finally:
         stop.set()
+        if on_stop is not None:
+            on_stop()
         # Bounded: the helper may be inside a client retry (a backoff sleep, a slow request),
         # and an unbounded join would hold up Ctrl-C (KeyboardInterrupt lands here) for that
         # long. It is a daemon thread that never touches the database and stops at its next
         # check of ``stop``, so leaving it to finish on its own is safe; an orderly end (the
         # walk done or failed on the helper's side) finds it already stopped.
         helper.join(timeout=HELPER_JOIN_TIMEOUT)
+
+
+def page_walk(
+    client: OrdersClient,
+    resource: str,
+    collection: str,
+    page_size: int,
+    max_pages: int | None = None,
+) -> PageWalk:
+    """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried.
+
+    Built the same way in the sync's process and in the page helper process.
+    """
+    walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
+    walk.client = RetryingPageReads(client)
+    return walk
 
 
 class RetryingPageReads:

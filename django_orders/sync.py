@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -31,12 +31,13 @@ from django.utils import timezone
 from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
 from .exceptions import InvalidRecord, RequestRejected
+from .helper_process import HelperUnavailable, fetched_in_process
 from .lease import Lease
 from .mirror import MirrorResult, store_orders, store_records
 from .models import TERMINAL_STATUSES, Order, SyncRun
 from .order_requests import refuse_outer_transaction
 from .parsing import ParsedOrder, parse_order, parse_record
-from .prefetch import RetryingPageReads, fetched_ahead
+from .prefetch import fetched_ahead, page_walk
 from .signals import order_first_seen, order_status_changed
 from .upsert import walk_write_settings
 
@@ -117,8 +118,7 @@ def sync_orders(
     client = OrdersClient.from_settings()
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
-        walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
-        walk.client = RetryingPageReads(client)
+        walk = page_walk(client, resource, collection, page_size, max_pages)
         lease = Lease(resource)
         lease.acquire()
         try:
@@ -176,8 +176,7 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     is_orders = walk.resource == "orders"
     known_customers: set[str] = set()
     nonterminal_seen = 0
-    parse, prepare = (parse_order, _encode_customers) if is_orders else (parse_record, None)
-    for parsed in fetched_ahead(walk, parse, prepare):
+    for parsed in _pages_ahead(walk):
         fresh = {}
         for record in parsed:
             if record.id not in seen_ids:
@@ -201,6 +200,23 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         if progress is not None:
             progress(run)
     return nonterminal_seen
+
+
+def _pages_ahead(walk: PageWalk) -> Iterator[list]:
+    """The walk's parsed pages, fetched and parsed ahead by a helper process or thread
+    (``SYNC_HELPER``). A helper process that cannot start is replaced by a thread."""
+    if orders_settings.SYNC_HELPER == "process":
+        try:
+            return fetched_in_process(walk, OrdersClient.settings_options())
+        except HelperUnavailable as exc:
+            logger.warning(
+                "The page helper process could not start (%s); "
+                "fetching and parsing pages on a helper thread instead.",
+                exc,
+            )
+    if walk.resource == "orders":
+        return fetched_ahead(walk, parse_order, _encode_customers)
+    return fetched_ahead(walk, parse_record)
 
 
 def _encode_customers(orders: list[ParsedOrder]) -> None:

@@ -37,6 +37,7 @@ def test_defaults(configure):
     assert timedelta(hours=23) == orders_settings.KEY_LIFETIME
     assert orders_settings.API_KEY == KEY
     assert orders_settings.BASE_URL == BASE
+    assert orders_settings.SYNC_HELPER == "process"
     for name in ("SYNC_LEASE", "REFRESH_LIMIT", "RESUME_BACKOFF"):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
@@ -164,6 +165,8 @@ INVALID = [
     ("SYNC_LEASE", timedelta(seconds=-1)),
     ("REFRESH_LIMIT", -1),
     ("RESUME_BACKOFF", 30),
+    ("SYNC_HELPER", "processes"),
+    ("SYNC_HELPER", None),
 ]
 
 
@@ -204,6 +207,8 @@ VALID = [
     ("BASE_URL", "https://api.example.com/v1/"),
     ("BASE_URL", "https://[::1]:8443"),
     ("API_KEY", "opaque-no-prefix"),
+    ("SYNC_HELPER", "process"),
+    ("SYNC_HELPER", "thread"),
 ]
 
 

@@ -12,18 +12,23 @@ from django.test.utils import CaptureQueriesContext
 
 from django_orders.parsing import parse_timestamp
 
+#: The walks of ``capped`` and ``uncapped`` fetch pages on a helper thread: the ``sleeps``
+#: fixture records the client's backoff waits, and only a client in the test's own process can
+#: record them. test_helper_process.py walks through the helper process, the default.
+IN_THREAD = {"SYNC_HELPER": "thread"}
+
 
 @pytest.fixture
 def capped(sandbox, orders_settings_for, sleeps):
     """The sandbox with its page window of 10 pages, settings pointed at it, no real sleeps."""
-    orders_settings_for(sandbox, PAGE_SIZE=10, MAX_PAGE_NUMBER=10)
+    orders_settings_for(sandbox, PAGE_SIZE=10, MAX_PAGE_NUMBER=10, **IN_THREAD)
     return sandbox
 
 
 @pytest.fixture
 def uncapped(sandbox_no_cap, orders_settings_for, sleeps):
     """No page window on either side: a walk reaches every record."""
-    orders_settings_for(sandbox_no_cap, PAGE_SIZE=10, MAX_PAGE_NUMBER=None)
+    orders_settings_for(sandbox_no_cap, PAGE_SIZE=10, MAX_PAGE_NUMBER=None, **IN_THREAD)
     return sandbox_no_cap
 
 

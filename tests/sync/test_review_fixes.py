@@ -21,15 +21,16 @@ from django_orders.models import Order, RemoteRecord, SyncLease, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.sync import ABANDONED_RUN_ERROR
 
-from .conftest import edit_raw_order
+from .conftest import IN_THREAD, edit_raw_order
 
 FAKE = SimpleNamespace(url="https://orders.example.test/v1", api_key="sk_test_review_fixes")
 
 
 @pytest.fixture
 def mocked(orders_settings_for, sleeps):
-    """Settings pointed at a ``responses`` mock; any request not scripted fails loudly."""
-    orders_settings_for(FAKE, PAGE_SIZE=2, MAX_PAGE_NUMBER=None)
+    """Settings pointed at a ``responses`` mock; any request not scripted fails loudly. The walk
+    stays in this process (a helper thread), where ``responses`` intercepts its requests."""
+    orders_settings_for(FAKE, PAGE_SIZE=2, MAX_PAGE_NUMBER=None, **IN_THREAD)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         yield mock
 
