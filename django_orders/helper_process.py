@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import struct
 import subprocess
@@ -45,9 +46,12 @@ from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 logger = logging.getLogger("django_orders.sync")
 
 #: Seconds to wait for the helper to start (import its modules) before walking in a thread.
-START_TIMEOUT = 60.0
+START_TIMEOUT = 30.0
 #: Seconds to wait for a stopped helper to exit before killing it.
 STOP_TIMEOUT = 5.0
+
+#: The loggers the helper's code logs to (client retries, the page window, page re-reads).
+HELPER_LOGGERS = ("django_orders.client", "django_orders.paging", "django_orders.sync")
 
 _FRAME_HEADER = struct.Struct("!I")
 
@@ -100,7 +104,9 @@ def fetched_in_process(walk: PageWalk, client_options: dict[str, Any]) -> Iterat
             "page_size": walk.page_size,
             "max_pages": walk.max_pages,
         },
-        "log_level": logging.getLogger("django_orders").getEffectiveLevel(),
+        # The lowest level any of the helper's loggers would pass here: records below it would
+        # be dropped on arrival anyway, so they are not sent.
+        "log_level": min(logging.getLogger(name).getEffectiveLevel() for name in HELPER_LOGGERS),
     }
     process = _start(job)
 
@@ -111,6 +117,11 @@ def fetched_in_process(walk: PageWalk, client_options: dict[str, Any]) -> Iterat
 
 
 def _start(job: dict[str, Any]) -> subprocess.Popen:
+    # Embedded interpreters (uWSGI, mod_wsgi) set sys.executable to their own binary, or to
+    # nothing; started with "-c", it would not run Python at all.
+    name = os.path.basename(sys.executable or "").lower()
+    if not name.startswith(("python", "pypy")):
+        raise HelperUnavailable(f"sys.executable {sys.executable!r} is not a Python interpreter")
     try:
         # This interpreter, running fixed code: nothing here comes from outside.
         process = subprocess.Popen(  # noqa: S603
@@ -223,7 +234,6 @@ def _decode_records(rows: list[tuple]) -> list[ParsedRecord]:
 
 def serve(job: dict[str, Any], stdin: IO[bytes], out: IO[bytes]) -> None:
     """The helper process: walk, parse, and send one frame per page (see the module docstring)."""
-    import os
     import signal
 
     from .client import OrdersClient

@@ -220,15 +220,22 @@ def test_the_helper_exits_when_the_sync_is_killed(sandbox_no_cap, run_manage):
         sync.wait(timeout=30)
 
 
-def test_a_helper_that_cannot_start_is_replaced_by_a_thread(upstream, monkeypatch, caplog):
-    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+@pytest.mark.parametrize(
+    "executable",
+    ["/nonexistent/python3", "/usr/local/bin/uwsgi", ""],
+    ids=["missing", "embedded", "unknown"],
+)
+def test_a_helper_that_cannot_start_is_replaced_by_a_thread(
+    upstream, monkeypatch, caplog, executable
+):
+    monkeypatch.setattr(sys, "executable", executable)
     upstream.seed(25)
     with caplog.at_level(logging.WARNING, logger="django_orders.sync"):
         run = sync_orders()
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
     assert_mirror_matches(upstream)
     (warning,) = [r for r in caplog.records if "helper process could not start" in r.message]
-    assert "/nonexistent/python3" in warning.getMessage()
+    assert repr(executable) in warning.getMessage()
 
 
 def test_a_helper_that_cannot_import_the_app_says_why(upstream, monkeypatch, caplog):
