@@ -39,6 +39,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from django.views.decorators.debug import sensitive_variables
+
 from .exceptions import OrdersError
 from .paging import PageWalk
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
@@ -84,6 +86,8 @@ class HelperProcessError(OrdersError):
 # --- the sync's side ----------------------------------------------------------------------------
 
 
+# The job holds the API key; Django's error reports print frame locals.
+@sensitive_variables("client_options", "job")
 def fetched_in_process(walk: PageWalk, client_options: dict[str, Any]) -> Iterator[list]:
     """Start a helper process for ``walk`` and return an iterator over its parsed pages.
 
@@ -116,6 +120,7 @@ def fetched_in_process(walk: PageWalk, client_options: dict[str, Any]) -> Iterat
     return run_ahead(_pages(process, walk), name="django-orders-page-helper", on_stop=stop)
 
 
+@sensitive_variables("job")
 def _start(job: dict[str, Any]) -> subprocess.Popen:
     # Embedded interpreters (uWSGI, mod_wsgi) set sys.executable to their own binary, or to
     # nothing; started with "-c", it would not run Python at all.
