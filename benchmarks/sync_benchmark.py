@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def main() -> None:
     api_key = "sk_test_" + secrets.token_urlsafe(24)
     backends = options.backends.split(",")
     results: dict[str, dict] = {}
-    memory: dict[int, float] = {}
+    memory: dict[int, dict] = {}
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as tmp:
         workdir = Path(tmp)
         print(f"seeding sandboxes with {options.orders:,} and {options.small:,} orders...")
@@ -128,7 +129,7 @@ def main() -> None:
                 for n, url in ((options.small, small_url), (options.orders, big_url)):
                     print(f"memory: sync of {n:,} orders under tracemalloc...", flush=True)
                     env = {**base_env, "BENCH_URL": url, "BENCH_ORDERS": str(n)}
-                    memory[n] = run_child("memory", "sqlite", env)["peak_mb"]
+                    memory[n] = run_child("memory", "sqlite", env)
         finally:
             for process in (big, small):
                 process.terminate()
@@ -141,27 +142,30 @@ def main() -> None:
         print("\nbenchmarks/README.md updated")
 
 
-def render(options, results: dict[str, dict], memory: dict[int, float]) -> str:
+def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
     n, small = options.orders, options.small
     lines = [
         f"{n:,} orders, page size {PAGE_SIZE}, sandbox in its own process over loopback, "
         f"no page cap. Naive (a) measured on {small:,} orders and scaled per record.",
         "",
-        "| backend | sync | floor (b): fetch + parse, the faster of (pipelined, one page after the "
-        "other) "
+        "| backend | sync (helper process, the default) | floor (b): fetch + parse, the fastest "
+        "of (helper thread, one page after the other, helper process) "
         "| naive (a), scaled | speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
+        '| sync with SYNC_HELPER "thread" (/ floor) '
         "| re-sync | rows written by re-sync (target 0) | statements per page (target <= 6) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for backend, r in results.items():
         naive = r["naive_seconds"] / r["naive_records"] * n
+        floor = r["floor_seconds"]
         lines.append(
             f"| {backend} | {r['sync_seconds']:.1f} s ({n / r['sync_seconds']:,.0f}/s) "
-            f"| {r['floor_seconds']:.1f} s ({r['floor_pipelined_seconds']:.1f} s, "
-            f"{r['floor_sequential_seconds']:.1f} s) "
+            f"| {floor:.1f} s ({r['floor_pipelined_seconds']:.1f} s, "
+            f"{r['floor_sequential_seconds']:.1f} s, {r['floor_process_seconds']:.1f} s) "
             f"| {naive:,.0f} s "
             f"({r['naive_seconds']:.1f} s for {r['naive_records']:,}) "
-            f"| {naive / r['sync_seconds']:.0f}x | {r['sync_seconds'] / r['floor_seconds']:.2f}x "
+            f"| {naive / r['sync_seconds']:.0f}x | {r['sync_seconds'] / floor:.2f}x "
+            f"| {r['sync_thread_seconds']:.1f} s ({r['sync_thread_seconds'] / floor:.2f}x) "
             f"| {r['resync_seconds']:.1f} s | {r['resync_rows_written']} "
             f"| {r['statements_per_page']} (re-sync {r['resync_statements_per_page']}) |"
         )
@@ -175,13 +179,16 @@ def render(options, results: dict[str, dict], memory: dict[int, float]) -> str:
         f"that cost nothing: {bounds}.",
     ]
     if memory:
-        low, high = memory[small], memory[n]
+        low, high = memory[small]["peak_mb"], memory[n]["peak_mb"]
+        helper_low, helper_high = memory[small]["helper_rss_mb"], memory[n]["helper_rss_mb"]
         lines += [
             "",
-            "| peak memory (tracemalloc, SQLite) | "
+            "| peak memory (SQLite) | "
             f"{small:,} orders | {n:,} orders | difference (target < 30 MB) |",
             "|---|---|---|---|",
-            f"| sync_orders | {low:.1f} MB | {high:.1f} MB | {high - low:.1f} MB |",
+            f"| sync_orders (tracemalloc) | {low:.1f} MB | {high:.1f} MB | {high - low:.1f} MB |",
+            f"| page helper process (peak RSS, the interpreter included) | {helper_low:.1f} MB "
+            f"| {helper_high:.1f} MB | {helper_high - helper_low:.1f} MB |",
         ]
     return "\n".join(lines)
 
@@ -199,18 +206,22 @@ def write_readme(table: str) -> None:
         "synchronous=NORMAL` (the usual production setting); `postgres` is the local "
         "PostgreSQL server with its defaults, sharing the two cores with the sandbox and the "
         "sync. Timings on this shared machine vary by up to +-40% between runs.\n\n"
-        "Floor (b) is the same walk with parsing and fingerprinting but no database. Statements "
+        "Floor (b) is the same walk with parsing and fingerprinting but no database, measured "
+        "three ways in the same run, the fastest taken. Statements "
         "per page: one read of the page's stored customers and orders, the customers' upsert, "
         "the orders' upsert, the run's progress, the lease renewal (a page whose records are "
         "all unchanged needs only the read and the two updates).\n\n"
-        "What the writer does for it (issue 6): PostgreSQL commits the walk's pages with "
+        "What the sync does for it (issue 6): pages are fetched and parsed one ahead by the "
+        "page helper process (`SYNC_HELPER`), so the writer does not share the interpreter "
+        'with the parser; the `SYNC_HELPER "thread"` column is the same sync with the '
+        "helper on a thread of the sync's process. PostgreSQL commits the walk's pages with "
         "`synchronous_commit` off (a cache of upstream; order creation stays durable), reads "
         "stored fingerprints of customers and orders in one statement with `id = ANY(ARRAY(...))` "
         "(the `IN (SELECT ...)` form was planned as a sequential scan of the growing table), "
         "sends each column of a page as one JSON array and values shared by every row (the "
         "write's `now`) once, and runs without the `varchar_pattern_ops` indexes (migration "
         "0003); SQLite in WAL mode checkpoints every 10,000 WAL pages during a walk instead of "
-        "every 1,000; customer summaries are encoded on the fetch thread.\n"
+        "every 1,000.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -278,19 +289,24 @@ def measure_memory() -> dict:
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert run.seen == int(os.environ["BENCH_ORDERS"]), run.seen
-    return {"peak_mb": peak / 2**20}
+    # The page helper process is this process's only child by then (waited for): its peak
+    # resident set, in KiB on Linux.
+    helper_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"peak_mb": peak / 2**20, "helper_rss_mb": helper_kib / 2**10}
 
 
 def walk_floor(url: str) -> dict[str, float]:
     """Fetch and parse every page, write nothing: what any sync must at least spend.
 
-    Measured twice: one page after the other, and pipelined the way ``sync_orders`` walks (a
-    helper thread fetches and parses the next page while the current one is consumed). The
-    faster of the two is the floor (b): the fastest fetch-and-parse this machine does.
+    Measured three ways: one page after the other; pipelined on a helper thread (which
+    fetches and parses the next page while the current one is consumed); and through the page
+    helper process, as ``sync_orders`` walks by default (its start included). The fastest of
+    the three is the floor (b): the fastest fetch-and-parse this machine does.
     """
     from django_orders.client import OrdersClient
+    from django_orders.helper_process import fetched_in_process
     from django_orders.parsing import parse_order, parse_page
-    from django_orders.prefetch import fetched_ahead
+    from django_orders.prefetch import fetched_ahead, page_walk
 
     timings = {}
     with OrdersClient.from_settings(base_url=url) as client:
@@ -307,10 +323,21 @@ def walk_floor(url: str) -> dict[str, float]:
         for parsed in fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order):
             pipelined += len(parsed)
         timings["floor_pipelined_seconds"] = time.perf_counter() - started
+        started = time.perf_counter()
+        walk = page_walk(client, "orders", "orders", PAGE_SIZE)
+        options = {**OrdersClient.settings_options(), "base_url": url}
+        in_process = sum(len(parsed) for parsed in fetched_in_process(walk, options))
+        timings["floor_process_seconds"] = time.perf_counter() - started
     timings["floor_seconds"] = min(
-        timings["floor_sequential_seconds"], timings["floor_pipelined_seconds"]
+        timings["floor_sequential_seconds"],
+        timings["floor_pipelined_seconds"],
+        timings["floor_process_seconds"],
     )
-    assert count == pipelined == int(os.environ["BENCH_ORDERS"]), (count, pipelined)
+    assert count == pipelined == in_process == int(os.environ["BENCH_ORDERS"]), (
+        count,
+        pipelined,
+        in_process,
+    )
     return timings
 
 
@@ -371,14 +398,47 @@ class StatementCounter:
         return "/".join(str(n) for n in sorted(set(pages)))
 
 
+def empty_mirror(connection) -> None:
+    """Empty the mirror for the next measurement, as if new.
+
+    Not ``QuerySet.delete()``, which would load all 100,000 orders to collect them (800 MB).
+    On PostgreSQL ``TRUNCATE``: after a ``DELETE`` the indexes still hold the dead rows until
+    a vacuum, and the next sync's inserts would pay for them.
+    """
+    from django_orders.models import Customer, Order, SyncRun
+
+    tables = [connection.ops.quote_name(m._meta.db_table) for m in (Order, Customer, SyncRun)]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+        else:
+            for table in tables:
+                cursor.execute(f"DELETE FROM {table}")
+
+
+def override_orders_settings(**values):
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(DJANGO_ORDERS={**settings.DJANGO_ORDERS, **values})
+
+
 def measure_timing() -> dict:
     from django.db import connection
 
-    from django_orders.models import Customer, Order
+    from django_orders.models import Order
     from django_orders.sync import sync_orders
 
     orders = int(os.environ["BENCH_ORDERS"])
     floors = walk_floor(os.environ["BENCH_URL"])
+
+    # The same sync with the page helper on a thread (SYNC_HELPER = "thread"), for comparison.
+    with override_orders_settings(SYNC_HELPER="thread"):
+        started = time.perf_counter()
+        threaded = sync_orders(page_size=PAGE_SIZE)
+        sync_thread_seconds = time.perf_counter() - started
+    assert threaded.created == orders, threaded.created
+    empty_mirror(connection)
 
     counter = StatementCounter()
     with connection.execute_wrapper(counter):
@@ -395,14 +455,12 @@ def measure_timing() -> dict:
         resync_seconds = time.perf_counter() - started
     rows_written = rerun.created + rerun.updated
 
-    # Plain DELETEs: QuerySet.delete() would load all 100,000 orders to collect them (800 MB).
-    with connection.cursor() as cursor:
-        for model in (Order, Customer):
-            cursor.execute(f"DELETE FROM {connection.ops.quote_name(model._meta.db_table)}")
+    empty_mirror(connection)
     naive_seconds, naive_records = naive(os.environ["BENCH_SMALL_URL"])
     return {
         **floors,
         "sync_seconds": sync_seconds,
+        "sync_thread_seconds": sync_thread_seconds,
         "resync_seconds": resync_seconds,
         "resync_rows_written": rows_written if again.mirror_writes == 0 else f"{rows_written}*",
         "resync_mirror_statements": again.mirror_writes,
