@@ -1,7 +1,9 @@
-"""Reading pages ahead of the writer: a helper thread, and retries of garbled page answers.
+"""Reading pages ahead of the writer on a helper thread, and retries of garbled page answers.
 
 Kept apart from the engine (sync.py) because it is about threads and the network, not about
-the mirror: the helper thread fetches and parses, and never touches the database.
+the mirror: the helper thread fetches and parses, and never touches the database. The page
+helper process (helper_process.py, the default) reuses ``run_ahead`` to read its frames and
+``page_walk`` to build the same walk on its side.
 """
 
 from __future__ import annotations

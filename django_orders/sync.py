@@ -2,9 +2,10 @@
 
 The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page window):
 
-- No transaction waits on HTTP: a page is fetched (on a helper thread, one page ahead) and
-  parsed first, then written in one short ``transaction.atomic()`` with the run's progress and
-  the lease renewal: at most five statements whatever the page size.
+- No transaction waits on HTTP: a page is fetched and parsed first (one page ahead, by the page
+  helper process or a helper thread: ``SYNC_HELPER``), then written in one short
+  ``transaction.atomic()`` with the run's progress and the lease renewal: at most five
+  statements whatever the page size.
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
 - Records are deduplicated by id across the walk: orders created during a walk shift later
