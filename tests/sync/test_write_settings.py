@@ -19,7 +19,9 @@ postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="
 if connection.vendor == "postgresql":
     SETTING, DURING, DEFAULT = "SHOW synchronous_commit", "off", "on"
 else:
-    SETTING, DURING, DEFAULT = "PRAGMA wal_autocheckpoint", "10000", "1000"
+    # The test database uses SQLite's default rollback journal (see test_wal_checkpoints_...).
+    SETTING, DURING, DEFAULT = "PRAGMA journal_mode", "persist", "delete"
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite only")
 
 
 def synchronous_commit() -> str:
@@ -105,3 +107,46 @@ def test_shared_values_travel_once_and_land_on_every_row(uncapped):
     store_orders([parse_order(r) for r in records], now=later, refreshed=True)
     assert set(Order.objects.values_list("refreshed_at", flat=True)) == {later}
     assert set(Order.objects.values_list("changed_at", flat=True)) == {now}
+
+
+def _pragma(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA {name}")
+        return str(cursor.fetchone()[0]).lower()
+
+
+@sqlite_only
+def test_wal_checkpoints_are_spaced_out_only_during_the_walk(uncapped):
+    """In WAL mode the journal is left alone and automatic checkpoints come less often."""
+    uncapped.seed(30)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode = WAL")
+    try:
+        during: list[tuple[str, str]] = []
+        run = sync_orders(
+            page_size=10,
+            progress=lambda run: during.append(
+                (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
+            ),
+        )
+        assert run.seen == 30
+        assert during and set(during) == {("wal", "10000")}
+        assert (_pragma("journal_mode"), _pragma("wal_autocheckpoint")) == ("wal", "1000")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode = DELETE")
+
+
+@sqlite_only
+def test_a_project_that_chose_its_own_journal_keeps_it(uncapped):
+    """TRUNCATE (or any mode other than the default DELETE and WAL) is the project's choice."""
+    uncapped.seed(12)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode = TRUNCATE")
+    try:
+        during: list[str] = []
+        sync_orders(page_size=10, progress=lambda run: during.append(_pragma("journal_mode")))
+        assert during and set(during) == {"truncate"}
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode = DELETE")
