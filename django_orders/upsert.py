@@ -12,8 +12,14 @@ JSON string; and psycopg re-parses any statement with thousands of ``%s`` on eve
 So, with values the caller already has (rows are tuples in ``columns`` order, JSON columns as
 JSON text, datetimes aware):
 
-- SQLite: ``INSERT ... VALUES (...), (...) ON CONFLICT (id) DO UPDATE``, batched by the
-  library's real variable limit (``variable_limit``), which keeps a 256-row page in one statement.
+- SQLite: one ``INSERT ... VALUES (%s, ...) ON CONFLICT (id) DO UPDATE`` for every row, through
+  ``executemany``. SQLite runs in this process, so there is no round trip to save: the
+  statement is compiled once and stepped for each row in C, which is what a multi-row
+  ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per row
+  count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
+  pages (about 150 new customers each, never the same number) filled that cache with
+  statements of thousands of variables, 20 MB that grew with the walk (benchmarks/README.md).
+  One text per table keeps one compiled statement, and the writer is a little faster too.
 - PostgreSQL: the page travels as one JSON array per column, ``INSERT ... SELECT ... FROM
   ROWS FROM (json_array_elements_text(%s::json), ...) ... ON CONFLICT (id) DO UPDATE``: one
   short statement text, a few strings to escape, the unpacking done by the server in C.
@@ -29,34 +35,13 @@ Other backends fall back to the ORM.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections, models, router
 
-#: SQLite's default variable limit since 3.32 (Django assumes 999); never more than this a
-#: statement, whatever a build allows.
-MODERN_VARIABLE_LIMIT = 32766
-
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def variable_limit(connection) -> int:
-    """How many ``%s`` parameters one statement may carry on this connection."""
-    if connection.vendor == "sqlite":
-        connection.ensure_connection()
-        real = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        return min(real, MODERN_VARIABLE_LIMIT)
-    if connection.vendor == "postgresql":
-        return MODERN_VARIABLE_LIMIT
-    return connection.features.max_query_params or MODERN_VARIABLE_LIMIT
-
-
-def rows_per_statement(connection, column_count: int) -> int:
-    """Rows of ``column_count`` values that fit one statement (a 256-row page does)."""
-    return max(1, variable_limit(connection) // column_count)
 
 
 #: What ``read_by_ids`` reads: from ``model``, the ``columns`` of the rows whose primary key is
@@ -146,18 +131,17 @@ def upsert(
             cursor.execute(sql, params)
             return
         adapters = [_sqlite_adapter(field, connection) for field in fields]
-        placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        head = f"INSERT INTO {table} ({names}) VALUES "  # noqa: S608
-        batch = rows_per_statement(connection, len(fields))
-        for start in range(0, len(rows), batch):
-            chunk = rows[start : start + batch]
-            params: list[Any] = []
-            for row in chunk:
-                params.extend(
+        placeholder = ", ".join(["%s"] * len(fields))
+        cursor.executemany(
+            f"INSERT INTO {table} ({names}) VALUES ({placeholder}){conflict}",  # noqa: S608
+            [
+                [
                     value if adapt is None else adapt(value)
                     for value, adapt in zip(row, adapters, strict=True)
-                )
-            cursor.execute(head + ", ".join([placeholder] * len(chunk)) + conflict, params)
+                ]
+                for row in rows
+            ],
+        )
 
 
 def _postgresql_insert(connection, table, names, fields, rows, conflict) -> tuple[str, list]:

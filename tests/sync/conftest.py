@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,10 @@ def assert_mirror_matches(server) -> None:
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 
 
+#: How Django's query log marks an ``executemany``.
+EXECUTEMANY_PREFIX = re.compile(r"^\d+ times: ")
+
+
 class PageStatements:
     """Work statements run between consecutive progress callbacks, i.e. per page of a walk."""
 
@@ -80,9 +85,12 @@ class PageStatements:
         self.marks.append(len(self.capture.captured_queries))
 
     def page_sql(self, index: int) -> list[str]:
+        """The page's statements; an ``executemany`` (SQLite's upserts), which Django logs as
+        ``"10 times: INSERT ..."``, as its one statement text."""
         start, end = self.marks[index - 1], self.marks[index]
         queries = self.capture.captured_queries[start:end]
-        return [q["sql"] for q in queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
+        texts = [EXECUTEMANY_PREFIX.sub("", q["sql"], count=1) for q in queries]
+        return [sql for sql in texts if not sql.startswith(TRANSACTION_CONTROL)]
 
     def per_page(self) -> list[int]:
         return [len(self.page_sql(i)) for i in range(1, len(self.marks))]

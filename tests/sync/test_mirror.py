@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 
 import pytest
@@ -12,7 +11,6 @@ from django.utils import timezone
 from django_orders.mirror import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
-    ORDER_COLUMNS,
     RECORD_COLUMNS,
     RECORD_CONFLICT,
     RECORD_UPDATE,
@@ -21,12 +19,7 @@ from django_orders.mirror import (
 )
 from django_orders.models import Customer, Order, RemoteRecord
 from django_orders.parsing import parse_order, parse_record
-from django_orders.upsert import (
-    MODERN_VARIABLE_LIMIT,
-    rows_per_statement,
-    upsert,
-    variable_limit,
-)
+from django_orders.upsert import upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -61,31 +54,33 @@ def test_new_orders_take_three_statements_whatever_the_size(size, django_assert_
 
 
 def test_a_full_page_is_one_insert_per_table_on_every_backend(django_assert_num_queries):
-    """Django 5.2's bulk_create splits this on SQLite (it assumes 999 variables; Django 6.1 reads
-    the real limit); the mirror writes one statement per table on every backend and version."""
-    assert rows_per_statement(connection, len(ORDER_COLUMNS)) >= 256
+    """Django 5.2's bulk_create splits this on SQLite (it assumes 999 variables); the mirror
+    writes one statement per table on every backend and version."""
     with django_assert_num_queries(3) as captured:
         store_orders(orders(256))
-    inserts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("INSERT")]
+    # An executemany is logged as "256 times: INSERT ..." (SQLite).
+    inserts = [q["sql"] for q in captured.captured_queries if "INSERT INTO" in q["sql"]]
     assert len(inserts) == 2  # one for the customers, one for the orders
-
-
-def test_variable_limit_is_the_real_sqlite_limit_capped_at_the_modern_default():
-    limit = variable_limit(connection)
-    if connection.vendor == "sqlite":
-        real = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        assert limit == min(real, MODERN_VARIABLE_LIMIT)
-    else:
-        assert limit == MODERN_VARIABLE_LIMIT
+    assert Order.objects.count() == Customer.objects.count() == 256
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL: a page is one JSON value")
-def test_upsert_splits_only_past_the_variable_limit(monkeypatch, django_assert_num_queries):
-    monkeypatch.setattr("django_orders.upsert.variable_limit", lambda connection: 25)
-    # 7 customer columns: 3 rows a statement (3 statements); 10 order columns: 2 (4 statements).
-    with django_assert_num_queries(7):
-        store_orders(orders(7), compare=False)
-    assert Order.objects.count() == 7
+def test_sqlite_upserts_have_one_statement_text_whatever_the_row_count():
+    """``sqlite3`` caches a compiled statement per distinct text (up to 128 a connection); one
+    text per row count filled it with huge statements during a walk (20 MB)."""
+    texts: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        if sql.startswith("INSERT"):
+            texts.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        for start, size in ((0, 1), (1, 7), (8, 256)):
+            store_orders(orders(size, start=start), compare=False)
+    assert len(texts) == 6
+    assert len(set(texts)) == 2  # one for the customers, one for the orders
+    assert Order.objects.count() == 1 + 7 + 256
 
 
 def test_stored_values_read_back_as_given():
