@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -115,38 +117,41 @@ def _pragma(name: str) -> str:
         return str(cursor.fetchone()[0]).lower()
 
 
+@contextmanager
+def journal_mode(mode: str) -> Iterator[None]:
+    """The test database in another journal mode, back to SQLite's default afterwards."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA journal_mode = {mode}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode = DELETE")
+
+
 @sqlite_only
 def test_wal_checkpoints_are_spaced_out_only_during_the_walk(uncapped):
     """In WAL mode the journal is left alone and automatic checkpoints come less often."""
     uncapped.seed(30)
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode = WAL")
-    try:
-        during: list[tuple[str, str]] = []
+    during: list[tuple[str, str]] = []
+    with journal_mode("WAL"):
         run = sync_orders(
             page_size=10,
             progress=lambda run: during.append(
                 (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
             ),
         )
-        assert run.seen == 30
-        assert during and set(during) == {("wal", "10000")}
-        assert (_pragma("journal_mode"), _pragma("wal_autocheckpoint")) == ("wal", "1000")
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode = DELETE")
+        after = (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
+    assert run.seen == 30
+    assert during and set(during) == {("wal", "10000")}
+    assert after == ("wal", "1000")
 
 
 @sqlite_only
 def test_a_project_that_chose_its_own_journal_keeps_it(uncapped):
     """TRUNCATE (or any mode other than the default DELETE and WAL) is the project's choice."""
     uncapped.seed(12)
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode = TRUNCATE")
-    try:
-        during: list[str] = []
+    during: list[str] = []
+    with journal_mode("TRUNCATE"):
         sync_orders(page_size=10, progress=lambda run: during.append(_pragma("journal_mode")))
-        assert during and set(during) == {"truncate"}
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode = DELETE")
+    assert during and set(during) == {"truncate"}
