@@ -248,11 +248,13 @@ def _sqlite_walk_settings(connection) -> tuple[list[str], list[str]]:
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
         mode = str(cursor.fetchone()[0]).lower()
+        if mode == "delete":
+            return ["PRAGMA journal_mode = PERSIST"], ["PRAGMA journal_mode = DELETE"]
+        if mode != "wal":
+            return [], []
         cursor.execute("PRAGMA wal_autocheckpoint")
         current = int(cursor.fetchone()[0])
-    if mode == "delete":
-        return ["PRAGMA journal_mode = PERSIST"], ["PRAGMA journal_mode = DELETE"]
-    if mode == "wal" and 0 < current < WALK_WAL_AUTOCHECKPOINT:
+    if 0 < current < WALK_WAL_AUTOCHECKPOINT:
         return (
             [f"PRAGMA wal_autocheckpoint = {WALK_WAL_AUTOCHECKPOINT:d}"],
             [f"PRAGMA wal_autocheckpoint = {current:d}"],

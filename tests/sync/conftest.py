@@ -70,8 +70,13 @@ def assert_mirror_matches(server) -> None:
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 
 
-#: How Django's query log marks an ``executemany``.
-EXECUTEMANY_PREFIX = re.compile(r"^\d+ times: ")
+#: How Django's query log marks an ``executemany`` (SQLite's upserts): ``"10 times: INSERT ..."``.
+_EXECUTEMANY_PREFIX = re.compile(r"^\d+ times: ")
+
+
+def statement_text(logged_sql: str) -> str:
+    """A statement as Django's query log holds it, an ``executemany`` as its one SQL text."""
+    return _EXECUTEMANY_PREFIX.sub("", logged_sql, count=1)
 
 
 class PageStatements:
@@ -85,11 +90,10 @@ class PageStatements:
         self.marks.append(len(self.capture.captured_queries))
 
     def page_sql(self, index: int) -> list[str]:
-        """The page's statements; an ``executemany`` (SQLite's upserts), which Django logs as
-        ``"10 times: INSERT ..."``, as its one statement text."""
+        """The page's statements, each an ``executemany`` as its one text (``statement_text``)."""
         start, end = self.marks[index - 1], self.marks[index]
         queries = self.capture.captured_queries[start:end]
-        texts = [EXECUTEMANY_PREFIX.sub("", q["sql"], count=1) for q in queries]
+        texts = [statement_text(q["sql"]) for q in queries]
         return [sql for sql in texts if not sql.startswith(TRANSACTION_CONTROL)]
 
     def per_page(self) -> list[int]:
