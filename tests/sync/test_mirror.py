@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DataError, connection, connections, transaction
 from django.utils import timezone
 
 from django_orders.mirror import (
@@ -18,7 +20,7 @@ from django_orders.mirror import (
     store_records,
 )
 from django_orders.models import Customer, Order, RemoteRecord
-from django_orders.parsing import parse_order, parse_record
+from django_orders.parsing import parse_order, parse_record, parse_timestamp
 from django_orders.upsert import upsert
 
 from .conftest import statement_text
@@ -214,3 +216,50 @@ def test_each_column_arrives_with_its_type_and_nulls():
     assert (stored["cu_a"].guest, stored["cu_a"].raw) == (True, {"id": "cu_a", "guest": True})
     assert (stored["cu_b"].guest, stored["cu_b"].raw) == (False, {"id": "cu_b", "name": None})
     assert stored["cu_a"].first_seen_at == stored["cu_b"].changed_at == now
+
+
+@contextmanager
+def database_time_zone(name):
+    """The connection's TIME_ZONE setting (SQLite stores naive datetimes in it)."""
+    wrapper = connections[DEFAULT_DB_ALIAS]  # not the proxy: its cached properties are reset
+    previous = wrapper.settings_dict["TIME_ZONE"]
+
+    def use(zone):
+        wrapper.settings_dict["TIME_ZONE"] = zone
+        for cached in ("timezone", "timezone_name"):
+            wrapper.__dict__.pop(cached, None)
+
+    use(name)
+    try:
+        yield
+    finally:
+        use(previous)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite stores datetimes as text")
+@pytest.mark.parametrize("zone", [None, "Asia/Tokyo"])
+def test_sqlite_datetimes_are_stored_as_django_writes_them(zone):
+    """The upsert formats datetimes itself (Django's per-value adaptation was a fifth of the
+    writer's time); the stored text must be exactly what Django writes, in the connection's
+    zone, for every form of value the mirror meets."""
+    values = [
+        parse_timestamp("2026-03-01T10:00:00Z"),  # no fraction: no ".000000" either
+        parse_timestamp("2026-03-01T10:00:00.123456789Z"),
+        parse_timestamp("2026-03-01T23:30:00.5-05:00"),  # the next day in UTC
+        timezone.now(),
+        datetime(2026, 3, 1, 10, 0, tzinfo=ZoneInfo("Europe/Paris")),  # not UTC at all
+    ]
+    with database_time_zone(zone):
+        rows = [(f"cu_{n}", False, "", "{}", "f", value, value) for n, value in enumerate(values)]
+        upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
+        with connection.cursor() as cursor:
+            # As text: the backend would decode the column into a datetime.
+            cursor.execute("SELECT id, changed_at || '' FROM django_orders_customer ORDER BY id")
+            stored = cursor.fetchall()
+        expected = [
+            (f"cu_{n}", connection.ops.adapt_datetimefield_value(value))
+            for n, value in enumerate(values)
+        ]
+        assert stored == expected
+        assert [c.changed_at for c in Customer.objects.order_by("id")] == values
+    assert stored[0][1] == ("2026-03-01 19:00:00" if zone else "2026-03-01 10:00:00")
