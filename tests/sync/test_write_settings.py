@@ -51,6 +51,8 @@ def test_the_setting_is_reset_when_the_walk_fails(uncapped, sleeps):
     with pytest.raises(Exception, match="502"):
         sync_orders(page_size=10)
     assert synchronous_commit() == DEFAULT
+    if connection.vendor == "sqlite":
+        assert _pragma("cache_size") == "-2000"
     assert Order.objects.count() == 10  # the committed page is there
 
 
@@ -143,7 +145,7 @@ def test_wal_checkpoints_are_spaced_out_only_during_the_walk(uncapped):
         )
         after = (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
     assert run.seen == 30
-    assert during and set(during) == {("wal", "10000")}
+    assert during and set(during) == {("wal", "40000")}
     assert after == ("wal", "1000")
 
 
@@ -155,3 +157,31 @@ def test_a_project_that_chose_its_own_journal_keeps_it(uncapped):
     with journal_mode("TRUNCATE"):
         sync_orders(page_size=10, progress=lambda run: during.append(_pragma("journal_mode")))
     assert during and set(during) == {"truncate"}
+
+
+@sqlite_only
+def test_the_page_cache_is_larger_only_during_the_walk(uncapped):
+    """SQLite's default cache (2,000 KiB) is too small for a mirror's random-key indexes: the
+    walk gives its connection 8 MiB and hands back the project's size afterwards."""
+    uncapped.seed(30)
+    before = _pragma("cache_size")
+    during: list[str] = []
+    sync_orders(page_size=10, progress=lambda run: during.append(_pragma("cache_size")))
+    assert before == "-2000"
+    assert during and set(during) == {"-8192"}
+    assert _pragma("cache_size") == before
+
+
+@sqlite_only
+def test_a_larger_cache_the_project_chose_is_left_alone(uncapped):
+    """A positive cache_size counts pages: 4,000 pages of 4 KiB is already more than 8 MiB."""
+    uncapped.seed(12)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size = 4000")
+    try:
+        during: list[str] = []
+        sync_orders(page_size=10, progress=lambda run: during.append(_pragma("cache_size")))
+        assert during and set(during) == {"4000"}
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA cache_size = -2000")
