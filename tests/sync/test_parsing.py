@@ -111,3 +111,31 @@ def test_generic_records_need_only_an_id_and_keep_everything():
 def test_fingerprint_changes_with_any_field_and_ignores_key_order():
     assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
     assert fingerprint({"a": 1, "b": 2}) != fingerprint({"a": 1, "b": 3})
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {},
+        order_record(),
+        # Key order of non-ASCII keys, nested lists and objects, every JSON scalar.
+        {"ü": 1, "z": [True, False, None, {"b": 2, "a": [1.5, -0.0]}], "a": "", "É": {}},
+        # Floats in Python's own repr, integers past 64 bits, NaN and infinities (which the
+        # standard decoder accepts), control characters and a lone surrogate.
+        {"f": [1e-05, 1e16, 0.1, 1e308, 5e-324], "big": 2**70, "neg": -(2**70)},
+        {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")},
+        {"text": '\x00\x1f\x7f"\\/\u2028\u2029\ud800\U0001f600 tab\tnew\nline'},
+    ],
+)
+@pytest.mark.parametrize("accelerated", [True, False], ids=["C encoder", "pure Python"])
+def test_canonical_json_is_exactly_the_standard_librarys_text(record, accelerated, monkeypatch):
+    """Stored fingerprints hash this text: it must not change from one version to the next,
+    with or without CPython's C encoder."""
+    import json
+
+    from django_orders import parsing
+
+    if not accelerated:
+        monkeypatch.setattr(parsing, "_C_CANONICAL", None)
+    expected = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert parsing.canonical_json(record) == expected
