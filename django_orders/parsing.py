@@ -38,6 +38,15 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
             f"{field} must be an ISO 8601 timestamp with Z or an offset, not {value!r}"
         )
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
+    if (fraction is None or len(fraction) <= 6) and hour < "24":
+        # The common forms, once the pattern has vouched for the shape: the standard parser
+        # reads them about three times as fast as the steps below. It refuses lower-case
+        # letters and impossible dates, which then take the steps below (and their message);
+        # hour 24, which newer Pythons read as the next midnight, never goes to it.
+        try:
+            return datetime.fromisoformat(value).astimezone(UTC)
+        except ValueError:
+            pass
     micro = int((fraction or "0")[:6].ljust(6, "0"))
     try:
         # Both inside the try: an offset of 24 hours or more (``+25:00``) is refused by
