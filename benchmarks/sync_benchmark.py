@@ -16,6 +16,10 @@ created and dropped here), it measures in the same run:
   run on the small sandbox (``--small`` orders) and scaled per record to ``--orders``;
 - statements per page of the sync (transaction control left out).
 
+The floor, the sync and the naive loop are each measured ``--repeat`` times (default 3) and the
+median is what the table compares, with the range beside it: on a shared machine one sample
+swings by 10 to 20 % from run to run.
+
 Peak memory: ``tracemalloc`` peak and peak resident set of a whole ``sync_orders`` on SQLite for
 ``--small`` and for ``--orders`` orders, each in its own process with a fresh database, and the
 peak resident set of its page helper process.
@@ -28,6 +32,7 @@ import json
 import os
 import resource
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,6 +94,12 @@ def main() -> None:
         help="default: sqlite,sqlite-wal,postgres (sqlite-wal: journal_mode=WAL, "
         "synchronous=NORMAL; sqlite: SQLite's defaults)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="samples of the floor, the sync and the naive loop; the median counts (default: 3)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     parser.add_argument("--write-readme", action="store_true", help="update benchmarks/README.md")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -114,6 +125,7 @@ def main() -> None:
             "BENCH_SMALL": str(options.small),
             "BENCH_ORDERS": str(options.orders),
             "BENCH_DIR": tmp,
+            "BENCH_REPEAT": str(options.repeat),
         }
         try:
             for backend in backends:
@@ -144,41 +156,53 @@ def main() -> None:
         print("\nbenchmarks/README.md updated")
 
 
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def spread(samples: list[float]) -> str:
+    """``12.1 s`` for one sample, ``12.1 s (11.8-13.0)`` for several: the median, then the range."""
+    if len(samples) == 1:
+        return f"{samples[0]:.1f} s"
+    return f"{median(samples):.1f} s ({min(samples):.1f}-{max(samples):.1f})"
+
+
 def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
     n, small = options.orders, options.small
     lines = [
         f"{n:,} orders, page size {PAGE_SIZE}, sandbox in its own process over loopback, "
-        f"no page cap. Naive (a) measured on {small:,} orders and scaled per record.",
+        f"no page cap. Naive (a) measured on {small:,} orders and scaled per record. Each time "
+        f"is the median of {options.repeat} samples (the range in brackets); the ratios compare "
+        "medians.",
         "",
         "| backend | sync (helper process, the default) | floor (b): fetch + parse, the fastest "
-        "of (helper thread, one page after the other, helper process) "
+        "of the medians of (helper thread, one page after the other, helper process) "
         "| naive (a), scaled | speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
         '| sync with SYNC_HELPER "thread" (/ floor) '
         "| re-sync | rows written by re-sync (target 0) | statements per page (target <= 6) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    bounds: list[str] = []
     for backend, r in results.items():
-        naive = r["naive_seconds"] / r["naive_records"] * n
-        floor = r["floor_seconds"]
+        sync = median(r["sync_samples"])
+        ways = r["floor_samples"]
+        floor = min(median(samples) for samples in ways.values())
+        naive_samples = [seconds / r["naive_records"] * n for seconds in r["naive_samples"]]
+        naive = median(naive_samples)
+        bounds.append(f"{backend} {naive / floor:.0f}x")
         lines.append(
-            f"| {backend} | {r['sync_seconds']:.1f} s ({n / r['sync_seconds']:,.0f}/s) "
-            f"| {floor:.1f} s ({r['floor_pipelined_seconds']:.1f} s, "
-            f"{r['floor_sequential_seconds']:.1f} s, {r['floor_process_seconds']:.1f} s) "
-            f"| {naive:,.0f} s "
-            f"({r['naive_seconds']:.1f} s for {r['naive_records']:,}) "
-            f"| {naive / r['sync_seconds']:.0f}x | {r['sync_seconds'] / floor:.2f}x "
+            f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s "
+            f"| {floor:.1f} s ({', '.join(f'{median(ways[w]):.1f} s' for w in FLOOR_WAYS)}) "
+            f"| {spread(naive_samples)} "
+            f"| {naive / sync:.1f}x | {sync / floor:.2f}x "
             f"| {r['sync_thread_seconds']:.1f} s ({r['sync_thread_seconds'] / floor:.2f}x) "
             f"| {r['resync_seconds']:.1f} s | {r['resync_rows_written']} "
             f"| {r['statements_per_page']} (re-sync {r['resync_statements_per_page']}) |"
         )
-    bounds = ", ".join(
-        f"{backend} {r['naive_seconds'] / r['naive_records'] * n / r['floor_seconds']:.0f}x"
-        for backend, r in results.items()
-    )
     lines += [
         "",
         "The speedup over (a) can never exceed naive / floor, the speedup of a database write "
-        f"that cost nothing: {bounds}.",
+        f"that cost nothing: {', '.join(bounds)}.",
     ]
     if memory:
         low, high = memory[small]["peak_mb"], memory[n]["peak_mb"]
@@ -203,16 +227,18 @@ def write_readme(table: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = (
         f"{README_START}\n## Sync engine (`sync_benchmark.py`)\n\n"
-        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about ten "
-        "minutes). Measured on the shared 2-core development machine, other engineers' tests "
-        f"running at the same time; {time.strftime('%Y-%m-%d')}.\n\n{table}\n\n"
+        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about 25 "
+        "minutes; `--repeat 1` takes about ten). Measured on the shared 2-core development "
+        f"machine; {time.strftime('%Y-%m-%d')}.\n\n{table}\n\n"
         "Backends: `sqlite` is SQLite with its defaults (rollback journal, synchronous=FULL: "
         "every commit waits for fsync); `sqlite-wal` adds `PRAGMA journal_mode=WAL; "
         "synchronous=NORMAL` (the usual production setting); `postgres` is the local "
         "PostgreSQL server with its defaults, sharing the two cores with the sandbox and the "
-        "sync. Timings on this shared machine vary by up to +-40% between runs.\n\n"
+        "sync. Single timings on this shared machine vary by 10 to 20 % from run to run, "
+        "and the machine's speed from day to day by up to 2x: compare ratios from one run, "
+        "not seconds from different days.\n\n"
         "Floor (b) is the same walk with parsing and fingerprinting but no database, measured "
-        "three ways in the same run, the fastest taken. Every measured sync and naive loop "
+        "three ways in the same run, the fastest median taken. Every measured sync and naive loop "
         "starts from an empty database (SQLite: emptied, then `VACUUM`). Statements "
         "per page: one read of the page's stored customers and orders, the customers' upsert, "
         "the orders' upsert (on SQLite each an `executemany` of one statement), the run's "
@@ -229,8 +255,12 @@ def write_readme(table: str) -> None:
         "write's `now`) once, and runs without the `varchar_pattern_ops` indexes (migration "
         "0003). SQLite writes each table with one statement text (`executemany`, so one "
         "compiled statement, not one per row count), persists its rollback journal during a "
-        "walk instead of deleting it after every page, and in WAL mode checkpoints every "
-        "10,000 WAL pages during a walk instead of every 1,000.\n"
+        "walk instead of deleting it after every page, gives its connection an 8 MiB page cache "
+        "(SQLite's default of 2,000 KiB holds less than the mirror's random-key indexes), and "
+        "in WAL mode checkpoints every 40,000 WAL pages during a walk instead of every 1,000. "
+        "The page helper encodes records with CPython's C JSON encoder built once (the same "
+        "text as `json.dumps`) and reads the common timestamp forms with "
+        "`datetime.fromisoformat` once the strict pattern has matched.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -316,50 +346,54 @@ def measure_rss() -> dict:
     return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}
 
 
-def walk_floor(url: str) -> dict[str, float]:
+#: The three ways of fetching and parsing every page that the floor (b) is the fastest of.
+FLOOR_WAYS = ("helper thread", "sequential", "helper process")
+
+
+def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """Fetch and parse every page, write nothing: what any sync must at least spend.
 
-    Measured three ways: one page after the other; pipelined on a helper thread (which
-    fetches and parses the next page while the current one is consumed); and through the page
-    helper process, as ``sync_orders`` walks by default (its start included). The fastest of
-    the three is the floor (b): the fastest fetch-and-parse this machine does.
+    Measured three ways, each ``repeat`` times: one page after the other; pipelined on a
+    helper thread (which fetches and parses the next page while the current one is consumed);
+    and through the page helper process, as ``sync_orders`` walks by default (its start
+    included). The fastest of the three medians is the floor (b): the fastest fetch-and-parse
+    this machine does.
     """
     from django_orders.client import OrdersClient
     from django_orders.helper_process import fetched_in_process
     from django_orders.parsing import parse_order, parse_page
     from django_orders.prefetch import fetched_ahead, page_walk
 
-    timings = {}
+    expected = int(os.environ["BENCH_ORDERS"])
+    samples: dict[str, list[float]] = {way: [] for way in FLOOR_WAYS}
     with OrdersClient.from_settings(base_url=url) as client:
-        started = time.perf_counter()
-        count = 0
-        for page in client.iter_pages("orders", page_size=PAGE_SIZE):
-            parsed = parse_page(
-                page.records, parse_order, page_number=page.number, resource="orders"
-            )
-            count += len(parsed)
-        timings["floor_sequential_seconds"] = time.perf_counter() - started
-        started = time.perf_counter()
-        pipelined = 0
-        for parsed in fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order):
-            pipelined += len(parsed)
-        timings["floor_pipelined_seconds"] = time.perf_counter() - started
-        started = time.perf_counter()
-        walk = page_walk(client, "orders", "orders", PAGE_SIZE)
-        options = {**OrdersClient.settings_options(), "base_url": url}
-        in_process = sum(len(parsed) for parsed in fetched_in_process(walk, options))
-        timings["floor_process_seconds"] = time.perf_counter() - started
-    timings["floor_seconds"] = min(
-        timings["floor_sequential_seconds"],
-        timings["floor_pipelined_seconds"],
-        timings["floor_process_seconds"],
-    )
-    assert count == pipelined == in_process == int(os.environ["BENCH_ORDERS"]), (
-        count,
-        pipelined,
-        in_process,
-    )
-    return timings
+
+        def sequential() -> int:
+            count = 0
+            for page in client.iter_pages("orders", page_size=PAGE_SIZE):
+                parsed = parse_page(
+                    page.records, parse_order, page_number=page.number, resource="orders"
+                )
+                count += len(parsed)
+            return count
+
+        def thread() -> int:
+            pages = fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order)
+            return sum(len(parsed) for parsed in pages)
+
+        def process() -> int:
+            walk = page_walk(client, "orders", "orders", PAGE_SIZE)
+            options = {**OrdersClient.settings_options(), "base_url": url}
+            return sum(len(parsed) for parsed in fetched_in_process(walk, options))
+
+        ways = {"helper thread": thread, "sequential": sequential, "helper process": process}
+        for _ in range(repeat):
+            for way in FLOOR_WAYS:
+                started = time.perf_counter()
+                count = ways[way]()
+                samples[way].append(time.perf_counter() - started)
+                assert count == expected, (way, count)
+    return samples
 
 
 def naive(url: str) -> tuple[float, int]:
@@ -457,15 +491,21 @@ def measure_timing() -> dict:
     from django_orders.sync import sync_orders
 
     orders = int(os.environ["BENCH_ORDERS"])
-    floors = walk_floor(os.environ["BENCH_URL"])
+    repeat = int(os.environ["BENCH_REPEAT"])
+    floors = walk_floor(os.environ["BENCH_URL"], repeat)
 
-    counter = StatementCounter()
-    with connection.execute_wrapper(counter):
-        started = time.perf_counter()
-        run = sync_orders(page_size=PAGE_SIZE, progress=counter.page_done)
-        sync_seconds = time.perf_counter() - started
-    assert (run.seen, run.created) == (orders, orders), (run.seen, run.created)
-    assert Order.objects.count() == orders
+    # The first sync runs on the fresh database, each later one into the emptied mirror.
+    sync_samples: list[float] = []
+    for n in range(repeat):
+        if n:
+            empty_mirror(connection)
+        counter = StatementCounter()
+        with connection.execute_wrapper(counter):
+            started = time.perf_counter()
+            run = sync_orders(page_size=PAGE_SIZE, progress=counter.page_done)
+            sync_samples.append(time.perf_counter() - started)
+        assert (run.seen, run.created) == (orders, orders), (run.seen, run.created)
+        assert Order.objects.count() == orders
 
     again = StatementCounter()
     with connection.execute_wrapper(again):
@@ -474,8 +514,7 @@ def measure_timing() -> dict:
         resync_seconds = time.perf_counter() - started
     rows_written = rerun.created + rerun.updated
 
-    # The same sync with the page helper on a thread (SYNC_HELPER = "thread"), for comparison,
-    # into an emptied mirror (the measured sync above ran on the fresh database).
+    # The same sync with the page helper on a thread (SYNC_HELPER = "thread"), for comparison.
     empty_mirror(connection)
     with override_orders_settings(SYNC_HELPER="thread"):
         started = time.perf_counter()
@@ -483,16 +522,19 @@ def measure_timing() -> dict:
         sync_thread_seconds = time.perf_counter() - started
     assert threaded.created == orders, threaded.created
 
-    empty_mirror(connection)
-    naive_seconds, naive_records = naive(os.environ["BENCH_SMALL_URL"])
+    naive_samples: list[float] = []
+    for _ in range(repeat):
+        empty_mirror(connection)
+        naive_seconds, naive_records = naive(os.environ["BENCH_SMALL_URL"])
+        naive_samples.append(naive_seconds)
     return {
-        **floors,
-        "sync_seconds": sync_seconds,
+        "floor_samples": floors,
+        "sync_samples": sync_samples,
         "sync_thread_seconds": sync_thread_seconds,
         "resync_seconds": resync_seconds,
         "resync_rows_written": rows_written if again.mirror_writes == 0 else f"{rows_written}*",
         "resync_mirror_statements": again.mirror_writes,
-        "naive_seconds": naive_seconds,
+        "naive_samples": naive_samples,
         "naive_records": naive_records,
         "statements_per_page": counter.summary(),
         "resync_statements_per_page": again.summary(),
