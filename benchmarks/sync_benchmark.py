@@ -227,8 +227,8 @@ def write_readme(table: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = (
         f"{README_START}\n## Sync engine (`sync_benchmark.py`)\n\n"
-        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about 25 "
-        "minutes; `--repeat 1` takes about ten). Measured on the shared 2-core development "
+        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about 16 "
+        "minutes; `--repeat 1` about eight). Measured on the shared 2-core development "
         f"machine; {time.strftime('%Y-%m-%d')}.\n\n{table}\n\n"
         "Backends: `sqlite` is SQLite with its defaults (rollback journal, synchronous=FULL: "
         "every commit waits for fsync); `sqlite-wal` adds `PRAGMA journal_mode=WAL; "
