@@ -32,12 +32,12 @@ import json
 import os
 import resource
 import secrets
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -156,10 +156,6 @@ def main() -> None:
         print("\nbenchmarks/README.md updated")
 
 
-def median(samples: list[float]) -> float:
-    return statistics.median(samples)
-
-
 def spread(samples: list[float]) -> str:
     """``12.1 s`` for one sample, ``12.1 s (11.8-13.0)`` for several: the median, then the range."""
     if len(samples) == 1:
@@ -192,7 +188,7 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         bounds.append(f"{backend} {naive / floor:.0f}x")
         lines.append(
             f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s "
-            f"| {floor:.1f} s ({', '.join(f'{median(ways[w]):.1f} s' for w in FLOOR_WAYS)}) "
+            f"| {floor:.1f} s ({', '.join(f'{median(way):.1f} s' for way in ways.values())}) "
             f"| {spread(naive_samples)} "
             f"| {naive / sync:.1f}x | {sync / floor:.2f}x "
             f"| {r['sync_thread_seconds']:.1f} s ({r['sync_thread_seconds'] / floor:.2f}x) "
@@ -346,10 +342,6 @@ def measure_rss() -> dict:
     return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}
 
 
-#: The three ways of fetching and parsing every page that the floor (b) is the fastest of.
-FLOOR_WAYS = ("helper thread", "sequential", "helper process")
-
-
 def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """Fetch and parse every page, write nothing: what any sync must at least spend.
 
@@ -365,7 +357,6 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     from django_orders.prefetch import fetched_ahead, page_walk
 
     expected = int(os.environ["BENCH_ORDERS"])
-    samples: dict[str, list[float]] = {way: [] for way in FLOOR_WAYS}
     with OrdersClient.from_settings(base_url=url) as client:
 
         def sequential() -> int:
@@ -387,10 +378,11 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
             return sum(len(parsed) for parsed in fetched_in_process(walk, options))
 
         ways = {"helper thread": thread, "sequential": sequential, "helper process": process}
+        samples: dict[str, list[float]] = {way: [] for way in ways}
         for _ in range(repeat):
-            for way in FLOOR_WAYS:
+            for way, walk_pages in ways.items():
                 started = time.perf_counter()
-                count = ways[way]()
+                count = walk_pages()
                 samples[way].append(time.perf_counter() - started)
                 assert count == expected, (way, count)
     return samples

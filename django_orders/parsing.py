@@ -83,7 +83,7 @@ def canonical_json(record: dict[str, Any]) -> str:
     The text is exactly ``json.dumps(record, sort_keys=True, separators=(",", ":"),
     ensure_ascii=False)``: fingerprints stored by any version must keep matching.
     """
-    if _C_CANONICAL is None or not isinstance(record, dict):
+    if _C_CANONICAL is None:
         return _CANONICAL.encode(record)
     return "".join(_C_CANONICAL(record, 0))
 

@@ -211,13 +211,13 @@ def _sqlite_rows(connection, fields, rows: Sequence[tuple[Any, ...]]) -> list[tu
     back in C (``zip``), so the Python work is one loop per datetime column rather than a call
     per value of every row, on the thread that is the walk's critical path.
     """
+    datetimes = [i for i, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
+    if not datetimes:
+        return list(rows)
     columns = list(zip(*rows, strict=True))
-    converted = False
-    for i, field in enumerate(fields):
-        if isinstance(field, models.DateTimeField):
-            columns[i] = _sqlite_datetimes(connection, columns[i])
-            converted = True
-    return list(zip(*columns, strict=True)) if converted else list(rows)
+    for i in datetimes:
+        columns[i] = _sqlite_datetimes(connection, columns[i])
+    return list(zip(*columns, strict=True))
 
 
 def _sqlite_datetimes(connection, values: Sequence[Any]) -> Sequence[Any]:
