@@ -13,12 +13,16 @@ created and dropped here), it measures in the same run:
 - sync: ``sync_orders(page_size=256)`` into an empty mirror, ``MAX_PAGE_NUMBER`` None;
 - re-sync: the same again with nothing changed upstream (rows written must be 0);
 - naive (a): a loop of ``update_or_create`` per customer and per order into an empty mirror,
-  run on the small sandbox (``--small`` orders) and scaled per record to ``--orders``;
+  over the same ``--orders`` orders as the sync (once: it takes minutes); with
+  ``--naive-scaled``, over the small sandbox instead (``--small`` orders, ``--repeat`` times)
+  and scaled per record, which is quicker but flatters the sync less than it should flatter
+  it: each naive write gets slower as the tables grow (12 % more per order at 100,000 than at
+  10,000 with SQLite in WAL mode, measured 2026-11-23);
 - statements per page of the sync (transaction control left out).
 
-The floor, the sync and the naive loop are each measured ``--repeat`` times (default 3) and the
-median is what the table compares, with the range beside it: on a shared machine one sample
-swings by 10 to 20 % from run to run.
+The floor and the sync (and a scaled naive loop) are each measured ``--repeat`` times (default
+3) and the median is what the table compares, with the range beside it: on a shared machine one
+sample swings by 10 to 20 % from run to run.
 
 Peak memory: ``tracemalloc`` peak and peak resident set of a whole ``sync_orders`` on SQLite for
 ``--small`` and for ``--orders`` orders, each in its own process with a fresh database, and the
@@ -36,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
 
@@ -98,7 +104,13 @@ def main() -> None:
         "--repeat",
         type=int,
         default=3,
-        help="samples of the floor, the sync and the naive loop; the median counts (default: 3)",
+        help="samples of the floor, the sync and a scaled naive loop; the median counts "
+        "(default: 3)",
+    )
+    parser.add_argument(
+        "--naive-scaled",
+        action="store_true",
+        help="run the naive loop on the small sandbox and scale it per record (quicker)",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     parser.add_argument("--write-readme", action="store_true", help="update benchmarks/README.md")
@@ -126,6 +138,8 @@ def main() -> None:
             "BENCH_ORDERS": str(options.orders),
             "BENCH_DIR": tmp,
             "BENCH_REPEAT": str(options.repeat),
+            "BENCH_NAIVE_URL": small_url if options.naive_scaled else big_url,
+            "BENCH_NAIVE_REPEAT": str(options.repeat if options.naive_scaled else 1),
         }
         try:
             for backend in backends:
@@ -167,13 +181,24 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
     n, small = options.orders, options.small
     lines = [
         f"{n:,} orders, page size {PAGE_SIZE}, sandbox in its own process over loopback, "
-        f"no page cap. Naive (a) measured on {small:,} orders and scaled per record. Each time "
-        f"is the median of {options.repeat} samples (the range in brackets); the ratios compare "
-        "medians.",
+        "no page cap. "
+        + (
+            f"Naive (a) measured on {small:,} orders and scaled per record. "
+            if options.naive_scaled
+            else f"Naive (a) measured once on the same {n:,} orders. "
+        )
+        + (
+            "Sync and floor times are one sample each."
+            if options.repeat == 1
+            else f"Sync and floor times are the median of {options.repeat} samples (the range "
+            "in brackets); the ratios compare medians."
+        )
+        + " Commits: the part of the sync's time spent in its page commits (median).",
         "",
         "| backend | sync (helper process, the default) | floor (b): fetch + parse, the fastest "
         "of the medians of (helper thread, one page after the other, helper process) "
-        "| naive (a), scaled | speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
+        f"| naive (a){', scaled' if options.naive_scaled else ''} "
+        "| speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
         '| sync with SYNC_HELPER "thread" (/ floor) '
         "| re-sync | rows written by re-sync (target 0) | statements per page (target <= 6) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -187,7 +212,8 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         naive = median(naive_samples)
         bounds.append(f"{backend} {naive / floor:.0f}x")
         lines.append(
-            f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s "
+            f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s; "
+            f"commits {median(r['commit_samples']):.1f} s "
             f"| {floor:.1f} s ({', '.join(f'{median(way):.1f} s' for way in ways.values())}) "
             f"| {spread(naive_samples)} "
             f"| {naive / sync:.1f}x | {sync / floor:.2f}x "
@@ -223,8 +249,9 @@ def write_readme(table: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = (
         f"{README_START}\n## Sync engine (`sync_benchmark.py`)\n\n"
-        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about 16 "
-        "minutes; `--repeat 1` about eight). Measured on the shared 2-core development "
+        "Run: `.venv/bin/python benchmarks/sync_benchmark.py --write-readme` (about 35 "
+        "minutes, most of it the naive loop over 100,000 orders; `--naive-scaled` about 16). "
+        "Measured on the shared 2-core development "
         f"machine; {time.strftime('%Y-%m-%d')}.\n\n{table}\n\n"
         "Backends: `sqlite` is SQLite with its defaults (rollback journal, synchronous=FULL: "
         "every commit waits for fsync); `sqlite-wal` adds `PRAGMA journal_mode=WAL; "
@@ -469,6 +496,30 @@ def empty_mirror(connection) -> None:
             cursor.execute("VACUUM")
 
 
+@contextmanager
+def commit_time(connection) -> Iterator[list[float]]:
+    """Seconds spent committing while in the block, in a one-item list: where a sync waits for
+    the disk (SQLite in its default mode syncs its journal and the database at every commit)."""
+    from django.db import connections
+
+    wrapper = connections[connection.alias]  # the backend object, not django.db's proxy
+    spent = [0.0]
+    commit = wrapper._commit
+
+    def timed_commit():
+        started = time.perf_counter()
+        try:
+            return commit()
+        finally:
+            spent[0] += time.perf_counter() - started
+
+    wrapper._commit = timed_commit
+    try:
+        yield spent
+    finally:
+        del wrapper._commit
+
+
 def override_orders_settings(**values):
     from django.conf import settings
     from django.test import override_settings
@@ -488,14 +539,16 @@ def measure_timing() -> dict:
 
     # The first sync runs on the fresh database, each later one into the emptied mirror.
     sync_samples: list[float] = []
+    commit_samples: list[float] = []
     for n in range(repeat):
         if n:
             empty_mirror(connection)
         counter = StatementCounter()
-        with connection.execute_wrapper(counter):
+        with connection.execute_wrapper(counter), commit_time(connection) as committing:
             started = time.perf_counter()
             run = sync_orders(page_size=PAGE_SIZE, progress=counter.page_done)
             sync_samples.append(time.perf_counter() - started)
+        commit_samples.append(committing[0])
         assert (run.seen, run.created) == (orders, orders), (run.seen, run.created)
         assert Order.objects.count() == orders
 
@@ -515,13 +568,14 @@ def measure_timing() -> dict:
     assert threaded.created == orders, threaded.created
 
     naive_samples: list[float] = []
-    for _ in range(repeat):
+    for _ in range(int(os.environ["BENCH_NAIVE_REPEAT"])):
         empty_mirror(connection)
-        naive_seconds, naive_records = naive(os.environ["BENCH_SMALL_URL"])
+        naive_seconds, naive_records = naive(os.environ["BENCH_NAIVE_URL"])
         naive_samples.append(naive_seconds)
     return {
         "floor_samples": floors,
         "sync_samples": sync_samples,
+        "commit_samples": commit_samples,
         "sync_thread_seconds": sync_thread_seconds,
         "resync_seconds": resync_seconds,
         "resync_rows_written": rows_written if again.mirror_writes == 0 else f"{rows_written}*",
