@@ -15,9 +15,9 @@ created and dropped here), it measures in the same run:
 - naive (a): a loop of ``update_or_create`` per customer and per order into an empty mirror,
   over the same ``--orders`` orders as the sync (once: it takes minutes); with
   ``--naive-scaled``, over the small sandbox instead (``--small`` orders, ``--repeat`` times)
-  and scaled per record, which is quicker but flatters the sync less than it should flatter
-  it: each naive write gets slower as the tables grow (12 % more per order at 100,000 than at
-  10,000 with SQLite in WAL mode, measured 2026-11-23);
+  and scaled per record, which is quicker but understates the naive loop: each naive write
+  gets slower as the tables grow (12 % more per order at 100,000 than at 10,000 with SQLite in
+  WAL mode, measured 2026-11-23);
 - statements per page of the sync (transaction control left out).
 
 The floor and the sync (and a scaled naive loop) are each measured ``--repeat`` times (default
@@ -133,8 +133,6 @@ def main() -> None:
             **os.environ,
             "BENCH_API_KEY": api_key,
             "BENCH_URL": big_url,
-            "BENCH_SMALL_URL": small_url,
-            "BENCH_SMALL": str(options.small),
             "BENCH_ORDERS": str(options.orders),
             "BENCH_DIR": tmp,
             "BENCH_REPEAT": str(options.repeat),
