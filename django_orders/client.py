@@ -325,11 +325,11 @@ class OrdersClient:
         )
         if 200 <= response.status_code < 300:
             try:
-                return _Answer(response.json(), response.status_code, request_id)
-            except ValueError:
+                return _Answer(_decode_json(response.content), response.status_code, request_id)
+            except ValueError as exc:
                 raise InvalidResponse(
                     f"POST {path} answered {response.status_code} with a body that is not JSON "
-                    "(is BASE_URL the address of the API?)",
+                    f"({_why_not_json(exc)})",
                     status_code=response.status_code,
                     request_id=request_id,
                     response=response,
@@ -371,3 +371,29 @@ def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
             request_id=answer.request_id,
         )
     return inner
+
+
+def _decode_json(body: bytes | str) -> Any:
+    """An answer's body as JSON as RFC 8259 defines it: ``NaN`` and ``Infinity`` refused.
+
+    Python's decoder accepts those words, but they are not JSON, and neither database stores
+    them in a JSON column (SQLite's ``JSON_VALID`` check, PostgreSQL's ``json`` type): a record
+    holding one got as far as its page's write and failed there with an ``IntegrityError``
+    naming neither the record nor the cause. Refused here, such an answer is what any other
+    body that is not JSON is: an ``InvalidResponse`` (a page read retries it, then the run
+    fails saying why). The check costs nothing on ordinary bodies: the hook runs only for
+    those three words.
+    """
+    return json.loads(body, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _why_not_json(exc: ValueError) -> str:
+    """The decoder's reason, and where a body is not JSON from its first character on (a web
+    page, an empty answer) the likely cause."""
+    if isinstance(exc, json.JSONDecodeError) and exc.pos == 0:
+        return f"{exc}; is BASE_URL the address of the API?"
+    return str(exc)

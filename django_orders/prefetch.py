@@ -138,13 +138,15 @@ class RetryingPageReads:
     def __init__(self, client: OrdersClient) -> None:
         self.client = client
 
-    def fetch_page(self, *args, **kwargs):
+    def fetch_page(self, resource: str, page_number: int, *args, **kwargs):
         attempt = 0
         while True:
             try:
-                return self.client.fetch_page(*args, **kwargs)
+                return self.client.fetch_page(resource, page_number, *args, **kwargs)
             except InvalidResponse as exc:
                 if attempt >= self.client.max_retries:
+                    # The run's error then says which page stayed unreadable.
+                    exc.message = f"{resource} page {page_number}: {exc.message}"
                     raise
                 wait = self.client._backoff(attempt, exc)
                 logger.warning("Page answer was not valid (%s); retry in %.1fs", exc, wait)

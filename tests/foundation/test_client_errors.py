@@ -168,6 +168,38 @@ def test_a_2xx_that_is_not_json_is_an_invalid_response(api, make_client, body):
 
 
 @pytest.mark.parametrize(
+    ("body", "hint"),
+    [("<html>ok</html>", True), ("", True), ('{"page": {"orders": [', False)],
+)
+def test_a_body_that_is_not_json_says_where_the_decoder_stopped(api, make_client, body, hint):
+    api.script("/orders/page", (200, {}, body))
+    with pytest.raises(InvalidResponse) as caught:
+        fetch(make_client)
+    assert "line 1 column" in caught.value.message
+    # A body that is not JSON from its first character is most likely not the API at all.
+    assert ("is BASE_URL the address of the API?" in caught.value.message) is hint
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json(api, make_client, word):
+    """Python's decoder accepts them; RFC 8259 and both databases' JSON columns do not."""
+    record = (
+        '{"id": "or_1", "status": "paid", "initiated_at": "2026-01-01T00:00:00Z", '
+        '"customer": {"id": "cu_1", "guest": false, "name": "A"}, '
+        f'"custom_data": {{"x": {word}}}}}'
+    )
+    body = f'{{"page": {{"number": 1, "size": 10, "orders": [{record}]}}}}'
+    api.script("/orders/page", (200, {"X-Request-Id": "req_nan"}, body))
+    with pytest.raises(InvalidResponse) as caught:
+        fetch(make_client)
+    assert caught.value.message == (
+        f"POST /orders/page answered 200 with a body that is not JSON ({word} is not a JSON value)"
+    )
+    assert "BASE_URL" not in caught.value.message
+    assert caught.value.request_id == "req_nan"
+
+
+@pytest.mark.parametrize(
     ("body", "missing"),
     [
         ({}, "'page' envelope"),

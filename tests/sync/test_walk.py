@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.exceptions import InvalidRecord, ServerError
+from django_orders.exceptions import InvalidRecord, InvalidResponse, ServerError
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
 from django_orders.signals import order_first_seen, order_status_changed
@@ -162,6 +162,27 @@ def test_a_bad_record_mid_walk_fails_the_run_and_keeps_earlier_pages(uncapped):
     assert run.outcome == SyncRun.Outcome.FAILED
     assert (run.pages, run.seen, run.created) == (3, 30, 30)
     assert message in run.error and run.finished_at is not None
+
+
+def test_a_page_with_nan_fails_the_run_naming_the_page_and_keeps_earlier_pages(uncapped, sleeps):
+    """NaN is not JSON, and neither database stores it in a JSON column: before, it got as far
+    as the page's write and failed there with an IntegrityError (SQLite's JSON_VALID check) or
+    a DataError (PostgreSQL) that named neither the page nor the cause."""
+    uncapped.seed(95)
+    newest = uncapped.store.newest_order_ids(95)
+    edit_raw_order(uncapped, newest[35], lambda r: r.update(custom_data={"ratio": float("nan")}))
+    with pytest.raises(InvalidResponse) as caught:
+        sync_orders()
+    assert caught.value.message == (
+        "orders page 4: POST /orders/page answered 200 with a body that is not JSON "
+        "(NaN is not a JSON value)"
+    )
+    assert len(sleeps) == 3  # retried like any garbled page, MAX_RETRIES times
+    assert set(Order.objects.values_list("id", flat=True)) == set(newest[:30])
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.FAILED
+    assert (run.pages, run.seen, run.created) == (3, 30, 30)
+    assert caught.value.message in run.error
 
 
 @pytest.mark.parametrize("kind", ["malformed_json", "html_502"])
