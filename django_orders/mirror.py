@@ -1,11 +1,12 @@
 """Writing parsed upstream records into the mirror with a fixed number of statements.
 
 Used by the page sync (one call per page), by lookups (refresh) and by ``create_order`` (one
-order). Whatever the number of records, ``store_orders`` runs at most three statements: one
+order). Whatever the number of records, ``store_orders`` runs at most four statements: one
 read of the stored fingerprints of the customers and the orders, then an upsert of the new or
-changed customers and one of the new or changed orders (two with ``compare=False``). Rows whose
-fingerprint did not change are not written at all, so a re-sync of unchanged data writes
-nothing and ``changed_at`` means what it says.
+changed customers and one of the new or changed orders (two with ``compare=False``); on SQLite
+the new orders and the changed ones are written by two statements, when a call has both (see
+``upsert.write_read_rows``). Rows whose fingerprint did not change are not written at all, so
+a re-sync of unchanged data writes nothing and ``changed_at`` means what it says.
 
 The caller owns the transaction (one short transaction per page or per lookup).
 """
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from .models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
-from .upsert import read_by_ids, upsert
+from .upsert import read_by_ids, upsert, write_read_rows
 
 ORDER_COLUMNS = (
     "id",
@@ -135,7 +136,8 @@ def store_orders(
         _store_customers(customers, stored_customers, now)
         if known_customers is not None:
             known_customers.update(customers)
-    rows: list[tuple] = []
+    new_rows: list[tuple] = []
+    changed_rows: list[tuple] = []
     unchanged_ids: list[str] = []
     for order in orders.values():
         previous = stored.get(order.id)
@@ -143,7 +145,8 @@ def store_orders(
             result.unchanged += 1
             unchanged_ids.append(order.id)
             continue
-        rows.append(
+        # Without the read (compare=False) nothing is known to be absent: all go to the upsert.
+        (new_rows if compare and previous is None else changed_rows).append(
             (
                 order.id,
                 order.status,
@@ -163,7 +166,7 @@ def store_orders(
         else:
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
-    upsert(Order, ORDER_COLUMNS, rows, update)
+    write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update)
     if refreshed and unchanged_ids:
         # A lookup stamps every order it returned, changed or not: the refresh queue is
         # ordered by refreshed_at, and changed_at keeps meaning "the record changed".

@@ -4,8 +4,9 @@ The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page wi
 
 - No transaction waits on HTTP: a page is fetched and parsed first (one page ahead, by the page
   helper process or a helper thread: ``SYNC_HELPER``), then written in one short
-  ``transaction.atomic()`` with the run's progress and the lease renewal: at most five
-  statements whatever the page size.
+  ``transaction.atomic()`` with the run's progress and the lease renewal: at most six
+  statements whatever the page size (five, unless on SQLite a page holds both new orders and
+  changed ones).
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
 - Records are deduplicated by id across the walk: orders created during a walk shift later

@@ -115,24 +115,62 @@ def upsert(
         _orm_upsert(model, fields, rows, update, unique)
         return
     quote = connection.ops.quote_name
-    names = ", ".join(quote(field.column) for field in fields)
     updates = ", ".join(
         f"{quote(column)} = EXCLUDED.{quote(column)}"
         for column in (model._meta.get_field(name).column for name in update)
     )
+    target = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
+    _insert(connection, model, fields, rows, f" ON CONFLICT ({target}) DO UPDATE SET {updates}")
+
+
+def write_read_rows(
+    model: type[models.Model],
+    columns: Sequence[str],
+    absent: Sequence[tuple[Any, ...]],
+    stored: Sequence[tuple[Any, ...]],
+    update: Sequence[str],
+) -> None:
+    """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
+    primary key): insert the first, overwrite the ``update`` columns of the second.
+
+    On SQLite the absent rows go in with a plain ``INSERT`` and only the stored ones through
+    the upsert: two statements when a page has both. An upsert whose ``DO UPDATE`` sets a
+    foreign-key column (an order's ``customer``) is a statement SQLite may have to undo half
+    way, so it opens a statement journal for each row of the ``executemany`` and copies into
+    it every database page the row touches, conflict or not: a fifth of the writer's time on
+    a walk of new orders (benchmarks/README.md, sync). A plain ``INSERT`` needs no such journal,
+    and the foreign key is checked exactly as before. It is safe because the read and the
+    insert share a transaction: SQLite lets no other connection commit in between (with its
+    rollback journal the read's lock keeps writers from committing; in WAL mode a write on a
+    snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after
+    all would make the ``INSERT`` fail, never be skipped.
+
+    Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
+    insert a row between the read and the write, and the upsert then updates it.
+    """
+    connection = connections[router.db_for_write(model)]
+    if connection.vendor != "sqlite" or not absent:
+        upsert(model, columns, [*absent, *stored], update)
+        return
+    _insert(connection, model, [model._meta.get_field(name) for name in columns], absent, "")
+    upsert(model, columns, stored, update)
+
+
+def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_conflict: str) -> None:
+    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text."""
+    quote = connection.ops.quote_name
     # Only quoted table and column names from the model's _meta go into the statement text;
     # every value is a parameter.
     table = quote(model._meta.db_table)
-    target = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
-    conflict = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
+    names = ", ".join(quote(field.column) for field in fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            sql, params = _postgresql_insert(connection, table, names, fields, rows, conflict)
+            sql, params = _postgresql_insert(connection, table, names, fields, rows, on_conflict)
             cursor.execute(sql, params)
             return
         placeholder = ", ".join(["%s"] * len(fields))
         cursor.executemany(
-            f"INSERT INTO {table} ({names}) VALUES ({placeholder}){conflict}",  # noqa: S608
+            f"INSERT INTO {table} ({names}) VALUES ({placeholder}){on_conflict}",  # noqa: S608
             _sqlite_rows(connection, fields, rows),
         )
 

@@ -7,12 +7,21 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, DataError, connection, connections, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DataError,
+    IntegrityError,
+    connection,
+    connections,
+    transaction,
+)
 from django.utils import timezone
 
 from django_orders.mirror import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
+    ORDER_COLUMNS,
+    ORDER_UPDATE,
     RECORD_COLUMNS,
     RECORD_CONFLICT,
     RECORD_UPDATE,
@@ -21,7 +30,7 @@ from django_orders.mirror import (
 )
 from django_orders.models import Customer, Order, RemoteRecord
 from django_orders.parsing import parse_order, parse_record, parse_timestamp
-from django_orders.upsert import upsert
+from django_orders.upsert import upsert, write_read_rows
 
 from .conftest import statement_text
 
@@ -124,6 +133,44 @@ def test_a_changed_order_is_rewritten_and_its_status_change_reported():
     assert order.changed_at > old
     assert order.first_seen_at == old  # an update never moves first_seen_at
     assert Order.objects.get(pk="or_000001").changed_at == old
+
+
+def test_new_and_changed_orders_in_one_call(django_assert_num_queries):
+    """On SQLite new orders go in with a plain INSERT and only changed ones through the upsert,
+    whose foreign-key update makes SQLite journal every row (upsert.write_read_rows); elsewhere
+    one upsert writes both."""
+    old = timezone.now() - timedelta(days=1)
+    store_orders(orders(3), now=old)
+    changed = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    sqlite = connection.vendor == "sqlite"
+    with django_assert_num_queries(4 if sqlite else 3) as captured:
+        result = store_orders(changed + orders(2, start=1) + orders(2, start=3))
+    assert (result.created, result.updated, result.unchanged) == (2, 1, 2)
+    texts = [statement_text(q["sql"]) for q in captured.captured_queries]
+    order_writes = [sql for sql in texts if sql.startswith('INSERT INTO "django_orders_order"')]
+    if sqlite:
+        assert ["ON CONFLICT" in sql for sql in order_writes] == [False, True]
+    else:
+        assert ["ON CONFLICT" in sql for sql in order_writes] == [True]
+    assert Order.objects.get(pk="or_000000").status == "completed"
+    assert set(Order.objects.values_list("id", flat=True)) == {f"or_{n:06d}" for n in range(5)}
+    assert Order.objects.filter(first_seen_at__gt=old).count() == 2
+
+
+def test_a_row_read_as_absent_but_there_is_never_skipped():
+    """The SQLite INSERT relies on the read and the write sharing a transaction. Were a row there
+    after all, the write fails (and the page with it): it never silently keeps the old row."""
+    store_orders(orders(1))
+    (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
+    row += (parsed.raw_json, parsed.fingerprint, timezone.now(), timezone.now(), None)
+    if connection.vendor == "sqlite":
+        with pytest.raises(IntegrityError), transaction.atomic():
+            write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
+        assert Order.objects.get().status == "requires_payment"
+    else:
+        write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
+        assert Order.objects.get().status == "completed"
 
 
 def test_compare_false_writes_in_two_statements(django_assert_num_queries):

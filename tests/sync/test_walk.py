@@ -147,6 +147,42 @@ def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped):
     assert counts[10] == counts[256] == ([5, 5], [3, 3])
 
 
+def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_and_256(uncapped):
+    """The most a page costs: a changed customer, a new order and a changed order. On SQLite
+    the new order goes in with a plain INSERT and the changed one through the upsert (whose
+    foreign-key update would journal every row), so six statements; five on PostgreSQL."""
+    uncapped.seed(3 * 256)
+    newest = uncapped.store.newest_order_ids(3 * 256)
+    records = store_orders_by_id(uncapped)
+    counts = {}
+    for size in (10, 256):
+        Order.objects.all().delete()
+        Customer.objects.all().delete()
+        sync_orders(page_size=size, max_pages=3)
+        for page in range(1, 3):
+            on_page = newest[page * size : (page + 1) * size]
+            # A guest's customer is in this one order only, so renaming it changes one row.
+            guest = next(i for i in on_page if records[i]["customer"]["guest"])
+            gone = next(i for i in on_page if i != guest)
+            Order.objects.filter(pk=gone).delete()  # new again to the mirror
+            edit_raw_order(
+                uncapped,
+                guest,
+                lambda r: r.update(status="canceled", customer={**r["customer"], "name": "New"}),
+            )
+        statements = PageStatements()
+        with statements.capture:
+            run = sync_orders(page_size=size, max_pages=3, progress=statements)
+        assert (run.created, run.updated) == (2, 2)
+        counts[size] = statements.per_page()
+        kinds = [sql.split()[0] for sql in statements.page_sql(1)]
+        if connection.vendor == "sqlite":
+            assert kinds == ["SELECT", "INSERT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
+        else:
+            assert kinds == ["SELECT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
+    assert counts[10] == counts[256] == [6 if connection.vendor == "sqlite" else 5] * 2
+
+
 def test_a_bad_record_mid_walk_fails_the_run_and_keeps_earlier_pages(uncapped):
     uncapped.seed(95)
     newest = uncapped.store.newest_order_ids(95)
