@@ -329,7 +329,7 @@ class OrdersClient:
             except ValueError as exc:
                 raise InvalidResponse(
                     f"POST {path} answered {response.status_code} with a body that is not JSON "
-                    f"({_why_not_json(exc)})",
+                    f"({_why_not_json(exc, response.content)})",
                     status_code=response.status_code,
                     request_id=request_id,
                     response=response,
@@ -383,6 +383,10 @@ def _decode_json(body: bytes | str) -> Any:
     body that is not JSON is: an ``InvalidResponse`` (a page read retries it, then the run
     fails saying why). The check costs nothing on ordinary bodies: the hook runs only for
     those three words.
+
+    The bytes are read as RFC 8259 has them, UTF-8 (UTF-16 and -32 detected), whatever charset
+    the Content-Type names; bytes that are not are an ``InvalidResponse`` too, where
+    ``response.json()`` replaced them with U+FFFD and the mirror would have stored altered text.
     """
     return json.loads(body, parse_constant=_refuse_constant)
 
@@ -391,9 +395,9 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def _why_not_json(exc: ValueError) -> str:
-    """The decoder's reason, and where a body is not JSON from its first character on (a web
-    page, an empty answer) the likely cause."""
-    if isinstance(exc, json.JSONDecodeError) and exc.pos == 0:
+def _why_not_json(exc: ValueError, body: bytes) -> str:
+    """The decoder's reason, and where the body does not even start like JSON (a web page, an
+    empty answer) the likely cause."""
+    if body.lstrip()[:1] not in (b"{", b"["):
         return f"{exc}; is BASE_URL the address of the API?"
     return str(exc)

@@ -1,14 +1,16 @@
 """Writing parsed upstream records into the mirror with a fixed number of statements.
 
-Used by the page sync (one call per page), by lookups (refresh) and by ``create_order`` (one
-order). Whatever the number of records, ``store_orders`` runs at most four statements: one
-read of the stored fingerprints of the customers and the orders, then an upsert of the new or
-changed customers and one of the new or changed orders (two with ``compare=False``); on SQLite
-the new orders and the changed ones are written by two statements, when a call has both (see
-``upsert.write_read_rows``). Rows whose fingerprint did not change are not written at all, so
-a re-sync of unchanged data writes nothing and ``changed_at`` means what it says.
+Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
+``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
+fixed number of statements: one read of the stored fingerprints of the customers and the
+orders, then an upsert of the new or changed customers and one write of the new or changed
+orders (two statements on SQLite when a call has both: ``upsert.write_read_rows``), and for a
+lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did not
+change are not written at all, so a re-sync of unchanged data writes nothing and
+``changed_at`` means what it says.
 
-The caller owns the transaction (one short transaction per page or per lookup).
+The caller owns the transaction (one short transaction per page or per lookup), on the
+database the mirror is written to: the read and the writes belong together.
 """
 
 from __future__ import annotations
@@ -101,9 +103,9 @@ def store_orders(
 
     ``refreshed=True`` (a lookup by id) also stamps ``refreshed_at``, even on unchanged orders,
     because the refresh queue is ordered by it. ``compare=False`` skips reading the stored
-    fingerprints and writes every record (two statements instead of three): for an order that was
-    just created upstream, which is new but for a rare replay; every record then counts as
-    created.
+    fingerprints and writes every record through the upsert (one statement fewer): for an order
+    that was just created upstream, which is new but for a rare replay; every record then counts
+    as created.
 
     ``known_customers`` (used by a page walk) holds the ids of customers already written from a
     newer order earlier in the same walk: their copies in older orders are not written again.

@@ -145,8 +145,10 @@ class RetryingPageReads:
                 return self.client.fetch_page(resource, page_number, *args, **kwargs)
             except InvalidResponse as exc:
                 if attempt >= self.client.max_retries:
-                    # The run's error then says which page stayed unreadable.
+                    # The run's error then says which page stayed unreadable (args too, which
+                    # repr() and the helper process's pickling of the error read).
                     exc.message = f"{resource} page {page_number}: {exc.message}"
+                    exc.args = (str(exc),)
                     raise
                 wait = self.client._backoff(attempt, exc)
                 logger.warning("Page answer was not valid (%s); retry in %.1fs", exc, wait)

@@ -1,4 +1,5 @@
-"""Bulk reads by id and bulk upserts for the sync's hot path: one statement per page and table.
+"""Bulk reads by id and bulk writes for the sync's hot path: one statement per page and table
+(on SQLite two for the orders of a page that has both new and changed ones: ``write_read_rows``).
 
 Why not the ORM here (``filter(pk__in=...)``, ``bulk_create(update_conflicts=True)``): it is
 correct, but on the sync's hot path it cost more than fetching and parsing the page
@@ -12,11 +13,11 @@ JSON string; and psycopg re-parses any statement with thousands of ``%s`` on eve
 So, with values the caller already has (rows are tuples in ``columns`` order, JSON columns as
 JSON text, datetimes aware):
 
-- SQLite: one ``INSERT ... VALUES (%s, ...) ON CONFLICT (id) DO UPDATE`` for every row, through
-  ``executemany``. SQLite runs in this process, so there is no round trip to save: the
-  statement is compiled once and stepped for each row in C, which is what a multi-row
-  ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per row
-  count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
+- SQLite: one ``INSERT ... VALUES (%s, ...)`` (``ON CONFLICT (id) DO UPDATE`` for an upsert)
+  for every row, through ``executemany``. SQLite runs in this process, so there is no round
+  trip to save: the statement is compiled once and stepped for each row in C, which is what a
+  multi-row ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per
+  row count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
   pages (about 150 new customers each, never the same number) filled that cache with
   statements of thousands of variables, 20 MB that grew with the walk (benchmarks/README.md).
   One text per table keeps one compiled statement, and the writer is a little faster too.
@@ -146,10 +147,11 @@ def write_read_rows(
     all would make the ``INSERT`` fail, never be skipped.
 
     Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
-    insert a row between the read and the write, and the upsert then updates it.
+    insert a row between the read and the write, and the upsert then updates it. So too on
+    SQLite outside a transaction (autocommit), where the read and the write are two.
     """
     connection = connections[router.db_for_write(model)]
-    if connection.vendor != "sqlite" or not absent:
+    if connection.vendor != "sqlite" or not absent or not connection.in_atomic_block:
         upsert(model, columns, [*absent, *stored], update)
         return
     _insert(connection, model, [model._meta.get_field(name) for name in columns], absent, "")
@@ -348,7 +350,7 @@ def walk_write_settings(model: type[models.Model]) -> Iterator[None]:
     lease renewal commit or vanish together, in order), and the next walk writes them again.
     Order creation (``OrderRequest``, ``create_order``) must stay durable and is not affected:
     the setting covers only the walk and the refresh lookups. Session-wide for the walk rather
-    than ``SET LOCAL`` in each page's transaction: the same effect without a seventh statement
+    than ``SET LOCAL`` in each page's transaction: the same effect without one more statement
     per page.
 
     SQLite in its default rollback-journal mode (``DELETE``): ``journal_mode = PERSIST``, so a

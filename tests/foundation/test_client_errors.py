@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import requests
@@ -169,13 +170,24 @@ def test_a_2xx_that_is_not_json_is_an_invalid_response(api, make_client, body):
 
 @pytest.mark.parametrize(
     ("body", "hint"),
-    [("<html>ok</html>", True), ("", True), ('{"page": {"orders": [', False)],
+    [
+        ("<html>ok</html>", True),
+        ("", True),
+        ("\n  <!DOCTYPE html>", True),
+        (b"<html>caf\xe9</html>", True),  # Latin-1 bytes: not even UTF-8
+        ('{"page": {"orders": [', False),
+        ("  [1, 2", False),
+    ],
 )
-def test_a_body_that_is_not_json_says_where_the_decoder_stopped(api, make_client, body, hint):
+def test_a_body_that_is_not_json_says_why(api, make_client, body, hint):
     api.script("/orders/page", (200, {}, body))
     with pytest.raises(InvalidResponse) as caught:
         fetch(make_client)
-    assert "line 1 column" in caught.value.message
+    assert caught.value.message.startswith(
+        "POST /orders/page answered 200 with a body that is not JSON ("
+    )
+    reason = caught.value.message.split("not JSON (", 1)[1]
+    assert re.search(r"line \d+ column \d+", reason) or "can't decode byte 0xe9" in reason
     # A body that is not JSON from its first character is most likely not the API at all.
     assert ("is BASE_URL the address of the API?" in caught.value.message) is hint
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -11,12 +12,14 @@ from django.db import (
     DEFAULT_DB_ALIAS,
     DataError,
     IntegrityError,
+    OperationalError,
     connection,
     connections,
     transaction,
 )
 from django.utils import timezone
 
+from django_orders import mirror
 from django_orders.mirror import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
@@ -30,7 +33,7 @@ from django_orders.mirror import (
 )
 from django_orders.models import Customer, Order, RemoteRecord
 from django_orders.parsing import parse_order, parse_record, parse_timestamp
-from django_orders.upsert import upsert, write_read_rows
+from django_orders.upsert import read_by_ids, upsert, write_read_rows
 
 from .conftest import statement_text
 
@@ -165,12 +168,100 @@ def test_a_row_read_as_absent_but_there_is_never_skipped():
     row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
     row += (parsed.raw_json, parsed.fingerprint, timezone.now(), timezone.now(), None)
     if connection.vendor == "sqlite":
-        with pytest.raises(IntegrityError), transaction.atomic():
+        with pytest.raises(IntegrityError, match="UNIQUE"), transaction.atomic():
             write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
         assert Order.objects.get().status == "requires_payment"
     else:
         write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
         assert Order.objects.get().status == "completed"
+
+
+def _insert_order_elsewhere(path: str, order_id: str) -> str:
+    """Commit one customer and one order on a connection of its own; what SQLite said."""
+    other = sqlite3.connect(path, timeout=0)
+    now = "2026-03-01 10:00:00"
+    try:
+        other.execute(
+            'INSERT INTO "django_orders_customer" VALUES (?, 0, ?, ?, ?, ?, ?)',
+            ("cu_elsewhere", "Elsewhere", "{}", "", now, now),
+        )
+        other.execute(
+            'INSERT INTO "django_orders_order" (id, status, initiated_at, raw, fingerprint, '
+            "first_seen_at, changed_at, customer_id) VALUES (?, 'paid', ?, '{}', '', ?, ?, ?)",
+            (order_id, now, now, now, "cu_elsewhere"),
+        )
+        other.commit()
+        return "committed"
+    except sqlite3.OperationalError as exc:
+        other.rollback()
+        return str(exc)
+    finally:
+        other.close()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's locking")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["DELETE", "WAL"])
+def test_no_other_connection_slips_an_order_in_between_the_read_and_the_insert(mode, monkeypatch):
+    """What the plain INSERT of new orders rests on (upsert.write_read_rows). Another connection
+    inserts the same order right after the page's read: with the rollback journal it cannot
+    commit while the page's transaction holds its read lock; in WAL mode it commits, and then
+    the page's write fails as locked (its snapshot is stale) and rolls back whole. Either way
+    the order is never an IntegrityError, nor skipped."""
+    (parsed,) = orders(1)
+    path = connection.settings_dict["NAME"]
+    said = []
+
+    def read_then_race(*reads):
+        rows = read_by_ids(*reads)
+        said.append(_insert_order_elsewhere(path, parsed.id))
+        return rows
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA journal_mode = {mode}")
+    try:
+        monkeypatch.setattr(mirror, "read_by_ids", read_then_race)
+        if mode == "DELETE":
+            with transaction.atomic():
+                store_orders([parsed])
+            assert said == ["database is locked"]
+            assert Order.objects.get().customer_id == parsed.customer.id  # ours, written
+        else:
+            with pytest.raises(OperationalError, match="locked"), transaction.atomic():
+                store_orders([parsed])
+            assert said == ["committed"]
+            assert Order.objects.get().customer_id == "cu_elsewhere"  # theirs, left whole
+            assert not Customer.objects.filter(pk=parsed.customer.id).exists()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode = DELETE")
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the SQLite INSERT of new orders")
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_new_orders_go_through_the_upsert():
+    """In autocommit the read and the write are two transactions, so the INSERT's premise does
+    not hold: the writer falls back to the upsert."""
+    texts: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        texts.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        store_orders(orders(3))
+    order_writes = [sql for sql in texts if sql.startswith('INSERT INTO "django_orders_order"')]
+    assert len(order_writes) == 1 and "ON CONFLICT" in order_writes[0]
+    assert Order.objects.count() == 3
+
+
+def test_compare_false_writes_through_the_upsert_over_a_stored_order():
+    """Without the read nothing is known to be absent, so a stored order is overwritten."""
+    store_orders(orders(1))
+    changed = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    with transaction.atomic():
+        store_orders(changed, compare=False)
+    assert Order.objects.get().status == "completed"
 
 
 def test_compare_false_writes_in_two_statements(django_assert_num_queries):
@@ -192,7 +283,7 @@ def test_known_customers_are_not_rewritten_from_older_orders(django_assert_num_q
     store_orders(orders(5, customers=5), known_customers=known)
     assert known == {f"cu_{n:06d}" for n in range(5)}
     # Older orders of the same customers, with another summary: left alone within the walk.
-    with django_assert_num_queries(2):  # only the order read and upsert
+    with django_assert_num_queries(2):  # only the order read and insert
         store_orders(orders(5, start=5, customers=5), known_customers=known)
     assert Customer.objects.get(pk="cu_000000").name == "Customer 0"
 
