@@ -262,11 +262,30 @@ def _refresh_outside_walk(
                 candidates.append(order_id)
                 if len(candidates) >= limit:
                     break
+    unknown: list[str] = []
     for order_id in candidates:
         result = _refresh_one(client, order_id, lease=lease, run=run)
-        if progress is not None and result is not None:
+        if result is None:
+            unknown.append(order_id)
+        elif progress is not None:
             progress(run)
     run.refresh_waiting = max(0, waiting - len(candidates))
+    if unknown:
+        # One line a run, not one an order: a mirror synced against another account or
+        # environment than the one that created its orders would print up to refresh_limit.
+        shown = ", ".join(unknown[:UNKNOWN_SHOWN])
+        more = f" and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
+        logger.warning(
+            "%d order(s) of the refresh queue are unknown to the service (404) and were left as "
+            "they are, at the back of the queue: %s%s",
+            len(unknown),
+            shown,
+            more,
+        )
+
+
+#: How many unknown order ids the refresh's warning names.
+UNKNOWN_SHOWN = 5
 
 
 def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
@@ -307,7 +326,7 @@ def _refresh_one(
     except RequestRejected as exc:
         if exc.status_code != 404:
             raise
-        logger.warning("Order %s is unknown to the service (404); left as it is", order_id)
+        logger.info("Order %s is unknown to the service (404); left as it is", order_id)
         now = timezone.now()
         with transaction.atomic():
             # Stamped so that it goes to the back of the refresh queue instead of blocking it.

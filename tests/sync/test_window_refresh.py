@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.utils import timezone
 
@@ -99,6 +101,35 @@ def test_an_order_unknown_upstream_is_reported_not_fatal(capped):
     result = refresh_orders(["or_gone", capped.store.newest_order_ids(1)[0]])
     assert result.missing == ["or_gone"]
     assert (result.refreshed, result.unchanged) == (1, 1)
+
+
+def test_orders_unknown_upstream_make_one_warning_a_run(capped, caplog):
+    """Each unknown order is logged at INFO; the run warns once, with the count and some ids."""
+    capped.seed(5)
+    ghosts = [
+        parse_order(
+            {
+                "id": f"or_gone{n}",
+                "status": "requires_payment",
+                "initiated_at": f"2025-01-0{n + 1}T00:00:00Z",
+                "customer": {"id": f"cu_gone{n}", "guest": True, "name": "Ghost"},
+            }
+        )
+        for n in range(7)
+    ]
+    store_orders(ghosts)
+    with caplog.at_level(logging.INFO, logger="django_orders.sync"):
+        run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "7 order(s) of the refresh queue are unknown to the service (404) and were left as they "
+        "are, at the back of the queue: or_gone0, or_gone1, or_gone2, or_gone3, or_gone4 "
+        "and 2 more"
+    ]
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert sum("unknown to the service (404)" in message for message in infos) == 7
+    assert Order.objects.filter(pk__startswith="or_gone", refreshed_at__isnull=False).count() == 7
 
 
 def test_refresh_orders_stores_each_lookup(capped):
