@@ -237,6 +237,10 @@ def _encode_customers(orders: list[ParsedOrder]) -> None:
             customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
 
 
+#: How many unknown order ids the refresh's warning names.
+UNKNOWN_SHOWN = 5
+
+
 def _refresh_outside_walk(
     client: OrdersClient,
     run: SyncRun,
@@ -282,10 +286,6 @@ def _refresh_outside_walk(
             shown,
             more,
         )
-
-
-#: How many unknown order ids the refresh's warning names.
-UNKNOWN_SHOWN = 5
 
 
 def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:

@@ -182,8 +182,9 @@ def _insert_order_elsewhere(path: str, order_id: str) -> str:
     now = "2026-03-01 10:00:00"
     try:
         other.execute(
-            'INSERT INTO "django_orders_customer" VALUES (?, 0, ?, ?, ?, ?, ?)',
-            ("cu_elsewhere", "Elsewhere", "{}", "", now, now),
+            'INSERT INTO "django_orders_customer" (id, guest, name, raw, fingerprint, '
+            "first_seen_at, changed_at) VALUES (?, 0, ?, '{}', '', ?, ?)",
+            ("cu_elsewhere", "Elsewhere", now, now),
         )
         other.execute(
             'INSERT INTO "django_orders_order" (id, status, initiated_at, raw, fingerprint, '
