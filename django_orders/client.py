@@ -350,7 +350,11 @@ class OrdersClient:
             prepared = self.session.prepare_request(request)
             # What Session.request does, minus following redirects (see the module docstring).
             environment = self.session.merge_environment_settings(
-                prepared.url, {}, None, None, None
+                prepared.url,  # type: ignore[arg-type]  # prepare_request always sets it
+                {},
+                None,
+                None,
+                None,
             )
             return self.session.send(
                 prepared, timeout=self.timeout, allow_redirects=False, **environment

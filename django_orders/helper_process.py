@@ -162,6 +162,7 @@ def _stop(process: subprocess.Popen) -> None:
 
     Its stdout is closed last: a reader blocked on it returns once the helper has exited.
     """
+    assert process.stdin is not None and process.stdout is not None  # started with PIPEs
     with contextlib.suppress(OSError):  # it has exited already (a broken pipe)
         process.stdin.close()
     try:
@@ -175,6 +176,7 @@ def _stop(process: subprocess.Popen) -> None:
 def _pages(process: subprocess.Popen, walk: PageWalk) -> Iterator[list]:
     """The helper's frames as parsed pages; runs on the reader thread of ``run_ahead``."""
     decode = _decode_orders if walk.resource == "orders" else _decode_records
+    assert process.stdout is not None  # started with stdout=PIPE
     while True:
         try:
             frame = _read_frame(process.stdout)
@@ -277,7 +279,8 @@ def serve(job: dict[str, Any], stdin: IO[bytes], out: IO[bytes]) -> None:
                 parsed = parse_page(
                     page.records, parse, page_number=page.number, resource=walk.resource
                 )
-                send(("page", encode(parsed)))
+                # parse and encode were chosen together, for the same resource.
+                send(("page", encode(parsed)))  # type: ignore[arg-type]
             send(("end", walk.end_reason, walk.pages_read))
         finally:
             client.close()

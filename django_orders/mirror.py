@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import TypeVar
 
 from django.utils import timezone
 
@@ -53,6 +54,7 @@ RECORD_COLUMNS = ("resource", "remote_id", "raw", "fingerprint", "first_seen_at"
 RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 #: Remote ids are unique per resource only (see ``RemoteRecord``).
 RECORD_CONFLICT = ("resource", "remote_id")
+_Row = TypeVar("_Row", Customer, Order)
 
 
 @dataclass
@@ -73,6 +75,7 @@ class MirrorResult:
 
     @cached_property
     def orders(self) -> dict[str, Order]:
+        assert self.now is not None  # store_orders() sets it whenever it writes an order
         return {
             order.id: order_row(order, self.now, refreshed=self.refreshed)
             for order, _previous in self._written
@@ -216,7 +219,7 @@ def order_row(
     return _as_stored(instance, using)
 
 
-def _as_stored(instance: Customer | Order, using: str | None) -> Customer | Order:
+def _as_stored(instance: _Row, using: str | None) -> _Row:
     instance._state.adding = False  # as if read back: it is (or will be) the stored row
     instance._state.db = using or type(instance)._default_manager.db
     return instance

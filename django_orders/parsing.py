@@ -132,6 +132,7 @@ class ParsedCustomer:
     @property
     def raw_json(self) -> str:
         if self._json is None:
+            assert self._raw is not None  # from_json() sets _json, __init__ sets _raw
             self._json = canonical_json(self._raw)
         return self._json
 

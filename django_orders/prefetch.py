@@ -123,7 +123,8 @@ def page_walk(
     Built the same way in the sync's process and in the page helper process.
     """
     walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
-    walk.client = RetryingPageReads(client)
+    # The walk only calls fetch_page, which RetryingPageReads provides.
+    walk.client = RetryingPageReads(client)  # type: ignore[assignment]
     return walk
 
 

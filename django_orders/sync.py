@@ -179,7 +179,7 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     known_customers: set[str] = set()
     nonterminal_seen = 0
     for parsed in _pages_ahead(walk):
-        fresh = {}
+        fresh: dict[str, Any] = {}
         for record in parsed:
             if record.id not in seen_ids:
                 fresh.setdefault(record.id, record)

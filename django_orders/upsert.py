@@ -80,11 +80,11 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
     selects: list[str] = []
     params: list[str] = []
     for n, (model, ids, columns) in wanted:
-        names = [quote(model._meta.get_field(name).column) for name in columns]
+        names = [quote(_column(model, name)) for name in columns]
         names += ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
         selects.append(
             f"SELECT {n:d}, {', '.join(names)} FROM {quote(model._meta.db_table)} "  # noqa: S608
-            f"WHERE {quote(model._meta.pk.column)} {where}"
+            f"WHERE {quote(_column(model, model._meta.pk.name))} {where}"
         )
         params.append(_encode(list(ids)))
     with connection.cursor() as cursor:
@@ -118,9 +118,9 @@ def upsert(
     quote = connection.ops.quote_name
     updates = ", ".join(
         f"{quote(column)} = EXCLUDED.{quote(column)}"
-        for column in (model._meta.get_field(name).column for name in update)
+        for column in (_column(model, name) for name in update)
     )
-    target = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
+    target = ", ".join(quote(_column(model, name)) for name in unique)
     _insert(connection, model, fields, rows, f" ON CONFLICT ({target}) DO UPDATE SET {updates}")
 
 
@@ -156,6 +156,14 @@ def write_read_rows(
         return
     _insert(connection, model, [model._meta.get_field(name) for name in columns], absent, "")
     upsert(model, columns, stored, update)
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    """The database column of the concrete field ``name`` (``get_field`` also finds reverse
+    relations, which have none)."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.column, f"{name} is not a concrete field"
+    return field.column
 
 
 def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_conflict: str) -> None:
@@ -254,7 +262,7 @@ def _sqlite_rows(connection, fields, rows: Sequence[tuple[Any, ...]]) -> list[tu
     datetimes = [i for i, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
     if not datetimes:
         return list(rows)
-    columns = list(zip(*rows, strict=True))
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
     for i in datetimes:
         columns[i] = _sqlite_datetimes(connection, columns[i])
     return list(zip(*columns, strict=True))

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
-from django.db import transaction
+from django.db import models, transaction
 from django.http import HttpRequest
 from django.utils import formats, timezone
 from django.utils.html import format_html
@@ -97,7 +97,7 @@ def compact_datetime(value: datetime | None) -> SafeString | str:
     )
 
 
-def has_model_permission(request: HttpRequest, model: type, action: str) -> bool:
+def has_model_permission(request: HttpRequest, model: type[models.Model], action: str) -> bool:
     """The real ``<app>.<action>_<model>`` permission, which ``has_change_permission`` hides."""
     opts = model._meta
     return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")

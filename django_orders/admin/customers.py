@@ -66,7 +66,7 @@ class CustomerAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("orders"))
     def order_count(self, obj: Customer) -> int:
-        return obj.order_total
+        return obj.order_total  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description=_("raw record"))
     def raw_record(self, obj: Customer) -> SafeString:
@@ -78,7 +78,7 @@ class CustomerAdmin(ReadOnlyModelAdmin):
             Order.objects.filter(customer=obj).order_by("-initiated_at", "-id")[:MAX_ORDERS_SHOWN]
         )
         if not orders:
-            return _("No orders.")
+            return str(_("No orders."))
         changelist = reverse(
             "admin:django_orders_order_changelist", current_app=self.admin_site.name
         )

@@ -218,8 +218,8 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
             rows = outcomes.pop(state, [])
             if rows:
                 self.message_user(request, text % {"requests": _describe(rows)}, level)
-        for state, rows in outcomes.items():  # a state this admin does not know yet
-            self.message_user(request, f"{state}: {_describe(rows)}.", messages.INFO)
+        for other, rows in outcomes.items():  # a state this admin does not know yet
+            self.message_user(request, f"{other}: {_describe(rows)}.", messages.INFO)
 
 
 def _describe(rows: list[OrderRequest]) -> str:

@@ -80,7 +80,9 @@ class OrderAdmin(ReadOnlyModelAdmin):
 
     def get_queryset(self, request: HttpRequest):
         # The queryset class gives the date hierarchy its indexed period probes.
-        queryset = PeriodProbingQuerySet(self.model, using=router.db_for_read(self.model))
+        queryset: PeriodProbingQuerySet = PeriodProbingQuerySet(
+            self.model, using=router.db_for_read(self.model)
+        )
         return queryset.order_by(*self.get_ordering(request))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
@@ -143,7 +145,7 @@ class OrderAdmin(ReadOnlyModelAdmin):
             ]
         )
         if not rows:
-            return _("None: this order was not created through this shop's order requests.")
+            return str(_("None: this order was not created through this shop's order requests."))
         return format_html(
             "<ul>{}</ul>",
             format_html_join(
