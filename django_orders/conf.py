@@ -252,7 +252,7 @@ class OrdersSettings:
             raise OrdersConfigurationError(
                 f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
                 f"for example from the environment: "
-                f'"{name}": env("{ENV_NAMES[name]}").'
+                f'"{name}": os.environ.get("{ENV_NAMES[name]}").'
             )
         validate(name, value)
         if name in ("TIMEOUT", "CURRENCIES") and isinstance(value, list):

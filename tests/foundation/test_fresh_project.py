@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.readme_install import apply_settings, read_steps
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 pytestmark = pytest.mark.fresh_project
 
 SETTINGS_TAIL = """
@@ -28,13 +31,14 @@ DJANGO_ORDERS = {
 """
 
 
-def django(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def django(*args: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("DJANGO_", "ORDERS_")) and k not in ("PYTHONPATH", "DATABASE_URL")
     }
     env["DJANGO_SETTINGS_MODULE"] = "fresh.settings"
+    env.update(extra_env)
     return subprocess.run(
         [sys.executable, "-m", "django", *args],
         cwd=cwd,
@@ -92,3 +96,33 @@ def test_a_fresh_project_without_settings_reports_e001(tmp_path):
     # still migrate (the checks themselves stop a plain ``migrate``, as they should).
     migrated = django("migrate", "--no-input", "--skip-checks", cwd=project)
     assert migrated.returncode == 0, migrated.stderr
+
+
+def test_the_readme_install_section_works_as_written(tmp_path, sandbox):
+    """The README's settings snippet, pasted into a fresh ``startproject`` with only
+    django-orders' own dependencies: without the variables, ``check`` reports E001 for both keys
+    (no error at settings import) and ``migrate --skip-checks`` still migrates; with them, the
+    README's commands (``migrate``, ``check_orders_api``) succeed against the sandbox."""
+    steps = read_steps(README)
+    project = tmp_path / "project"
+    project.mkdir()
+    assert django("startproject", "fresh", str(project), cwd=tmp_path).returncode == 0
+    apply_settings(steps, project / "fresh" / "settings.py")
+
+    checked = django("check", cwd=project)
+    assert checked.returncode != 0
+    assert '(django_orders.E001) DJANGO_ORDERS["API_KEY"] is not set.' in checked.stderr
+    assert '(django_orders.E001) DJANGO_ORDERS["BASE_URL"] is not set.' in checked.stderr
+    assert "Traceback" not in checked.stderr
+    migrated = django("migrate", "--no-input", "--skip-checks", cwd=project)
+    assert migrated.returncode == 0, migrated.stderr
+
+    assert steps.environment == ["ORDERS_API_KEY", "ORDERS_API_BASE_URL"]
+    environment = {"ORDERS_API_KEY": sandbox.api_key, "ORDERS_API_BASE_URL": sandbox.url}
+    ran = []
+    for command in steps.commands:
+        done = django(*command[2:], cwd=project, **environment)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        ran.append(command[2])
+    assert ran == ["migrate", "check_orders_api"]
+    assert sandbox.api_key not in done.stdout + done.stderr
