@@ -52,7 +52,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             messages.append(
                 Error(
                     f"{setting_name(name)} is not set.",
-                    hint=f'Set {SETTINGS_NAME} = {{"{name}": os.environ.get("{ENV_NAMES[name]}"), ...}} '
+                    hint=f"Set {SETTINGS_NAME} = "
+                    f'{{"{name}": os.environ.get("{ENV_NAMES[name]}"), ...}} '
                     "in your settings; the README lists every key.",
                     id="django_orders.E001",
                 )
