@@ -69,7 +69,7 @@ class Lease:
                 else ""
             )
             raise SyncAlreadyRunning(
-                f"A {self.resource} sync is already running (lease held{detail}); "
+                f"A sync of {self.resource} is already running (lease held{detail}); "
                 "this run did nothing."
             )
 

@@ -102,6 +102,10 @@ def sync_orders(
     and required for a resource it does not know. Orders go into ``Order`` and ``Customer``,
     any other resource raw into ``RemoteRecord``.
 
+    ``max_pages`` bounds the pages walked; above ``MAX_PAGE_NUMBER`` it also moves the page
+    window, for a service that serves deeper pages (one that refuses them still ends the walk
+    cleanly, as at the window).
+
     Raises ``SyncAlreadyRunning`` (and records nothing) when another run holds the lease. Any
     other error (``AuthenticationFailed``, a bad record, a server that keeps failing...) is
     recorded on the ``SyncRun`` (outcome failed, with the error) and then propagates.
@@ -117,7 +121,7 @@ def sync_orders(
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
     if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
         raise ValueError(f"refresh_limit must be a whole number >= 0, not {refresh_limit!r}")
-    client = OrdersClient.from_settings()
+    client = OrdersClient.from_settings(max_page_number=_page_window(max_pages))
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
         walk = page_walk(client, resource, collection, page_size, max_pages)
@@ -136,6 +140,15 @@ def sync_orders(
     finally:
         client.close()
     return run
+
+
+def _page_window(max_pages: Any) -> int | None:
+    """The last page number a walk may ask for: ``MAX_PAGE_NUMBER``, or ``max_pages`` when
+    that asks for more (the caller knows the service serves deeper pages)."""
+    window = orders_settings.MAX_PAGE_NUMBER
+    if window is not None and isinstance(max_pages, int) and max_pages > window:
+        return max_pages
+    return window
 
 
 #: The error recorded on a run found still ``running`` by a later run that took the lease.
@@ -209,7 +222,9 @@ def _pages_ahead(walk: PageWalk) -> Iterator[list]:
     (``SYNC_HELPER``). A helper process that cannot start is replaced by a thread."""
     if orders_settings.SYNC_HELPER == "process":
         try:
-            return fetched_in_process(walk, OrdersClient.settings_options())
+            options = OrdersClient.settings_options()
+            options["max_page_number"] = walk.max_page_number  # moved by max_pages, maybe
+            return fetched_in_process(walk, options)
         except HelperUnavailable as exc:
             logger.warning(
                 "The page helper process could not start (%s); "

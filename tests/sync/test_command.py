@@ -17,8 +17,9 @@ from .conftest import edit_raw_order
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SUMMARY = re.compile(
-    r"Synced orders: (\d+) pages, (\d+) seen, (\d+) created, (\d+) updated, (\d+) unchanged, "
-    r"(\d+) refreshed, (\d+) waiting, walk ended by (\w+).*, [\d.]+ seconds\."
+    r"Synced orders: ([\d,]+) pages?, ([\d,]+) orders? seen: ([\d,]+) new, ([\d,]+) changed, "
+    r"([\d,]+) unchanged\. ([\d,]+) open orders? outside the walk refreshed by lookup, "
+    r"([\d,]+) waiting for a later run\. The walk ([^.]+)\..* [\d,.]+ seconds\."
 )
 
 
@@ -38,7 +39,7 @@ def test_summary_line_after_a_run(uncapped):
     output = run_command("--page-size", "10")
     match = SUMMARY.search(output)
     assert match, output
-    assert match.groups() == ("3", "25", "25", "0", "0", "0", "0", "last_page")
+    assert match.groups() == ("3", "25", "25", "0", "0", "0", "0", "reached the last page")
     again = SUMMARY.search(run_command("--page-size", "10"))
     assert again.groups()[1:5] == ("25", "0", "0", "25")
     assert uncapped.api_key not in output
@@ -73,10 +74,62 @@ def test_options_reach_the_engine(capped):
     assert (run.page_size, run.end_reason) == (7, "max_pages")
 
 
+def test_the_page_window_is_explained_in_words(capped):
+    capped.seed(150)
+    output = run_command("--refresh-limit", "0")
+    assert SUMMARY.search(output).groups()[:3] == ("10", "100", "100")
+    assert "The walk ended at the provider's page window, after page 10." in output
+    assert "does not say how many there are" in output
+    assert "open orders outside the window stay correct through the lookups" in output
+    assert "--max-pages N walks past the window" in output
+    assert "page_window" not in output and "last_page" not in output
+
+
+def test_max_pages_above_the_window_walks_past_it_where_the_service_allows(
+    sandbox_no_cap, orders_settings_for, sleeps
+):
+    orders_settings_for(sandbox_no_cap, PAGE_SIZE=10, MAX_PAGE_NUMBER=10, SYNC_HELPER="thread")
+    sandbox_no_cap.seed(135)
+    output = run_command("--max-pages", "20")
+    assert SUMMARY.search(output).groups()[:3] == ("14", "135", "135")
+    assert "The walk reached the last page." in output
+    assert Order.objects.count() == 135
+
+
+def test_max_pages_above_the_window_ends_cleanly_where_the_service_refuses(capped):
+    capped.seed(150)
+    output = run_command("--max-pages", "20", "--refresh-limit", "0")
+    run = SyncRun.objects.get()
+    assert (run.outcome, run.pages, run.end_reason) == (
+        SyncRun.Outcome.SUCCEEDED,
+        10,
+        "page_window",
+    )
+    assert "The walk ended at the provider's page window, after page 10." in output
+
+
+def test_max_pages_is_said_in_words_with_one_page_singular(uncapped):
+    uncapped.seed(30)
+    output = run_command("--max-pages", "1")
+    assert "Synced orders: 1 page, 10 orders seen: 10 new, 0 changed, 0 unchanged." in output
+    assert "The walk stopped after 1 pages" not in output
+    assert "The walk stopped after 1 page, as --max-pages asked." in output
+
+
+def test_thousands_are_separated(uncapped):
+    uncapped.seed(1005)
+    output = run_command("--page-size", "256")
+    assert "Synced orders: 4 pages, 1,005 orders seen: 1,005 new, 0 changed, 0 unchanged." in (
+        output
+    )
+
+
 def test_another_resource(uncapped):
     uncapped.seed(20)
     output = run_command("--resource", "balance_transactions", "--page-size", "10")
     assert "Synced balance_transactions:" in output
+    assert " records seen: " in output
+    assert "order" not in output.replace("Synced balance_transactions", "")
     assert Order.objects.count() == 0
 
 

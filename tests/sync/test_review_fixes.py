@@ -143,7 +143,7 @@ def test_an_unknown_resource_is_walked_with_its_collection(mocked):
         "sync_orders", "--resource", "refunds", "--collection", "items", "--page-size", "2",
         stdout=out,
     )  # fmt: skip
-    assert "Synced refunds: 1 pages, 1 seen, 0 created, 0 updated, 1 unchanged" in out.getvalue()
+    assert "Synced refunds: 1 page, 1 record seen: 0 new, 0 changed, 1 unchanged." in out.getvalue()
 
 
 @pytest.mark.django_db

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from django_orders.client import COLLECTIONS
-from django_orders.conf import MAX_PAGE_SIZE, orders_settings
+from django_orders.conf import MAX_PAGE_SIZE
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
 from django_orders.services import sync_orders
@@ -108,8 +108,10 @@ class Command(BaseCommand):
             "--max-pages",
             type=whole_number(1),
             default=None,
-            help="Stop after this many pages (default: no limit besides the provider's page "
-            'window, DJANGO_ORDERS["MAX_PAGE_NUMBER"]).',
+            help="Walk at most this many pages (default: up to the provider's page window, "
+            'DJANGO_ORDERS["MAX_PAGE_NUMBER"], 10 unless set). A number above the window walks '
+            "past it where the service serves deeper pages; where it does not, the walk still "
+            "ends cleanly at the first page the service refuses.",
         )
         parser.add_argument(
             "--refresh-limit",
@@ -162,12 +164,49 @@ class Command(BaseCommand):
 
     @staticmethod
     def summary(run: SyncRun, seconds: float) -> str:
-        window = ""
+        """What the run did, in sentences: counts with thousands separators, plurals agreeing,
+        and the walk's end said in words rather than its stored code."""
+        is_orders = run.resource == "orders"
+        noun = ("order", "orders") if is_orders else ("record", "records")
+        lines = [
+            f"Synced {run.resource}: {plural(run.pages, 'page', 'pages')}, "
+            f"{plural(run.seen, *noun)} seen: {run.created:,} new, {run.updated:,} changed, "
+            f"{run.unchanged:,} unchanged."
+        ]
+        if is_orders:
+            lines.append(
+                f"{plural(run.refreshed, 'open order', 'open orders')} outside the walk "
+                f"refreshed by lookup, {run.refresh_waiting:,} waiting for a later run."
+            )
+        end = END_REASONS.get(run.end_reason, END_REASONS[""])
+        lines.append(end.format(pages=run.pages, pages_said=plural(run.pages, "page", "pages")))
         if run.end_reason == "page_window":
-            window = f" (page window of {orders_settings.MAX_PAGE_NUMBER} pages reached)"
-        return (
-            f"Synced {run.resource}: {run.pages} pages, {run.seen} seen, {run.created} created, "
-            f"{run.updated} updated, {run.unchanged} unchanged, {run.refreshed} refreshed, "
-            f"{run.refresh_waiting} waiting, walk ended by {run.end_reason or 'nothing'}"
-            f"{window}, {seconds:.1f} seconds."
-        )
+            lines.append(
+                (WINDOW_ORDERS if is_orders else WINDOW_RECORDS).format(resource=run.resource)
+            )
+        lines.append(f"{seconds:,.1f} seconds.")
+        return " ".join(lines)
+
+
+def plural(count: int, singular: str, plural: str) -> str:
+    return f"{count:,} {singular if count == 1 else plural}"
+
+
+#: The walk's end (``SyncRun.end_reason``) as people read it.
+END_REASONS = {
+    "last_page": "The walk reached the last page.",
+    "max_pages": "The walk stopped after {pages_said}, as --max-pages asked.",
+    "page_window": "The walk ended at the provider's page window, after page {pages:,}.",
+    "": "The walk ended.",
+}
+WINDOW_ORDERS = (
+    "The service lists no older orders there and does not say how many there are. The mirror "
+    "keeps every order it has seen, and open orders outside the window stay correct through "
+    "the lookups above; run the sync at least as often as a window of new orders arrives. "
+    "Where the service serves deeper pages, --max-pages N walks past the window."
+)
+WINDOW_RECORDS = (
+    "The service lists no older {resource} there and does not say how many there are. The "
+    "mirror keeps every record it has seen; records that change after leaving the window are "
+    "not refreshed. Where the service serves deeper pages, --max-pages N walks past the window."
+)
