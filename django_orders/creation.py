@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, router
-from django.db.models import F, Q
+from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
 from .client import OrdersClient
@@ -175,6 +175,10 @@ class ResumeSummary:
     would_resend: list[OrderRequest] = field(default_factory=list)
     #: Set when a 401 stopped the run: every other request would fail the same way.
     stopped_by: OrdersAPIError | None = None
+    #: Pending requests not yet due when the run started (their backoff has not passed), and
+    #: when the first of them is due: a run that resends nothing is not a queue that is empty.
+    waiting: int = 0
+    next_due_at: datetime | None = None
 
     @property
     def has_problems(self) -> bool:
@@ -210,6 +214,9 @@ def resume_order_requests(
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at", "pk")
     )
+    waiting = pending.exclude(expired_q(now)).filter(next_attempt_at__gt=now)
+    counted = waiting.aggregate(n=Count("pk"), next=Min("next_attempt_at"))
+    summary.waiting, summary.next_due_at = counted["n"], counted["next"]
     if limit is not None:
         due = due[:limit]
     if dry_run:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from io import StringIO
 
 import pytest
@@ -100,3 +100,33 @@ def test_help_names_every_default():
     assert "--dry-run" in text and "(default: off)" in text
     assert "--limit" in text and "(default: no limit)" in text
     assert "needs review" in text
+
+
+def test_requests_waiting_for_their_backoff_are_counted_with_the_next_due(live_orders, order_input):
+    """Two requests queued behind their backoff: the run sends nothing, and says why."""
+    live_orders.add_fault("error_before_write", "/orders/create", times=2 * 4, status=503)
+    for index in range(2):
+        with pytest.raises(OrderRequestPending):
+            create_order(**order_input, reference=f"wait-{index}")
+    soonest = timezone.now() + timedelta(seconds=90)
+    first, second = OrderRequest.objects.order_by("reference")
+    OrderRequest.objects.filter(pk=first.pk).update(next_attempt_at=soonest)
+    OrderRequest.objects.filter(pk=second.pk).update(next_attempt_at=soonest + timedelta(hours=1))
+    due = f"the next due at {soonest.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC (in "
+
+    dry = StringIO()
+    call_command("resume_order_requests", "--dry-run", stdout=dry)
+    assert "dry run: 0 would be resent" in dry.getvalue()
+    assert "; 2 requests waiting for their backoff, " + due in dry.getvalue()
+
+    out = StringIO()
+    call_command("resume_order_requests", stdout=out)
+    assert "resent 0, succeeded 0" in out.getvalue()
+    assert "; 2 requests waiting for their backoff, " + due in out.getvalue()
+    assert set(OrderRequest.objects.values_list("state", flat=True)) == {"pending"}
+
+
+def test_nothing_waiting_says_nothing_about_backoff(pending_requests):
+    out = StringIO()
+    call_command("resume_order_requests", "--dry-run", stdout=out)
+    assert "waiting" not in out.getvalue()

@@ -7,14 +7,19 @@ so the scheduler's alerting tells staff to look at the admin.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from django_orders.exceptions import OrdersError
 from django_orders.services import resume_order_requests
 
 from ..arguments import whole_number
+
+if TYPE_CHECKING:
+    from django_orders.creation import ResumeSummary
 
 
 class Command(BaseCommand):
@@ -52,17 +57,32 @@ class Command(BaseCommand):
                     f"created={request.created_at:%Y-%m-%d %H:%M:%S}"
                 )
             self.stdout.write(
-                f"dry run: {len(summary.would_resend)} would be resent, "
-                f"{summary.needs_review} would be marked needs review (too old to resend)"
+                f"dry run: {len(summary.would_resend):,} would be resent, "
+                f"{summary.needs_review:,} would be marked needs review (too old to resend)"
+                f"{waiting(summary)}"
             )
             return
         line = (
-            f"resent {summary.resent}, succeeded {summary.succeeded}, "
-            f"still pending {summary.still_pending}, failed {summary.failed}, "
-            f"needs review {summary.needs_review}"
+            f"resent {summary.resent:,}, succeeded {summary.succeeded:,}, "
+            f"still pending {summary.still_pending:,}, failed {summary.failed:,}, "
+            f"needs review {summary.needs_review:,}{waiting(summary)}"
         )
         if summary.stopped_by is not None:
             raise CommandError(f"{line}. Stopped: {summary.stopped_by}")
         if summary.failed or summary.needs_review:
             raise CommandError(f"{line}. Look at these order requests in the admin.")
         self.stdout.write(self.style.SUCCESS(line))
+
+
+def waiting(summary: ResumeSummary) -> str:
+    """``; N waiting for their backoff, the next due at ... (in ...)``, or nothing."""
+    if not summary.waiting or summary.next_due_at is None:
+        return ""
+    due = summary.next_due_at.astimezone(UTC)
+    seconds = max(0, round((due - timezone.now()).total_seconds()))
+    after = f"{seconds:,} seconds" if seconds < 120 else f"{round(seconds / 60):,} minutes"
+    requests = "request" if summary.waiting == 1 else "requests"
+    return (
+        f"; {summary.waiting:,} {requests} waiting for their backoff, "
+        f"the next due at {due:%Y-%m-%d %H:%M:%S} UTC (in {after})"
+    )
