@@ -18,7 +18,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run_demo(tmp_path: Path, port: int) -> subprocess.CompletedProcess:
+def _run_demo(
+    tmp_path: Path, port: int, *args: str, **env_extra: str
+) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
@@ -26,6 +28,7 @@ def _run_demo(tmp_path: Path, port: int) -> subprocess.CompletedProcess:
         "ORDERS_API_KEY": "sk_test_demo_key_for_this_test_only",
         "ORDERS_API_BASE_URL": f"http://127.0.0.1:{port}",
         "DEMO_NO_SERVE": "1",
+        **env_extra,
     }
     env.pop("DJANGO_ORDERS_TEST_DB_NAME", None)
     return subprocess.run(
@@ -37,6 +40,7 @@ def _run_demo(tmp_path: Path, port: int) -> subprocess.CompletedProcess:
             "120",
             "--sandbox-db",
             str(tmp_path / "sandbox.sqlite3"),
+            *args,
         ],
         cwd=REPO_ROOT,
         env=env,
@@ -59,11 +63,45 @@ def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
     assert orders == 123
     assert requests == 3
 
+    assert first.stdout.count(" created (") == 3 and "already existed" not in first.stdout
+
     second = _run_demo(tmp_path, port)
     assert second.returncode == 0, second.stdout + second.stderr
+    for reference in ("demo-cart-1", "demo-cart-2", "demo-cart-3"):
+        assert f"for {reference} already existed (" in second.stdout
     with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
         assert db.execute("select count(*) from django_orders_order").fetchone()[0] == 123
         assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 3
     with sqlite3.connect(tmp_path / "sandbox.sqlite3") as db:
         assert db.execute("select count(*) from orders").fetchone()[0] == 123
     assert "sk_test_demo_key_for_this_test_only" not in first.stdout + first.stderr
+
+
+def test_a_busy_sandbox_port_is_named_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _run_demo(tmp_path, port)
+    assert result.returncode == 1
+    assert f"Port {port} on 127.0.0.1 for the sandbox is already in use." in result.stderr
+    assert f"SANDBOX_PORT={port + 1} scripts/demo" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""  # no URL, no "migrated": nothing happened
+    assert not (tmp_path / "demo.sqlite3").exists()
+
+
+def test_a_busy_shop_port_is_named_before_any_url_is_printed(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        shop_port = busy.getsockname()[1]
+        result = _run_demo(
+            tmp_path, _free_port(), "--addr", f"127.0.0.1:{shop_port}", DEMO_NO_SERVE="0"
+        )
+    assert result.returncode == 1
+    assert f"Port {shop_port} on 127.0.0.1 for the shop is already in use." in result.stderr
+    assert "DEMO_PORT=" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "http://" not in result.stdout + result.stderr
+    assert result.stdout == ""

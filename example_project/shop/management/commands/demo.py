@@ -9,7 +9,9 @@ sync leaves unchanged records alone.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrdersError
+from django_orders.models import OrderRequest
 from django_orders.services import create_order
 from orders_sandbox.server import SandboxServer
 
@@ -96,6 +99,12 @@ class Command(BaseCommand):
                 'The demo runs against the local sandbox: DJANGO_ORDERS["BASE_URL"] must be a '
                 f"loopback address, not {orders_settings.BASE_URL}."
             )
+        # Both ports first, so a busy one stops the demo before it prints or starts anything.
+        _require_free_port(base_url.hostname, base_url.port or 80, "SANDBOX_PORT", "sandbox")
+        serve = os.environ.get("DEMO_NO_SERVE") != "1"
+        if serve:
+            host, _, port = options["addr"].rpartition(":")
+            _require_free_port(host or "127.0.0.1", int(port), "DEMO_PORT", "shop")
         Path(options["sandbox_db"]).parent.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
@@ -112,7 +121,7 @@ class Command(BaseCommand):
             self._create_demo_orders()
             self.stdout.write("Syncing the mirror from the sandbox:")
             call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
-            if os.environ.get("DEMO_NO_SERVE") == "1":
+            if not serve:
                 self.stdout.write(self.style.SUCCESS("DEMO_NO_SERVE=1: demo finished."))
                 return
             self.stdout.write(
@@ -137,6 +146,7 @@ class Command(BaseCommand):
 
     def _create_demo_orders(self) -> None:
         for reference, customer, slugs in DEMO_ORDERS:
+            existed = OrderRequest.objects.filter(reference=reference, order__isnull=False).exists()
             try:
                 order = create_order(
                     customer=customer,
@@ -146,4 +156,23 @@ class Command(BaseCommand):
                 )
             except OrdersError as exc:
                 raise CommandError(f"Creating demo order {reference} failed: {exc}") from exc
-            self.stdout.write(f"Order {order.id} for {reference} ({order.status}).")
+            if existed:
+                self.stdout.write(
+                    f"Order {order.id} for {reference} already existed ({order.status})."
+                )
+            else:
+                self.stdout.write(f"Order {order.id} for {reference} created ({order.status}).")
+
+
+def _require_free_port(host: str, port: int, variable: str, what: str) -> None:
+    """A ``CommandError`` naming the variable that moves the server when its port is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            reason = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
+            raise CommandError(
+                f"Port {port} on {host} for the {what} {reason}. Stop what listens there, or "
+                f"choose another port: {variable}={port + 1} scripts/demo"
+            ) from None
