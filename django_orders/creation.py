@@ -52,11 +52,13 @@ from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
 from .client import OrdersClient
+from .errormap import never_reached_the_api
 from .exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
     OrderRequestRejected,
     OrdersAPIError,
+    OrdersConfigurationError,
 )
 from .models import Order, OrderRequest
 from .order_requests import (
@@ -101,8 +103,10 @@ def create_order(
     Raises ``InvalidOrderRequest`` (nothing stored or sent), ``OrderRequestPending`` (stored,
     outcome not known yet: tell the customer the order is being confirmed),
     ``OrderRequestRejected`` (the service refused it), ``AuthenticationFailed`` (the key is
-    wrong; the request stays pending) or ``TransactionManagementError`` (called inside
-    ``transaction.atomic()``; see the module docstring).
+    wrong; the request stays pending), ``OrdersConfigurationError`` (``BASE_URL`` answered as a
+    web page, with a redirect or "no such page": nothing is stored) or
+    ``TransactionManagementError`` (called inside ``transaction.atomic()``; see the module
+    docstring).
     """
     data = validate_order_input(
         customer=customer, line_items=line_items, finalize=finalize, reference=reference
@@ -128,7 +132,15 @@ def create_order(
             raise
         # The validated (trimmed) reference: the one the INSERT used and collided on.
         return _repeat_reference(client, request.reference, using)
-    return _result(send_and_record(client, request, using))
+    outcome = send_and_record(client, request, using)
+    if never_reached_the_api(outcome.error):
+        # BASE_URL is a web page: no order can exist upstream, so the request is not kept
+        # (its reference stays free for the attempt after the setting is fixed).
+        OrderRequest.objects.using(using).filter(pk=request.pk).delete()
+        raise OrdersConfigurationError(
+            f"No order was created and nothing was stored: {outcome.error}"
+        ) from outcome.error
+    return _result(outcome)
 
 
 def resend_order_request(order_request: OrderRequest) -> OrderRequest:

@@ -100,6 +100,8 @@ def error_from_response(
         kind = "no JSON error body" if body is None else "an error body without a message"
         message = f"POST {path} answered {status} {response.reason or ''}".rstrip()
         message = f"{message} with {kind}"
+        if body is None and is_web_page(response):
+            message = f"{message}. {NOT_THE_API_HINT}"
     if 300 <= status < 400:
         location = scrub(response.headers.get("Location", "")) or "nowhere"
         message = (
@@ -124,6 +126,31 @@ def error_from_response(
     if status >= 500:
         return ServerError(message, **kwargs)
     return RequestRejected(message, **kwargs)
+
+
+NOT_THE_API_HINT = (
+    "The answer is a web page, not the API's: is DJANGO_ORDERS[\"BASE_URL\"] the address of "
+    "the API (not a web page or proxy)?"
+)
+
+
+def is_web_page(response: requests.Response) -> bool:
+    """An HTML answer: what a web site or a proxy's error page sends, never the JSON API."""
+    if "html" in response.headers.get("Content-Type", "").lower():
+        return True
+    return response.content[:512].lstrip().startswith(b"<")
+
+
+def never_reached_the_api(error: BaseException | None) -> bool:
+    """True when the answer proves that no order API handled the request, so nothing can
+    exist upstream: a redirect (the API never redirects, and redirects are not followed), or a
+    web page saying the address has no such endpoint (404, 405). A 5xx web page proves nothing:
+    it may be a proxy's page for an API that did receive the request."""
+    response = error.response if isinstance(error, OrdersAPIError) else None
+    if response is None:
+        return False
+    status = response.status_code
+    return 300 <= status < 400 or (status in (404, 405) and is_web_page(response))
 
 
 def retry_after_seconds(response: requests.Response) -> float | None:

@@ -8,10 +8,12 @@ from datetime import timedelta
 
 import pytest
 import requests
+import responses
 
 from django_orders.exceptions import (
     OrderRequestPending,
     OrderRequestRejected,
+    OrdersConfigurationError,
     RequestRejected,
 )
 from django_orders.models import OrderRequest
@@ -178,3 +180,50 @@ def test_api_key_never_in_errors_rows_or_logs(mocked, order_input, caplog):
     texts.append(caplog.text)
     assert len(OrderRequest.objects.all()) == 4
     assert all(KEY not in text for text in texts)
+
+
+WEB_PAGE = {"content_type": "text/html; charset=utf-8", "body": "<!doctype html><h1>Shop</h1>"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"status": 404, **WEB_PAGE},
+        {"status": 405, **WEB_PAGE},
+        {"status": 301, "headers": {"Location": "https://www.orders.test/"}, "body": ""},
+    ],
+    ids=["404-page", "405-page", "redirect"],
+)
+def test_a_web_page_at_base_url_stores_nothing_and_says_so(mocked, order_input, answer):
+    """Such an answer proves no API handled the request: no order exists upstream, so keeping
+    the request would only burn its reference and leave staff a 'failed' row to explain."""
+    mocked.post(URL, **answer)
+    with pytest.raises(OrdersConfigurationError) as caught:
+        create_order(**order_input, reference="cart-web-page")
+    assert str(caught.value).startswith("No order was created and nothing was stored: ")
+    assert 'DJANGO_ORDERS["BASE_URL"]' in str(caught.value)
+    assert KEY not in str(caught.value)
+    assert OrderRequest.objects.count() == 0
+    assert len(mocked.calls) == 1
+
+    # Once BASE_URL points at the API, the same reference creates the order.
+    mocked.replace(responses.POST, URL, json=order_answer(), status=200)
+    order = create_order(**order_input, reference="cart-web-page")
+    assert order.id == "or_unit1"
+    assert OrderRequest.objects.get().state == State.SUCCEEDED
+
+
+def test_a_5xx_web_page_keeps_the_request_pending_and_gives_the_hint(mocked, order_input):
+    """A proxy's error page may stand in front of an API that did receive the request."""
+    mocked.post(URL, status=500, **WEB_PAGE)
+    with pytest.raises(OrderRequestPending) as caught:
+        create_order(**order_input)
+    assert OrderRequest.objects.get().state == State.PENDING
+    assert "The answer is a web page, not the API's" in str(caught.value.cause)
+
+
+def test_the_apis_own_404_is_a_rejection_that_is_kept(mocked, order_input):
+    mocked.post(URL, **error(404, "resource_missing"))
+    with pytest.raises(OrderRequestRejected):
+        create_order(**order_input)
+    assert OrderRequest.objects.get().state == State.FAILED

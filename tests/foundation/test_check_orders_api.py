@@ -109,7 +109,10 @@ def test_no_answer(api, configured):
     [
         (200, {"Content-Type": "text/html"}, "<html><body>Welcome</body></html>"),
         ok({"hello": "world"}),
+        (500, {"Content-Type": "text/html"}, "<html><body>Server Error (500)</body></html>"),
+        (404, {}, "  <!DOCTYPE html><title>Not Found</title>"),
     ],
+    ids=["200-page", "200-other-json", "500-page", "404-page-without-content-type"],
 )
 def test_an_answer_that_is_not_the_api(api, configured, reply):
     api.script("/orders/page", reply)
