@@ -129,7 +129,7 @@ def error_from_response(
 
 
 NOT_THE_API_HINT = (
-    "The answer is a web page, not the API's: is DJANGO_ORDERS[\"BASE_URL\"] the address of "
+    'The answer is a web page, not the API\'s: is DJANGO_ORDERS["BASE_URL"] the address of '
     "the API (not a web page or proxy)?"
 )
 

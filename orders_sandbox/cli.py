@@ -22,6 +22,14 @@ from .store import DEFAULT_DB_PATH
 
 logger = logging.getLogger("orders_sandbox")
 
+#: What ``--help`` says first: what this program is for, not which module holds it.
+DESCRIPTION = (
+    "Serve a local stand-in of the hosted order service over HTTP, for development, the demo "
+    "and tests: the API's endpoints with seeded orders, the provider's page window, and (with "
+    "--enable-control) switches that inject faults and move the clock. Point "
+    'DJANGO_ORDERS["BASE_URL"] at it with the same --api-key as DJANGO_ORDERS["API_KEY"].'
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -116,9 +124,7 @@ def run(options: argparse.Namespace | Mapping[str, Any], out: _Writer | None = N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m orders_sandbox", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m orders_sandbox", description=DESCRIPTION)
     add_arguments(parser)
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
