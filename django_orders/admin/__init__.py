@@ -6,6 +6,7 @@ One module per model admin; importing this package registers them with ``admin.s
 from .customers import CustomerAdmin
 from .order_requests import OrderRequestAdmin
 from .orders import OrderAdmin
+from .remote_records import RemoteRecordAdmin
 from .sync_runs import SyncRunAdmin
 
-__all__ = ["CustomerAdmin", "OrderAdmin", "OrderRequestAdmin", "SyncRunAdmin"]
+__all__ = ["CustomerAdmin", "OrderAdmin", "OrderRequestAdmin", "RemoteRecordAdmin", "SyncRunAdmin"]

@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.contrib.auth import get_permission_codename
 from django.db import models, transaction
 from django.http import HttpRequest
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -74,27 +74,38 @@ def pretty_json_text(text: str) -> SafeString:
         return format_html('<pre class="orders-json">{}</pre>', text)
 
 
-def local_datetime(value: datetime | None) -> str:
-    """A timestamp as the admin shows it elsewhere (local time, DATETIME_FORMAT)."""
-    if value is None:
-        return "-"
-    return formats.date_format(timezone.localtime(value), "DATETIME_FORMAT")
+def local_datetime(value: datetime | None, *, seconds: bool = True) -> str:
+    """A timestamp in the current time zone, named: ``2026-05-02 08:00:05 UTC``.
 
-
-def compact_datetime(value: datetime | None) -> SafeString | str:
-    """A list-column timestamp: short (local ``YYYY-MM-DD HH:MM``), unbroken, full on hover.
-
-    Django's long default ("May 2, 2026, 8:04 a.m.") pushes the last columns of a wide
-    changelist off the screen.
+    One form on every page, lists and detail pages alike. Django's DATETIME_FORMAT drops the
+    minutes on the hour ("May 2, 2026, 8 a.m."), and no default format names the zone, which
+    staff comparing the admin with the provider's dashboard (or a log) need.
     """
     if value is None:
         return "-"
     local = timezone.localtime(value)
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
+
+
+def compact_datetime(value: datetime | None) -> SafeString | str:
+    """A list-column timestamp: to the minute with the zone, unbroken, seconds on hover."""
+    if value is None:
+        return "-"
     return format_html(
         '<span style="white-space:nowrap" title="{}">{}</span>',
-        formats.date_format(local, "DATETIME_FORMAT"),
-        local.strftime("%Y-%m-%d %H:%M"),
+        local_datetime(value),
+        local_datetime(value, seconds=False),
     )
+
+
+def _timestamp_display(name: str, label: Any) -> Any:
+    """A detail-page display of the model's DateTimeField ``name`` in ``local_datetime`` form."""
+
+    def display(obj: models.Model) -> str:
+        return local_datetime(getattr(obj, name))
+
+    display.short_description = label  # type: ignore[attr-defined]
+    return display
 
 
 def has_model_permission(request: HttpRequest, model: type[models.Model], action: str) -> bool:
@@ -119,6 +130,34 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
     @transaction.non_atomic_requests
     def changelist_view(self, request: HttpRequest, extra_context: Any = None):
         return super().changelist_view(request, extra_context)
+
+    def __init__(self, model: type[models.Model], admin_site: admin.AdminSite) -> None:
+        super().__init__(model, admin_site)
+        # Detail pages show each DateTimeField through a display in local_datetime form (a
+        # readonly model field would be rendered with DATETIME_FORMAT instead).
+        self._shown_as: dict[str, str] = {}
+        for field in model._meta.fields:
+            if isinstance(field, models.DateTimeField):
+                shown = f"{field.name}_local"
+                self._shown_as[field.name] = shown
+                setattr(self, shown, _timestamp_display(field.name, field.verbose_name))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [
+            (title, {**options, "fields": self._timestamps_shown(options["fields"])})
+            for title, options in super().get_fieldsets(request, obj)
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self._timestamps_shown(super().get_readonly_fields(request, obj))
+
+    def _timestamps_shown(self, names: Any) -> list[Any]:
+        return [
+            self._timestamps_shown(name)
+            if isinstance(name, list | tuple)
+            else self._shown_as.get(name, name)
+            for name in names
+        ]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

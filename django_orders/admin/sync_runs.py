@@ -11,6 +11,13 @@ from django.utils.translation import gettext_lazy as _
 from ..models import SyncRun
 from .base import ReadOnlyModelAdmin, badge, compact_datetime
 
+#: ``SyncRun.end_reason`` as staff read it.
+WALK_ENDS = {
+    "last_page": _("the last page"),
+    "max_pages": _("the --max-pages limit"),
+    "page_window": _("the provider's page window"),
+}
+
 
 @admin.register(SyncRun)
 class SyncRunAdmin(ReadOnlyModelAdmin):
@@ -19,7 +26,7 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "started_column",
         "resource",
         "outcome_column",
-        "end_reason",
+        "end_column",
         "error_column",
         "duration_column",
         "pages",
@@ -49,7 +56,7 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "unchanged",
         "refreshed",
         "refresh_waiting",
-        "end_reason",
+        "end_column",
         "error",
     )
     readonly_fields = fields
@@ -61,6 +68,11 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("outcome"), ordering="outcome")
     def outcome_column(self, obj: SyncRun) -> SafeString:
         return badge(obj.outcome, obj.get_outcome_display())
+
+    @admin.display(description=_("walk ended by"))
+    def end_column(self, obj: SyncRun) -> str:
+        """The stored code (``page_window``...) in words; an unknown code as it is."""
+        return str(WALK_ENDS.get(obj.end_reason, obj.end_reason or "-"))
 
     @admin.display(description=_("duration"))
     def duration_column(self, obj: SyncRun) -> str:

@@ -14,7 +14,7 @@ from django_orders.models import Customer, Order, OrderRequest, SyncRun
 from tests.fixtures.payloads import order_payload
 
 BASE_TIME = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
-ADMIN_MODELS = ("order", "customer", "orderrequest", "syncrun")
+ADMIN_MODELS = ("order", "customer", "orderrequest", "syncrun", "remoterecord")
 
 
 def make_customer(customer_id: str, name: str = "", guest: bool = False, **raw: Any) -> Customer:

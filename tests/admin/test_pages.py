@@ -48,6 +48,7 @@ def test_order_detail_shows_every_field_and_the_raw_record_escaped(admin_client,
     for label in ("Status", "Customer", "Guest", "Initiated", "Completed", "First seen"):
         assert f"<label>{label}:</label>" in html
     assert "Requires payment" in html
+    assert "2026-03-14 09:30:00 UTC" in html  # initiated: minutes, seconds and the zone
     customer_url = admin_url(Customer, "change", quote("cu_ama"))
     assert f'<a href="{customer_url}">Ama Mensah</a>' in html
 
@@ -216,7 +217,7 @@ def test_order_request_columns(admin_client, requests_):
         done["order_link"] == f'<a href="{admin_url(Order, "change", quote("or_req"))}">or_req</a>'
     )
     assert text(done["state_column"]) == "Succeeded"
-    assert text(done["last_attempt_column"]) == BASE_TIME.strftime("%Y-%m-%d %H:%M")
+    assert text(done["last_attempt_column"]) == BASE_TIME.strftime("%Y-%m-%d %H:%M UTC")
     assert text(rows[str(requests_["review"].pk)]["reference_column"]) == "-"
 
 
@@ -274,7 +275,7 @@ def test_sync_run_history(admin_client):
         "started_column",
         "resource",
         "outcome_column",
-        "end_reason",
+        "end_column",
         "error_column",
         "duration_column",
         "pages",
@@ -288,13 +289,13 @@ def test_sync_run_history(admin_client):
     rows = result_rows(response)
     row = rows[str(quick.pk)]
     values = {name: text(cell) for name, cell in row.items()}
-    assert values["started_column"] == "2026-03-14 09:30"
+    assert values["started_column"] == "2026-03-14 09:30 UTC"
     assert values["resource"] == "orders"
     assert values["outcome_column"] == "Succeeded"
     assert values["duration_column"] == "12.5 s"
     assert (values["pages"], values["seen_column"], values["created"]) == ("10", "1000", "40")
     assert (values["updated"], values["unchanged"], values["refreshed_column"]) == ("7", "953", "3")
-    assert values["end_reason"] == "page_window"
+    assert values["end_column"] == "the provider&#x27;s page window"  # escaped, as text is
     assert text(rows[str(slow.pk)]["duration_column"]) == "2 min 05 s"
     assert text(rows[str(slow.pk)]["outcome_column"]) == "Failed"
     assert text(rows[str(slow.pk)]["error_column"]).startswith("AuthenticationFailed: 401 xxx")
