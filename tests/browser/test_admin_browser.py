@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 
 from django_orders import services
 from django_orders.exceptions import OrderRequestPending
-from django_orders.models import OrderRequest
+from django_orders.models import OrderRequest, RemoteRecord
 from tests.admin.factories import (
     ADMIN_MODELS,
     make_customer,
@@ -171,6 +171,7 @@ def test_view_only_staff_see_no_action_that_changes_anything(
     user = staff_user("viewer", *(f"view_{model}" for model in ADMIN_MODELS))
     user.set_password(PASSWORD)
     user.save()
+    RemoteRecord.objects.create(resource="payouts", remote_id="po_browser", raw={"id": "po_1"})
     log_in(page, live_server, "viewer")
     for model in ADMIN_MODELS:
         page.goto(f"{live_server.url}/admin/django_orders/{model}/")
