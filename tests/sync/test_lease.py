@@ -127,7 +127,7 @@ class TestSeparateProcesses:
         assert second.returncode == 3, second.stderr
         assert "already running" in second.stderr
         assert first.returncode == 0, err
-        assert "60 seen, 60 created" in out
+        assert "60 orders seen: 60 new" in out
         run = SyncRun.objects.get()  # only the walker recorded a run
         assert run.outcome == SyncRun.Outcome.SUCCEEDED
         assert Order.objects.count() == 60
