@@ -4,8 +4,7 @@ read its ``detail`` and follow its documentation link in the admin.
 
 Existing rows get ``{}``: the bodies of earlier attempts were not kept.
 
-Depends on 0005, the latest migration in ``main`` when this was written; 0006 is allotted to a
-parallel branch, and the integrator chains the two.
+Depends on 0006, the latest migration in ``main`` when this was merged.
 """
 
 from django.db import migrations, models
@@ -13,7 +12,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_orders", "0005_remoterecord_surrogate_key"),
+        ("django_orders", "0006_order_checkout_fields"),
     ]
 
     operations = [
