@@ -161,3 +161,49 @@ def test_customer_lookup(api, seeded):
     customer = api.post("/customers/page", {"page_size": 1}).json()["page"]["customers"][0]
     response = api.post("/customers/lookup", {"customer_id": customer["id"]})
     assert response.json() == {"customer": customer}
+
+
+# -- page.size: "echo" (the spec, default) or "count" (the provider's SDK) ------------------
+
+
+def _sizes(api, server=None, **body):
+    page = api.post("/orders/page", body, server=server).json()["page"]
+    return page["size"], len(page["orders"])
+
+
+def test_page_size_echoes_the_request_by_default(api, seeded):
+    assert seeded.page_size_reading == "echo"
+    assert _sizes(api, page_number=3, page_size=25) == (25, 10)  # short last page
+    assert _sizes(api, page_number=4, page_size=25) == (25, 0)
+
+
+def test_count_reading_answers_the_records_returned(api, sandbox_factory, tmp_path):
+    server = sandbox_factory(db_path=tmp_path / "count.sqlite3", page_size_reading="count")
+    server.seed(60, seed=7)
+    assert _sizes(api, server, page_number=1, page_size=25) == (25, 25)
+    assert _sizes(api, server, page_number=3, page_size=25) == (10, 10)
+    assert _sizes(api, server, page_number=4, page_size=25) == (0, 0)
+    customers = api.post("/customers/page", {"page_size": 256}, server=server).json()["page"]
+    assert customers["size"] == len(customers["customers"]) < 256
+
+
+def test_the_reading_switches_at_run_time_in_process_and_by_control(api, seeded):
+    seeded.page_size_reading = "count"
+    assert _sizes(api, page_number=3, page_size=25) == (10, 10)
+    response = api.control("settings", {"page_size_reading": "echo"})
+    assert response.json() == {"page_size_reading": "echo"}
+    assert _sizes(api, page_number=3, page_size=25) == (25, 10)
+    assert api.control("settings").json() == {"page_size_reading": "echo"}
+    refused = api.control("settings", {"page_size_reading": "both"})
+    assert refused.status_code == 400
+    assert "page_size_reading" in error_of(refused)["message"]
+    with pytest.raises(ValueError, match="page_size_reading"):
+        seeded.page_size_reading = "size"
+    assert seeded.page_size_reading == "echo"
+
+
+def test_an_unknown_reading_is_refused_at_construction(tmp_path):
+    from orders_sandbox import SandboxServer
+
+    with pytest.raises(ValueError, match="echo, count"):
+        SandboxServer(tmp_path / "x.sqlite3", page_size_reading="sometimes")
