@@ -60,7 +60,7 @@ def setup(workdir: Path, journal: str = "delete"):
     import django
     from django.conf import settings
 
-    from orders_sandbox import SandboxServer
+    from django_orders.testing.sandbox import SandboxServer
 
     server = SandboxServer(workdir / "sandbox.sqlite3", api_key="sk_test_bench_" + uuid.uuid4().hex)
     server.start()

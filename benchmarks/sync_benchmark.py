@@ -4,9 +4,9 @@
     .venv/bin/python benchmarks/sync_benchmark.py --write-readme  # ... and update README.md
     .venv/bin/python benchmarks/sync_benchmark.py --orders 20000 --backends sqlite  # quick look
 
-Starts two sandboxes (``python -m orders_sandbox``, each its own process, no page cap) seeded
-with ``--orders`` and ``--small`` orders. For each backend, in a child process with a fresh
-database (a SQLite file in a temporary directory; the PostgreSQL database ``orders_bench``,
+Starts two sandboxes (``python -m django_orders.testing.sandbox``, each its own process, no page
+cap) seeded with ``--orders`` and ``--small`` orders. For each backend, in a child process with a
+fresh database (a SQLite file in a temporary directory; the PostgreSQL database ``orders_bench``,
 created and dropped here), it measures in the same run:
 
 - floor (b): walking every page (size 256) and parsing every record, writing nothing;
@@ -62,7 +62,14 @@ TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 
 def start_sandbox(workdir: Path, orders: int, api_key: str) -> tuple[subprocess.Popen, str]:
     db = workdir / f"sandbox-{orders}.sqlite3"
-    command = [sys.executable, "-m", "orders_sandbox", "--port", "0", "--no-page-cap"]
+    command = [
+        sys.executable,
+        "-m",
+        "django_orders.testing.sandbox",
+        "--port",
+        "0",
+        "--no-page-cap",
+    ]
     command += ["--seed", str(orders), "--db", str(db), "--api-key", api_key]
     process = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True

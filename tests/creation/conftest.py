@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import responses
 
-from orders_sandbox.handler import Handler
+from django_orders.testing.sandbox.handler import Handler
 from tests.fixtures.payloads import create_order_input
 
 

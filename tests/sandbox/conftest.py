@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from orders_sandbox import SandboxServer
+from django_orders.testing.sandbox import SandboxServer
 from tests.fixtures.payloads import order_payload
 
 

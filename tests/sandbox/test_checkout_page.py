@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 import requests
 
-from orders_sandbox import OrderNotPayable
+from django_orders.testing.sandbox import OrderNotPayable
 
 from .conftest import order_payload
 

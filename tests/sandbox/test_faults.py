@@ -172,7 +172,7 @@ def test_faults_apply_in_the_order_they_were_added(api, sandbox):
 
 
 def test_unknown_fault_kind_is_refused():
-    from orders_sandbox import FaultRegistry
+    from django_orders.testing.sandbox import FaultRegistry
 
     with pytest.raises(ValueError, match="unknown fault kind"):
         FaultRegistry().add("explode")

@@ -203,7 +203,7 @@ def test_the_reading_switches_at_run_time_in_process_and_by_control(api, seeded)
 
 
 def test_an_unknown_reading_is_refused_at_construction(tmp_path):
-    from orders_sandbox import SandboxServer
+    from django_orders.testing.sandbox import SandboxServer
 
     with pytest.raises(ValueError, match="echo, count"):
         SandboxServer(tmp_path / "x.sqlite3", page_size_reading="sometimes")

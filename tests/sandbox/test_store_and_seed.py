@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from orders_sandbox import Store
-from orders_sandbox.cli import add_arguments
-from orders_sandbox.seed import generate
+from django_orders.testing.sandbox import Store
+from django_orders.testing.sandbox.cli import add_arguments
+from django_orders.testing.sandbox.seed import generate
 
 TIMESTAMP = re.compile(
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.(?P<fraction>\d{1,7}))?(?P<zone>Z|[+-]\d\d:\d\d)"
@@ -181,7 +181,7 @@ def test_cli_serves_seeded_data_and_reseeding_is_idempotent(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "orders_sandbox",
+                "django_orders.testing.sandbox",
                 "--port",
                 "0",
                 "--seed",
@@ -223,8 +223,8 @@ def test_cli_serves_seeded_data_and_reseeding_is_idempotent(tmp_path):
 def test_run_accepts_a_django_style_options_dict(tmp_path, monkeypatch):
     import io
 
-    from orders_sandbox import cli
-    from orders_sandbox.server import SandboxServer
+    from django_orders.testing.sandbox import cli
+    from django_orders.testing.sandbox.server import SandboxServer
 
     served = []
     monkeypatch.setattr(

@@ -24,7 +24,7 @@ from django_orders.conf import orders_settings
 from django_orders.exceptions import OrdersError
 from django_orders.models import OrderRequest
 from django_orders.services import create_order
-from orders_sandbox.server import SandboxServer
+from django_orders.testing.sandbox.server import SandboxServer
 
 from ...catalogue import PRODUCTS
 

@@ -22,7 +22,7 @@ from .handler import Handler
 from .service import DEFAULT_ORDER_LIFETIME, Service, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
-logger = logging.getLogger("orders_sandbox")
+logger = logging.getLogger("django_orders.testing.sandbox")
 
 DEFAULT_PAGE_CAP = 10
 

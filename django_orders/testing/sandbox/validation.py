@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from .errors import ApiError, invalid
@@ -31,7 +31,7 @@ _KEY_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f]")
 _PHONE = re.compile(r"\+[0-9][0-9 ]{5,19}")
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """JSON integers only: ``True`` is an ``int`` in Python but not on the wire."""
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -23,7 +23,7 @@ __all__ = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI (see ``orders_sandbox.cli``); imported lazily to keep imports light."""
+    """Run the CLI (see ``.cli``); imported lazily to keep imports light."""
     from .cli import main as cli_main
 
     return cli_main(argv)

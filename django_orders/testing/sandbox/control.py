@@ -1,7 +1,7 @@
 """Test-only control endpoints under ``/__sandbox__/``.
 
 They let an out-of-process client (the example project, a Django test talking
-to ``python -m orders_sandbox``) arm faults, move the clock and mutate records.
+to ``python -m django_orders.testing.sandbox``) arm faults, move the clock and mutate records.
 The server only routes here when started with control enabled; otherwise these
 paths are unknown (404), so a sandbox exposed for demos cannot be tampered with.
 """

@@ -26,7 +26,7 @@ from .service import API_PATHS, CREATE_PATH
 if TYPE_CHECKING:
     from .server import SandboxApp, SandboxHTTPServer
 
-logger = logging.getLogger("orders_sandbox")
+logger = logging.getLogger("django_orders.testing.sandbox")
 
 MAX_BODY = 1024 * 1024
 DRAIN_LIMIT = 16 * MAX_BODY

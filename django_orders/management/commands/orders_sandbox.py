@@ -5,14 +5,15 @@ import logging
 
 from django.core.management.base import BaseCommand
 
-from orders_sandbox import cli
+from ...testing.sandbox import cli
 
 
 class Command(BaseCommand):
     help = (
-        "Serve the local sandbox of the order service (the same as python -m orders_sandbox): "
-        "bearer auth, create with idempotency, /page with the provider's page window, lookups "
-        "and switchable faults."
+        "Serve the local sandbox of the order service, for development and tests (the same as "
+        "python -m django_orders.testing.sandbox): bearer auth, create with idempotency, /page "
+        "with the provider's page window, lookups, the hosted payment page and switchable "
+        "faults. Never point it at real customers' data."
     )
     requires_system_checks: list = []
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m orders_sandbox``.
+"""Command line: ``python -m django_orders.testing.sandbox``.
 
 ``add_arguments`` and ``run`` are separate from ``main`` so the Django management
 command ``orders_sandbox`` can reuse the same options on its own parser.
@@ -21,7 +21,7 @@ from .server import DEFAULT_PAGE_CAP, SandboxServer
 from .service import DEFAULT_ORDER_LIFETIME, PAGE_SIZE_READINGS
 from .store import DEFAULT_DB_PATH
 
-logger = logging.getLogger("orders_sandbox")
+logger = logging.getLogger("django_orders.testing.sandbox")
 
 #: What ``--help`` says first: what this program is for, not which module holds it.
 DESCRIPTION = (
@@ -142,7 +142,9 @@ def run(options: argparse.Namespace | Mapping[str, Any], out: _Writer | None = N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orders_sandbox", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="python -m django_orders.testing.sandbox", description=DESCRIPTION
+    )
     add_arguments(parser)
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -1,7 +1,0 @@
-"""``python -m orders_sandbox``: serve the sandbox until interrupted."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
