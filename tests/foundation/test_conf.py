@@ -38,6 +38,8 @@ def test_defaults(configure):
     assert orders_settings.API_KEY == KEY
     assert orders_settings.BASE_URL == BASE
     assert orders_settings.SYNC_HELPER == "process"
+    assert orders_settings.CURRENCIES == ("ghs", "usd", "gbp", "eur", "cny")
+    assert timedelta(seconds=5) == orders_settings.CONFIRM_WAIT
     for name in ("SYNC_LEASE", "REFRESH_LIMIT", "RESUME_BACKOFF"):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
@@ -167,6 +169,13 @@ INVALID = [
     ("RESUME_BACKOFF", 30),
     ("SYNC_HELPER", "processes"),
     ("SYNC_HELPER", None),
+    ("CURRENCIES", ()),
+    ("CURRENCIES", "eur"),
+    ("CURRENCIES", ("EUR",)),
+    ("CURRENCIES", ("euro",)),
+    ("CURRENCIES", ("eur", 978)),
+    ("CONFIRM_WAIT", timedelta(seconds=-1)),
+    ("CONFIRM_WAIT", 5),
 ]
 
 
@@ -209,6 +218,9 @@ VALID = [
     ("API_KEY", "opaque-no-prefix"),
     ("SYNC_HELPER", "process"),
     ("SYNC_HELPER", "thread"),
+    ("CURRENCIES", ("eur",)),
+    ("CURRENCIES", ("jpy", "usd")),
+    ("CONFIRM_WAIT", timedelta(0)),
 ]
 
 
@@ -221,6 +233,11 @@ def test_valid_values_are_accepted_as_given(configure, name, value):
 def test_a_timeout_list_becomes_a_tuple(configure):
     configure(TIMEOUT=[2, 10])
     assert orders_settings.TIMEOUT == (2, 10)
+
+
+def test_a_currencies_list_becomes_a_tuple(configure):
+    configure(CURRENCIES=["eur", "usd"])
+    assert orders_settings.CURRENCIES == ("eur", "usd")
 
 
 def test_is_set_reports_required_values_without_raising(settings):
