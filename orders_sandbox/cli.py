@@ -63,6 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Expose the /__sandbox__/ control endpoints (faults, clock, seeding) (default: off).",
     )
     parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="Delay every API answer by MS milliseconds, like a service across a network"
+        " (default: 0).",
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=None,
+        metavar="N",
+        help="Answer 429 with Retry-After past N API requests a second (default: no limit).",
+    )
+    parser.add_argument(
         "--reset", action="store_true", help="Delete the store file before starting (default: off)."
     )
 
@@ -79,6 +94,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         port=options.port,
         page_cap=None if options.no_page_cap else DEFAULT_PAGE_CAP,
         enable_control=options.enable_control,
+        latency_ms=options.latency_ms,
+        rate_limit=options.rate_limit,
     )
     if options.seed:
         added = server.seed(options.seed, options.seed_value)

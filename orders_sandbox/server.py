@@ -19,6 +19,7 @@ from typing import Any
 from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
+from .pacing import Pacing
 from .service import Service
 from .store import DEFAULT_DB_PATH, Store
 
@@ -37,6 +38,7 @@ class SandboxApp:
     enable_control: bool = False
     clock: Clock = field(default_factory=Clock)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
+    pacing: Pacing = field(default_factory=Pacing)
     service: Service = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +59,8 @@ class SandboxServer:
 
     ``page_cap`` imitates the provider's page window (pages past 10 answer 400);
     ``None`` removes it. Control endpoints exist only with ``enable_control``.
+    ``latency_ms`` delays every API answer and ``rate_limit`` (requests a second) answers 429
+    with ``Retry-After`` past it (``pacing``).
     """
 
     def __init__(
@@ -67,11 +71,15 @@ class SandboxServer:
         port: int = 0,
         page_cap: int | None = DEFAULT_PAGE_CAP,
         enable_control: bool = False,
+        latency_ms: float = 0.0,
+        rate_limit: float | None = None,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
         self.store = Store(db_path)
-        self.app = SandboxApp(self.store, api_key, page_cap, enable_control)
+        self.app = SandboxApp(
+            self.store, api_key, page_cap, enable_control, pacing=Pacing(latency_ms, rate_limit)
+        )
         self._httpd = SandboxHTTPServer((host, port), self.app)
         self._thread: threading.Thread | None = None
         self._closed = False
