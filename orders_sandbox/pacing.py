@@ -67,7 +67,10 @@ class Pacing:
             return None
         with self._lock:
             now = self._clock()
-            self._tokens = min(self.rate_limit, self._tokens + (now - self._last) * self.rate_limit)
+            # The bucket holds one second's worth, and at least one request (a limit under one
+            # a second would otherwise never fill it).
+            capacity = max(1.0, self.rate_limit)
+            self._tokens = min(capacity, self._tokens + (now - self._last) * self.rate_limit)
             self._last = now
             if self._tokens >= 1:
                 self._tokens -= 1
