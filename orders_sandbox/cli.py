@@ -94,8 +94,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         port=options.port,
         page_cap=None if options.no_page_cap else DEFAULT_PAGE_CAP,
         enable_control=options.enable_control,
-        latency_ms=options.latency_ms,
-        rate_limit=options.rate_limit,
+        latency_ms=getattr(options, "latency_ms", 0.0),
+        rate_limit=getattr(options, "rate_limit", None),
     )
     if options.seed:
         added = server.seed(options.seed, options.seed_value)
