@@ -22,8 +22,9 @@ from django_orders.parsing import (
     read_payment_url,
     read_total,
 )
+from django_orders.services import sync_orders
 
-from .conftest import TRANSACTION_CONTROL
+from .conftest import TRANSACTION_CONTROL, assert_mirror_matches, store_orders_by_id
 
 
 def checkout_record(n: int = 1, **changes):
@@ -265,3 +266,25 @@ def test_a_lookup_writes_the_checkout_columns_through_order_row():
     (instance,) = result.orders.values()
     assert instance.total == 2450 and instance.payment_url == "https://pay.example.com/i/1"
     assert Customer.objects.get(pk="cu_000003").email_address == "ama@example.com"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_walk_of_the_sandbox_mirrors_the_checkout_fields(uncapped):
+    """End to end over loopback HTTP: what the sandbox serves in the provider's shapes arrives in
+    the columns (``assert_mirror_matches`` compares them record by record with the readers)."""
+    uncapped.seed(60)
+    sync_orders()
+    assert_mirror_matches(uncapped)
+    upstream = store_orders_by_id(uncapped)
+    with_total = [r for r in upstream.values() if read_total(r)[0] is not None]
+    with_url = [r for r in upstream.values() if read_payment_url(r)]
+    assert with_total and with_url  # the comparison above is not vacuous
+    order = Order.objects.select_related("customer").get(pk=with_total[0]["id"])
+    assert order.total == with_total[0]["line_item_group"]["total"]["value"]
+    assert order.currency in {"ghs", "usd", "gbp", "eur", "cny"}
+    contacts = Customer.objects.exclude(email_address="").count()
+    assert contacts == sum(
+        1
+        for c in {r["customer"]["id"]: r["customer"] for r in upstream.values()}.values()
+        if read_contact(c)[0]
+    )
