@@ -18,7 +18,6 @@ from django_orders.parsing import (
     read_payment_url,
     read_total,
 )
-from orders_sandbox.seed import BASE_URL_TOKEN
 
 #: The walks of ``capped`` and ``uncapped`` fetch pages on a helper thread: the ``sleeps``
 #: fixture records the client's backoff waits, and only a client in the test's own process can
@@ -51,13 +50,8 @@ def edit_raw_order(server, order_id: str, change: Callable[[dict[str, Any]], Non
 
 
 def store_orders_by_id(server) -> dict[str, dict[str, Any]]:
-    """Every order the sandbox holds, parsed, by id, as the sandbox serves it (stored invoice
-    URLs carry a placeholder for the server's address, replaced in every answer)."""
-    with server.store._lock:
-        rows = server.store._db.execute("SELECT id, json FROM orders").fetchall()
-    return {
-        order_id: json.loads(text.replace(BASE_URL_TOKEN, server.url)) for order_id, text in rows
-    }
+    """Every order the sandbox holds, parsed, by id, as served (invoice URLs on its address)."""
+    return server.store.all_orders()
 
 
 def assert_mirror_matches(server) -> None:
