@@ -334,8 +334,6 @@ def test_the_currency_filter_and_its_date_probes_read_the_currency_index(db):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         page = queryset.order_by("-initiated_at", "-id")[:100].explain()
-        probe = queryset.filter(initiated_at__year=2026).order_by().exists()  # runs, no error
         probe_plan = queryset.filter(initiated_at__gte=BASE_TIME).order_by()[:1].explain()
     assert "orders_order_currency_idx" in page
     assert "orders_order_currency_idx" in probe_plan
-    assert probe is False
