@@ -3,7 +3,7 @@
 A sync rewrites only records whose fingerprint changed, so orders and customers mirrored
 before 0006 would keep empty totals, numbers and contacts until they next change upstream
 (a paid order never does). Their raw records hold the values: read them with the very readers
-the sync uses (``django_orders.parsing``), so a backfilled row equals a freshly synced one.
+the sync uses (``django_orders.record_fields``, ``parsing.parse_optional_timestamp``), so a backfilled row equals a freshly synced one.
 
 Bounded: rows are read by primary key in batches of ``BATCH`` (keyset pagination, never an
 OFFSET, never the whole table in memory), and each batch is written in one statement (on
@@ -46,12 +46,8 @@ CUSTOMER_FIELDS = ("email_address", "phone_number")
 def order_values(raw):
     """The checkout columns read from one stored order record; None if it holds none."""
     from django_orders.exceptions import InvalidRecord
-    from django_orders.parsing import (
-        parse_optional_timestamp,
-        read_number,
-        read_payment_url,
-        read_total,
-    )
+    from django_orders.parsing import parse_optional_timestamp
+    from django_orders.record_fields import read_number, read_payment_url, read_total
 
     if not isinstance(raw, dict):
         return None
@@ -72,7 +68,7 @@ def order_values(raw):
 
 def customer_values(raw):
     """The contact columns read from one stored customer record; None if it holds neither."""
-    from django_orders.parsing import read_contact
+    from django_orders.record_fields import read_contact
 
     if not isinstance(raw, dict):
         return None
