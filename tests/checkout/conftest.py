@@ -11,6 +11,7 @@ from django_orders.mirror import store_orders
 from django_orders.models import Order
 from django_orders.parsing import parse_order
 from django_orders.signals import order_status_changed
+from tests.creation.conftest import received  # noqa: F401  (the raw bodies the sandbox read)
 
 KEY = "sk_test_checkout_unit_secret_0123456789"
 BASE = "https://orders.test"
