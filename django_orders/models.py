@@ -37,8 +37,12 @@ class Customer(models.Model):
     id = models.CharField(_("id"), primary_key=True, max_length=64)
     guest = models.BooleanField(_("guest"), default=False)
     name = models.CharField(_("name"), max_length=255, blank=True, db_index=True)
-    email_address = models.CharField(_("email address"), max_length=254, blank=True)
-    phone_number = models.CharField(_("phone number"), max_length=64, blank=True)
+    email_address = models.CharField(
+        _("email address"), max_length=254, blank=True, default="", db_default=""
+    )
+    phone_number = models.CharField(
+        _("phone number"), max_length=64, blank=True, default="", db_default=""
+    )
     raw = models.JSONField(_("raw record"), default=dict)
     fingerprint = models.CharField(
         _("fingerprint"),
@@ -73,12 +77,17 @@ class Order(models.Model):
     total = models.BigIntegerField(
         _("total"), null=True, blank=True, help_text=_("In the currency's minor unit.")
     )
-    currency = models.CharField(_("currency"), max_length=16, blank=True)
+    currency = models.CharField(_("currency"), max_length=16, blank=True, default="", db_default="")
     # The shop's own order number (at most 80 characters upstream; wider here, as a mirror must
     # take whatever the service sends).
-    number = models.CharField(_("number"), max_length=255, blank=True)
+    number = models.CharField(_("number"), max_length=255, blank=True, default="", db_default="")
     payment_url = models.URLField(
-        _("payment page"), max_length=2048, blank=True, help_text=_("The hosted payment page.")
+        _("payment page"),
+        max_length=2048,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("The hosted payment page."),
     )
     customer = models.ForeignKey(
         Customer, on_delete=models.PROTECT, related_name="orders", verbose_name=_("customer")
