@@ -169,7 +169,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("django_orders", "0006_order_checkout_fields"),
+        ("django_orders", "0007_orderrequest_last_error_body"),
     ]
 
     operations = [
