@@ -6,9 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        # After both lines merged into this branch (main's 0007, i17-mirror's 0008..0011), so
-        # the graph has one leaf; the integrator may chain them differently.
-        ('django_orders', '0007_orderrequest_last_error_body'),
+        # The latest migration here once i17-mirror's 0008..0011 (after main's 0007) merged.
         ('django_orders', '0011_checkout_search_indexes'),
     ]
 
