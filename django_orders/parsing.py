@@ -103,22 +103,48 @@ class ParsedCustomer:
     helper process (``from_json``) has them already, and decodes ``raw`` only if asked.
     """
 
-    __slots__ = ("_fingerprint", "_json", "_raw", "guest", "id", "name")
+    __slots__ = (
+        "_fingerprint",
+        "_json",
+        "_raw",
+        "email_address",
+        "guest",
+        "id",
+        "name",
+        "phone_number",
+    )
 
-    def __init__(self, id: str, guest: bool, name: str, raw: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        id: str,
+        guest: bool,
+        name: str,
+        raw: dict[str, Any],
+        email_address: str = "",
+        phone_number: str = "",
+    ) -> None:
         self.id = id
         self.guest = guest
         self.name = name
+        self.email_address = email_address
+        self.phone_number = phone_number
         self._raw: dict[str, Any] | None = raw
         self._json: str | None = None
         self._fingerprint: str | None = None
 
     @classmethod
     def from_json(
-        cls, id: str, guest: bool, name: str, raw_json: str, fingerprint: str
+        cls,
+        id: str,
+        guest: bool,
+        name: str,
+        raw_json: str,
+        fingerprint: str,
+        email_address: str = "",
+        phone_number: str = "",
     ) -> ParsedCustomer:
         """A customer parsed elsewhere, from its values and its canonical JSON."""
-        customer = cls(id, guest, name, None)  # type: ignore[arg-type]
+        customer = cls(id, guest, name, None, email_address, phone_number)  # type: ignore[arg-type]
         customer._json = raw_json
         customer._fingerprint = fingerprint
         return customer
@@ -176,9 +202,25 @@ class _ParsedRecordBase:
 
 
 class ParsedOrder(_ParsedRecordBase):
-    """An order record checked against the spec's firm rules, ready for the mirror."""
+    """An order record checked against the spec's firm rules, ready for the mirror.
 
-    __slots__ = ("completed_at", "customer", "initiated_at", "status")
+    The checkout fields (``total`` … ``expires_at``) default to "unknown" (``None`` or ``""``),
+    as the mirror stores a record that lacks them.
+    """
+
+    __slots__ = (
+        "canceled_at",
+        "completed_at",
+        "currency",
+        "customer",
+        "expires_at",
+        "initiated_at",
+        "number",
+        "paid_at",
+        "payment_url",
+        "status",
+        "total",
+    )
 
     def __init__(
         self,
@@ -191,12 +233,26 @@ class ParsedOrder(_ParsedRecordBase):
         raw: dict[str, Any] | None,
         fingerprint: str,
         raw_json: str,
+        total: int | None = None,
+        currency: str = "",
+        number: str = "",
+        payment_url: str = "",
+        paid_at: datetime | None = None,
+        canceled_at: datetime | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
         super().__init__(id, raw, fingerprint, raw_json)
         self.status = status
         self.initiated_at = initiated_at
         self.completed_at = completed_at
         self.customer = customer
+        self.total = total
+        self.currency = currency
+        self.number = number
+        self.payment_url = payment_url
+        self.paid_at = paid_at
+        self.canceled_at = canceled_at
+        self.expires_at = expires_at
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:
@@ -207,16 +263,94 @@ def _require_id(value: Any, prefix: str, field: str) -> str:
     return value
 
 
+# --- the checkout fields: read tolerantly ------------------------------------------------------
+# The spec marks them optional, and the mirror keeps the raw record whole anyway: a value of the
+# wrong type or size is stored as "unknown" (None or ""), never a failed page. The readers are
+# public so that the backfill migration (0008) and other code read records exactly as the sync
+# does. Column sizes below are the model's (a longer value would be refused by the database).
+
+#: The range of the ``total`` column (a signed 64-bit BigIntegerField).
+_TOTAL_MIN, _TOTAL_MAX = -(2**63), 2**63 - 1
+_CURRENCY_MAX, _NUMBER_MAX, _URL_MAX, _EMAIL_MAX, _PHONE_MAX = 16, 255, 2048, 254, 64
+
+
+def parse_optional_timestamp(value: Any, *, field: str) -> datetime | None:
+    """``None`` for a missing or null timestamp, otherwise exactly ``parse_timestamp``.
+
+    Strict on purpose, like ``completed_at``: a present timestamp that cannot be read is a
+    broken record, and the sync reports it naming the page, the record and the field rather
+    than storing a guess.
+    """
+    return None if value is None else parse_timestamp(value, field=field)
+
+
+def read_total(record: dict[str, Any]) -> tuple[int | None, str]:
+    """``line_item_group.total`` as (minor units, lower-case currency).
+
+    The value must be an integer (JSON ``true``, a float, a string: ``None``; money is never a
+    float), the currency a string (``""`` otherwise); either may be known without the other.
+    """
+    group = record.get("line_item_group")
+    total = group.get("total") if type(group) is dict else None
+    if type(total) is not dict:
+        return None, ""
+    value = total.get("value")
+    currency = total.get("currency")
+    return (
+        value if type(value) is int and _TOTAL_MIN <= value <= _TOTAL_MAX else None,
+        currency.lower() if type(currency) is str and len(currency) <= _CURRENCY_MAX else "",
+    )
+
+
+def read_number(record: dict[str, Any]) -> str:
+    """The shop's order number (``number``); ``""`` when absent, not a string, or too long."""
+    number = record.get("number")
+    return number if type(number) is str and len(number) <= _NUMBER_MAX else ""
+
+
+def read_payment_url(record: dict[str, Any]) -> str:
+    """The hosted payment page, ``invoice.format.web.url``: only an absolute ``http(s)`` URL
+    without spaces or control characters, else ``""``. Staff follow it from the admin and a
+    shop may redirect a customer to it, so a ``javascript:`` or relative value never passes."""
+    invoice = record.get("invoice")
+    formats = invoice.get("format") if type(invoice) is dict else None
+    web = formats.get("web") if type(formats) is dict else None
+    url = web.get("url") if type(web) is dict else None
+    if (
+        type(url) is not str
+        or not 8 < len(url) <= _URL_MAX
+        or not url[:8].lower().startswith(("https://", "http://"))
+        or not url.isprintable()
+        or " " in url
+    ):
+        return ""
+    return url
+
+
+def read_contact(customer: dict[str, Any]) -> tuple[str, str]:
+    """A customer record's (``email_address``, ``phone_number``); ``""`` for each one that is
+    absent, not a string, or too long for its column (a cut address would be a wrong one)."""
+    email = customer.get("email_address")
+    phone = customer.get("phone_number")
+    return (
+        email if type(email) is str and len(email) <= _EMAIL_MAX else "",
+        phone if type(phone) is str and len(phone) <= _PHONE_MAX else "",
+    )
+
+
 def parse_customer(record: Any, *, field: str = "customer") -> ParsedCustomer:
     if not isinstance(record, dict):
         raise InvalidRecord(f"{field} must be an object, not {type(record).__name__}")
     customer_id = _require_id(record.get("id"), "cu_", f"{field}.id")
     name = record.get("name")
+    email_address, phone_number = read_contact(record)
     return ParsedCustomer(
         id=customer_id,
         guest=record.get("guest") is True,
         name=(name if isinstance(name, str) else "")[:255],
         raw=record,
+        email_address=email_address,
+        phone_number=phone_number,
     )
 
 
@@ -225,20 +359,31 @@ def parse_order(record: Any) -> ParsedOrder:
     if not isinstance(record, dict):
         raise InvalidRecord(f"an order must be an object, not {type(record).__name__}")
     order_id = _require_id(record.get("id"), "or_", "id")
+    get = record.get
     try:
-        status = record.get("status")
+        status = get("status")
         if not isinstance(status, str) or not status:
             raise InvalidRecord(f"status must be a non-empty string, not {status!r}")
         if len(status) > 64:
             raise InvalidRecord(f"status is longer than 64 characters: {status[:80]!r}")
-        initiated_at = parse_timestamp(record.get("initiated_at"), field="initiated_at")
-        completed_raw = record.get("completed_at")
-        completed_at = (
-            None if completed_raw is None else parse_timestamp(completed_raw, field="completed_at")
-        )
-        customer = parse_customer(record.get("customer"))
+        initiated_at = parse_timestamp(get("initiated_at"), field="initiated_at")
+        # Inlined parse_optional_timestamp: the sync calls this for every order it reads.
+        completed_at = get("completed_at")
+        if completed_at is not None:
+            completed_at = parse_timestamp(completed_at, field="completed_at")
+        paid_at = get("paid_at")
+        if paid_at is not None:
+            paid_at = parse_timestamp(paid_at, field="paid_at")
+        canceled_at = get("canceled_at")
+        if canceled_at is not None:
+            canceled_at = parse_timestamp(canceled_at, field="canceled_at")
+        expires_at = get("expires_at")
+        if expires_at is not None:
+            expires_at = parse_timestamp(expires_at, field="expires_at")
+        customer = parse_customer(get("customer"))
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
+    total, currency = read_total(record)
     text = canonical_json(record)
     return ParsedOrder(
         id=order_id,
@@ -249,6 +394,13 @@ def parse_order(record: Any) -> ParsedOrder:
         raw=record,
         fingerprint=fingerprint(record, text),
         raw_json=text,
+        total=total,
+        currency=currency,
+        number=read_number(record),
+        payment_url=read_payment_url(record),
+        paid_at=paid_at,
+        canceled_at=canceled_at,
+        expires_at=expires_at,
     )
 
 

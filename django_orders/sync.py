@@ -313,6 +313,15 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     return summary
 
 
+def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
+    """One lookup stored like the sync's refreshes (signals after commit); ``None`` on a 404.
+
+    The write path ``confirm_order`` and ``cancel_order`` share with the sync: one place maps a
+    looked-up record into the mirror.
+    """
+    return _refresh_one(client, order_id)
+
+
 def _refresh_one(
     client: OrdersClient,
     order_id: str,

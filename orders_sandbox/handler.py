@@ -3,6 +3,8 @@
 Order of checks follows the real service: unknown path (404), wrong method (405),
 credential (401), body (400), then the operation. Faults are applied after auth,
 so an armed fault never fires for a request that would have been refused anyway.
+The hosted payment page under ``/pay/`` is the customer's browser, not the API:
+no key, HTML answers, no faults.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from . import control
+from . import checkout, control
 from .errors import ApiError, Reply, server_error
 from .faults import RESPONSE_KINDS, Fault
 from .service import API_PATHS, CREATE_PATH
@@ -63,6 +65,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
     def log_message(self, format: str, *args: Any) -> None:
         # The stdlib logs the request line only (never headers), to stderr; route it to logging.
         logger.debug("%s - " + format, self.client_address[0], *args)
@@ -75,7 +80,10 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         try:
             raw = self._read_body()
-            if app.enable_control and path.startswith(control.PREFIX):
+            if path.startswith(checkout.PREFIX):
+                # The customer's browser: no key, form posts, HTML answers, never a fault.
+                self._send(checkout.handle(app, method, path))
+            elif app.enable_control and path.startswith(control.PREFIX):
                 self._require_post(method)
                 self._send(control.handle(app, path, self._parse(raw)))
             elif path not in API_PATHS:
@@ -201,4 +209,5 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(reply.body)
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)

@@ -31,6 +31,7 @@ from .base import (
     pretty_json,
 )
 from .dates import PeriodProbingQuerySet
+from .order_cancel import CancelOrdersMixin
 from .search import search_orders
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
@@ -45,7 +46,7 @@ def status_badge(order: Order) -> SafeString:
 
 
 @admin.register(Order)
-class OrderAdmin(ReadOnlyModelAdmin):
+class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "status_column",
@@ -64,7 +65,7 @@ class OrderAdmin(ReadOnlyModelAdmin):
     list_select_related = ("customer",)
     search_fields = ("=id", "=customer__id", "customer__name")
     search_help_text = _("An order id or a customer id (exact), or words of the customer's name.")
-    actions = ("refresh_from_api",)
+    actions = ("refresh_from_api", "cancel_orders")
     fieldsets = (
         (None, {"fields": ("id", "status_column", "customer_link", "guest")}),
         (_("Dates"), {"fields": ("initiated_at", "completed_at")}),
