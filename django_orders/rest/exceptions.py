@@ -45,8 +45,7 @@ def error_response(
 
 def orders_exception_response(exc: BaseException) -> Response | None:
     """The answer for one of the library's exceptions, or ``None`` for any other."""
-    reference_conflict = getattr(errors, "ReferenceConflict", None)
-    if reference_conflict is not None and isinstance(exc, reference_conflict):
+    if isinstance(exc, errors.ReferenceConflict):  # before its base, InvalidOrderRequest
         return error_response(
             status.HTTP_422_UNPROCESSABLE_ENTITY,
             IDEMPOTENCY_KEY_CONFLICT,

@@ -20,13 +20,6 @@ from .. import validation
 from ..models import Customer, Order
 
 
-class CheckoutSettingsSerializer(serializers.Serializer):
-    """Where the payment page sends the customer back (absolute http(s) URLs)."""
-
-    redirect_url = serializers.URLField()
-    cancel_url = serializers.URLField()
-
-
 class CheckoutSerializer(serializers.Serializer):
     """The body of ``POST checkout/``: ``create_order``'s arguments, ``reference`` excepted
     (it is the ``Idempotency-Key`` header, scoped to the caller)."""
@@ -35,7 +28,7 @@ class CheckoutSerializer(serializers.Serializer):
     line_items = validation.LineItemSerializer(many=True)
     finalize = serializers.BooleanField(required=False, default=False)
     number = serializers.CharField(required=False, help_text="The shop's own order number.")
-    checkout_settings = CheckoutSettingsSerializer(required=False)
+    checkout_settings = validation.CheckoutSettingsSerializer(required=False)
     custom_data = serializers.DictField(
         child=serializers.CharField(), required=False, help_text="String keys to string values."
     )

@@ -36,8 +36,9 @@ def api() -> APIClient:
 
 @pytest.fixture
 def body() -> dict[str, Any]:
-    """A valid checkout body (``create_order``'s input without the reference)."""
-    return create_order_input()
+    """A valid checkout body (``create_order``'s input without the reference), finalized so
+    the order awaits payment."""
+    return {**create_order_input(), "finalize": True}
 
 
 def checkout(client: APIClient, body: Any, key: str | None = "generate", **headers: str):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 
 import pytest
+from django.db import connections
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from django_orders.models import Order, OrderRequest
-from django_orders.order_requests import claim_duration
 from django_orders.rest.tokens import read_owner_token
 from tests.rest.conftest import checkout, client_for, make_user
 
@@ -28,7 +30,9 @@ def test_created_order_with_token_and_location(live_orders, api, body):
     data = response.json()
     order = Order.objects.get()
     assert data["id"] == order.id and data["status"] == order.status == "requires_payment"
-    assert {"total", "currency", "payment_url", "number", "customer"} <= set(data)
+    assert (data["total"], data["currency"]) == (10000, "ghs")  # 2 x 5000 minor units
+    assert data["payment_url"] == order.payment_url and data["payment_url"].startswith("http")
+    assert data["number"] == order.number
     assert data["customer"]["id"] == order.customer_id
     request = OrderRequest.objects.get()
     assert request.reference == f"api:g:k:{key}"  # the key, scoped to guests
@@ -157,21 +161,39 @@ def test_unknown_outcome_is_202_and_the_status_url_follows_it(live_orders, api, 
     assert done["Content-Location"] == f"http://testserver/api/orders/{order.id}/"
 
 
-def test_a_key_in_flight_elsewhere_is_409(live_orders, api, body):
+def test_a_key_in_flight_is_409_then_the_same_order(live_orders, body):
+    live_orders.add_fault("slow", "/orders/create", seconds=2)
     key = str(uuid.uuid4())
-    now = timezone.now()
-    OrderRequest.objects.create(  # what another worker's checkout holds while it sends
-        idempotency_key=str(uuid.uuid4()),
-        reference=f"api:g:k:{key}",
-        payload="{}",
-        state=State.PENDING,
-        claimed_until=now + claim_duration(),
-    )
-    response = checkout(api, body, key)
-    assert response.status_code == 409
+    first: list = []
+    sending = threading.Thread(target=lambda: first.append(checkout(APIClient(), body, key)))
+    sending.start()
+    try:
+        # Wait (polled, not timed) until the first request holds its claim and is sending.
+        for _ in range(400):
+            if OrderRequest.objects.filter(claimed_until__gt=timezone.now()).exists():
+                break
+            threading.Event().wait(0.01)
+        response = checkout(APIClient(), body, key)
+    finally:
+        sending.join()
+        connections.close_all()
+    assert response.status_code == 409, response.content
     assert response.json()["code"] == "idempotency_key_in_progress"
-    assert response["Retry-After"]
-    assert upstream_orders(live_orders) == []
+    assert int(response["Retry-After"]) >= 1
+    assert first[0].status_code == 201
+    again = checkout(APIClient(), body, key)
+    assert again.status_code == 201 and again.json()["id"] == first[0].json()["id"]
+    assert len(upstream_orders(live_orders)) == 1
+
+
+def test_same_key_with_another_body_is_422_conflict(live_orders, api, body):
+    key = str(uuid.uuid4())
+    assert checkout(api, body, key).status_code == 201
+    body["line_items"][0]["product"]["quantity"] = 3
+    response = checkout(api, body, key)
+    assert response.status_code == 422
+    assert response.json()["code"] == "idempotency_key_conflict"
+    assert len(upstream_orders(live_orders)) == 1 and OrderRequest.objects.count() == 1
 
 
 def test_refused_by_the_service_is_422_with_its_code_and_message(live_orders, api, body):
