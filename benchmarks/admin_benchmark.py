@@ -194,8 +194,9 @@ def build(orders: int, customers: int) -> None:
         cursor.execute(
             f"""
             INSERT INTO {Customer._meta.db_table}
-                (id, guest, name, raw, fingerprint, first_seen_at, changed_at)
-            SELECT 'cu_' || lpad(i::text, 8, '0'), i % 5 = 0, n.name,
+                (id, guest, name, email_address, phone_number, raw, fingerprint,
+                 first_seen_at, changed_at)
+            SELECT 'cu_' || lpad(i::text, 8, '0'), i % 5 = 0, n.name, '', '',
                    jsonb_build_object('id', 'cu_' || lpad(i::text, 8, '0'),
                                       'guest', i % 5 = 0, 'name', n.name),
                    md5(i::text), now(), now()
@@ -207,12 +208,12 @@ def build(orders: int, customers: int) -> None:
         cursor.execute(
             f"""
             INSERT INTO {Order._meta.db_table}
-                (id, status, initiated_at, completed_at, customer_id, raw, fingerprint,
-                 first_seen_at, changed_at, refreshed_at)
+                (id, status, initiated_at, completed_at, customer_id, currency, number,
+                 payment_url, raw, fingerprint, first_seen_at, changed_at, refreshed_at)
             SELECT o.id, o.status, o.initiated_at,
                    CASE WHEN o.status IN ('completed', 'paid')
                         THEN o.initiated_at + interval '3 minutes' END,
-                   o.customer_id,
+                   o.customer_id, '', '', '',
                    jsonb_build_object('id', o.id, 'status', o.status,
                        'initiated_at', to_char(o.initiated_at AT TIME ZONE 'UTC',
                                                'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
