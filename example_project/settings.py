@@ -83,8 +83,11 @@ DJANGO_ORDERS = {
 }
 
 # The REST API (README, "REST API"): its two throttled scopes, per client (user or address).
+# drf-spectacular's schema class lets `manage.py spectacular` document the project's DRF views;
+# the API's own views and its schema/ endpoint do not need it.
 REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"orders_checkout": "10/minute", "orders_confirm": "30/minute"},
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
 LOGGING = {

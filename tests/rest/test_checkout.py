@@ -238,3 +238,16 @@ def test_checkout_is_throttled_by_its_scope(live_orders, api, body, settings):
     settings.REST_FRAMEWORK = {"DEFAULT_THROTTLE_RATES": {"orders_checkout": "2/minute"}}
     codes = [checkout(api, body).status_code for _ in range(3)]
     assert codes == [201, 201, 429]
+
+
+def test_checkout_and_confirm_work_with_atomic_requests(live_orders, api, body, monkeypatch):
+    """The services refuse an outer transaction (the key must be committed before the send);
+    the API's views opt out of ATOMIC_REQUESTS, as the README asks of shop views."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    created = checkout(api, body)
+    assert created.status_code == 201, created.content
+    order = created.json()
+    confirmed = api.post(f"/api/orders/{order['id']}/confirm/", HTTP_ORDER_TOKEN=order["token"])
+    assert confirmed.status_code == 200

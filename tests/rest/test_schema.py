@@ -49,3 +49,19 @@ def test_schema_documents_the_headers_and_never_holds_the_key(schema):
     detail = schema.json()["paths"]["/api/orders/{id}/"]["get"]
     assert "Order-Token" in {p["name"] for p in detail["parameters"]}
     assert "sk_test_schema_secret_42" not in text
+
+
+def test_manage_py_spectacular_validates_with_warnings_as_errors(run_manage, tmp_path):
+    """The example project's document, as the README generates it. In a process of its own:
+    drf-spectacular reads ``DEFAULT_SCHEMA_CLASS`` when views are imported."""
+    target = tmp_path / "schema.yaml"
+    done = run_manage(
+        "spectacular",
+        "--validate",
+        "--fail-on-warn",
+        "--file",
+        str(target),
+        DJANGO_SETTINGS_MODULE="example_project.settings",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "/api/checkout/:" in target.read_text()
