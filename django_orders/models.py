@@ -9,6 +9,8 @@ creation crash-safe.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Upper
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -37,8 +39,12 @@ class Customer(models.Model):
     id = models.CharField(_("id"), primary_key=True, max_length=64)
     guest = models.BooleanField(_("guest"), default=False)
     name = models.CharField(_("name"), max_length=255, blank=True, db_index=True)
-    email_address = models.CharField(_("email address"), max_length=254, blank=True)
-    phone_number = models.CharField(_("phone number"), max_length=64, blank=True)
+    email_address = models.CharField(
+        _("email address"), max_length=254, blank=True, default="", db_default=""
+    )
+    phone_number = models.CharField(
+        _("phone number"), max_length=64, blank=True, default="", db_default=""
+    )
     raw = models.JSONField(_("raw record"), default=dict)
     fingerprint = models.CharField(
         _("fingerprint"),
@@ -54,6 +60,11 @@ class Customer(models.Model):
         verbose_name = _("customer")
         verbose_name_plural = _("customers")
         ordering = ["name", "id"]
+        indexes = [
+            # The admin's order search by e-mail (exact, any case: ``iexact``); built by
+            # migration 0011 (CONCURRENTLY on PostgreSQL).
+            models.Index(Upper("email_address"), name="orders_customer_email_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.id
@@ -73,12 +84,17 @@ class Order(models.Model):
     total = models.BigIntegerField(
         _("total"), null=True, blank=True, help_text=_("In the currency's minor unit.")
     )
-    currency = models.CharField(_("currency"), max_length=16, blank=True)
+    currency = models.CharField(_("currency"), max_length=16, blank=True, default="", db_default="")
     # The shop's own order number (at most 80 characters upstream; wider here, as a mirror must
     # take whatever the service sends).
-    number = models.CharField(_("number"), max_length=255, blank=True)
+    number = models.CharField(_("number"), max_length=255, blank=True, default="", db_default="")
     payment_url = models.URLField(
-        _("payment page"), max_length=2048, blank=True, help_text=_("The hosted payment page.")
+        _("payment page"),
+        max_length=2048,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("The hosted payment page."),
     )
     customer = models.ForeignKey(
         Customer, on_delete=models.PROTECT, related_name="orders", verbose_name=_("customer")
@@ -106,6 +122,12 @@ class Order(models.Model):
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),
             models.Index(fields=["completed_at"], name="orders_order_completed_idx"),
+            # The admin: sorting by total, and search by the shop's number (exact; only the
+            # orders that have one are indexed). Built by migration 0011.
+            models.Index(fields=["total"], name="orders_order_total_idx"),
+            models.Index(
+                fields=["number"], name="orders_order_number_idx", condition=~Q(number="")
+            ),
         ]
 
     def __str__(self) -> str:

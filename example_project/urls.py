@@ -4,6 +4,8 @@ from drf_spectacular.views import SpectacularSwaggerView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # The customer's return and cancel pages (checkout_settings of the shop's orders).
+    path("payment/", include("django_orders.urls")),
     # The REST API, and its OpenAPI document browsable with Swagger UI at /api/docs/.
     path("api/", include("django_orders.rest.urls")),
     path(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("orders_sandbox")
 
 MAX_BODY = 1024 * 1024
+DRAIN_LIMIT = 16 * MAX_BODY
 HTML_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
     b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
@@ -91,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._require_post(method)
                 self._authenticate(app)
+                self._require_json(raw)
                 self._api(app, path, self._parse(raw))
         except ApiError as exc:
             self._send(exc.reply())
@@ -115,7 +117,19 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
         if length > MAX_BODY:
             self.close_connection = True
-            raise ApiError(413, "payload_too_large", "The request body is too large.")
+            # Read (and drop) a body of sane size first: a client still sending when the
+            # connection closes sees a broken pipe instead of the 413.
+            remaining = length if length <= DRAIN_LIMIT else 0
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+            raise ApiError(
+                413,
+                "payload_too_large",
+                f"The request body is too large: at most {MAX_BODY} bytes.",
+            )
         return self.rfile.read(length) if length else b""
 
     @staticmethod
@@ -126,6 +140,17 @@ class Handler(BaseHTTPRequestHandler):
                 "method_not_allowed",
                 f"{method} is not allowed; use POST.",
                 headers={"Allow": "POST"},
+            )
+
+    def _require_json(self, raw: bytes) -> None:
+        """A body must say it is JSON (415 otherwise, like the provider's front end)."""
+        media = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if raw and media != "application/json":
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                f"Content-Type {media or '(none)'!r} is not supported; send application/json.",
+                detail="Every request body is a JSON object sent as application/json.",
             )
 
     def _authenticate(self, app: SandboxApp) -> None:

@@ -97,7 +97,7 @@ class SandboxServer:
             order_lifetime=order_lifetime,
         )
         self._httpd = SandboxHTTPServer((host, port), self.app)
-        self.app.service.base_url = self.url
+        self.app.service.base_url = self.store.base_url = self.url
         self._thread: threading.Thread | None = None
         self._closed = False
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .seed import Batch, RecordFactory, fresh_orders, generate
+from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
 
 DEFAULT_DB_PATH = "orders_sandbox.sqlite3"
 
@@ -84,6 +84,12 @@ class Store:
             self._db.execute("ALTER TABLE orders ADD COLUMN expires_ts REAL")
         self._db.execute(_EXPIRY_INDEX)
         self._rng = random.Random()
+        # Invoice URLs are stored with BASE_URL_TOKEN; every read puts this address there.
+        self.base_url = ""
+
+    def localize(self, text: str) -> str:
+        """Stored JSON text as served: the sandbox's own address in its invoice URLs."""
+        return text.replace(BASE_URL_TOKEN, self.base_url) if BASE_URL_TOKEN in text else text
 
     def close(self) -> None:
         with self._lock:
@@ -118,7 +124,7 @@ class Store:
                 f") ORDER BY seq DESC LIMIT ?",
                 (offset, limit),
             ).fetchall()
-        return [row[0] for row in rows]
+        return [self.localize(row[0]) for row in rows]
 
     def get_json(self, table: str, record_id: str) -> str | None:
         _check_table(table)
@@ -126,7 +132,7 @@ class Store:
             row = self._db.execute(
                 f"SELECT json FROM {table} WHERE id = ?", (record_id,)
             ).fetchone()
-        return row[0] if row else None
+        return self.localize(row[0]) if row else None
 
     def order(self, order_id: str) -> dict[str, Any] | None:
         text = self.get_json("orders", order_id)
@@ -263,13 +269,13 @@ class Store:
             change(order)
             text = json.dumps(order, ensure_ascii=False, separators=(",", ":"))
             db.execute("UPDATE orders SET json = ? WHERE id = ?", (text, order_id))
-        return order
+        return json.loads(self.localize(text))
 
     def all_orders(self) -> dict[str, dict[str, Any]]:
         """Every stored order, decoded, by id (for assertions; not for big stores)."""
         with self._lock:
             rows = self._db.execute("SELECT id, json FROM orders").fetchall()
-        return {order_id: json.loads(text) for order_id, text in rows}
+        return {order_id: json.loads(self.localize(text)) for order_id, text in rows}
 
     def set_order_status(
         self, order_id: str, status: str, now_iso: str | None = None

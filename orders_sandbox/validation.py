@@ -298,8 +298,6 @@ def page_request(
     size = payload.get("page_size", PAGE_SIZE_DEFAULT)
     if size is None:
         size = PAGE_SIZE_DEFAULT
-    if number is None:
-        number = 1
     lowest = 0 if zero_is_first else 1
     if not is_int(number) or number < lowest:
         raise invalid("page_number", f"page_number must be an integer >= {lowest}.")

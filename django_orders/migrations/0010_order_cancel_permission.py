@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_orders', '0006_order_checkout_fields'),
+        ('django_orders', '0011_checkout_search_indexes'),
     ]
 
     operations = [
