@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.core.exceptions import ValidationError
 from django.db import router
+from django.db.models import F
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -127,7 +128,9 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     def status_column(self, obj: Order) -> SafeString:
         return status_badge(obj)
 
-    @admin.display(description=_("total"), ordering="total")
+    # Unknown totals last, and first when reversed, on every backend: PostgreSQL's order, which
+    # the orders_order_total_idx index gives read forwards or backwards.
+    @admin.display(description=_("total"), ordering=F("total").asc(nulls_last=True))
     def total_column(self, obj: Order) -> SafeString | str:
         amount = format_money(obj.total, obj.currency)
         return format_html('<span style="white-space:nowrap">{}</span>', amount) if amount else "-"
