@@ -180,3 +180,14 @@ def test_remember_checkout_keeps_the_newest_ids(rf):
     remembered = request.session[SESSION_KEY]
     assert len(remembered) == MAX_REMEMBERED and remembered[-1] == "or_5"
     assert "or_0" not in remembered and remembered.count("or_5") == 1
+
+
+def test_an_unreachable_service_is_the_503_page_too(client, order, settings, sleeps):
+    # Nothing listens on port 9 of the loopback: connection refused, after the client's retries.
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "BASE_URL": "http://127.0.0.1:9"}
+
+    response = client.get(RETURN, {"order_id": order.id})
+
+    assert response.status_code == 503
+    assert "We cannot check your order right now" in response.content.decode()
+    assert len(sleeps) == 3  # MAX_RETRIES, each wait through the client's sleep
