@@ -1,9 +1,9 @@
 """Filters and search of the staff read API, on the same indexes as the admin.
 
-Search reuses the admin's (``admin.search``): an exact order or customer id, or every word in
-the customer's name, matched on the small customer table first so the order table is reached
-through indexes. A malformed filter value is a 400 that names the parameter, never an empty
-page that looks like "no orders".
+Search reuses the admin's (``admin.search``): an exact order id, order number, customer id or
+e-mail address, or every word in the customer's name, matched on the small customer table
+first so the order table is reached through indexes. A malformed filter value is a 400 that
+names the parameter, never an empty page that looks like "no orders".
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.filters import BaseFilterBackend, SearchFilter
 from rest_framework.request import Request
 
-from ..admin.search import customers_named, search_orders
+from ..admin.search import customers_matching, search_orders
 
 
 def _parse_instant(name: str, value: str) -> datetime:
@@ -94,27 +94,29 @@ class OrderSearchFilter(SearchFilter):
         return [
             _param(
                 self.search_param,
-                "An order id or a customer id (exact), or words of the customer's name.",
+                "An order id, order number, customer id or e-mail address (exact), or words "
+                "of the customer's name.",
                 {"type": "string"},
             )
         ]
 
 
 class CustomerSearchFilter(OrderSearchFilter):
-    """``?search=``: an exact customer id, or every word in the name (as the admin)."""
+    """``?search=``: an exact customer id, an e-mail address in any case, or every word in the
+    name (as the admin)."""
 
     def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
         words = request.query_params.get(self.search_param, "").split()
         if not words:
             return queryset
-        named = Q(pk__in=customers_named(words).values("pk"))
-        return queryset.filter(named | Q(pk=words[0]) if len(words) == 1 else named)
+        matching = Q(pk__in=customers_matching(words).values("pk"))
+        return queryset.filter(matching | Q(pk=words[0]) if len(words) == 1 else matching)
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
             _param(
                 self.search_param,
-                "A customer id (exact), or words of the customer's name.",
+                "A customer id or e-mail address (exact), or words of the customer's name.",
                 {"type": "string"},
             )
         ]
