@@ -7,6 +7,7 @@ server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means wh
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -82,18 +83,22 @@ def error_from_response(
     status = response.status_code
     error: dict[str, Any] = {}
     try:
-        body = response.json()
-    except ValueError:
+        # As RFC 8259 has it (NaN refused): the error object is stored with the request, and
+        # neither database's JSON column takes what is not JSON.
+        body = json.loads(response.content, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         # Some answers carry the error object without the "error" envelope (api-notes.md).
         inner = body.get("error", body)
         error = inner if isinstance(inner, dict) else {"message": str(inner)}
+    # Every field kept (detail, url, fix_code, cause... and any new one), scrubbed: a service
+    # that echoes the credential back must not put it in our errors or the stored request.
+    error = _scrubbed(error, scrub)
 
     def text(name: str) -> str | None:
         value = error.get(name)
-        # Scrubbed: a service that echoes the credential back must not put it in our errors.
-        return scrub(value) if isinstance(value, str) and value else None
+        return value if isinstance(value, str) and value else None
 
     code, message, param = text("code"), text("message"), text("param")
     if message is None:
@@ -112,6 +117,7 @@ def error_from_response(
         "request_id": request_id,
         "param": param,
         "response": response,
+        "error_body": error,
     }
     if status == 401:
         return AuthenticationFailed(
@@ -124,6 +130,25 @@ def error_from_response(
     if status >= 500:
         return ServerError(message, **kwargs)
     return RequestRejected(message, **kwargs)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    """A decoded JSON value with ``scrub`` applied to every string in it, keys included.
+
+    NUL characters become U+FFFD: PostgreSQL stores none in text or JSON, and the error is
+    stored with the order request.
+    """
+    if isinstance(value, str):
+        return scrub(value.replace("\x00", "\ufffd") if "\x00" in value else value)
+    if isinstance(value, dict):
+        return {scrub(str(k)): _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    return value
 
 
 def retry_after_seconds(response: requests.Response) -> float | None:

@@ -244,6 +244,7 @@ def stored_error(request: OrderRequest) -> RequestRejected:
         status_code=request.last_status_code,
         code=request.last_error_code or None,
         request_id=request.last_request_id or None,
+        error_body=request.last_error_body or None,
     )
 
 
@@ -375,6 +376,9 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         "last_status_code": getattr(error, "status_code", None),
         "last_error_code": getattr(error, "code", None) or "",
         "last_error": f"{type(error).__name__}: {error}",
+        # The service's whole error object (detail, documentation url...); {} for an error
+        # that is not an answer of the service, so an earlier answer's body is not left over.
+        "last_error_body": getattr(error, "error_body", None) or {},
         "last_request_id": getattr(error, "request_id", None) or "",
         "updated_at": now,
     }
