@@ -24,8 +24,8 @@ never creates a second request row. Its outcome depends on the stored request:
 - a DIFFERENT validated payload (the idempotency key aside): ``ReferenceConflict``, nothing is
   sent, whatever the stored request's state (like the service's 422 for a reused key);
 - succeeded: its order is returned, nothing is sent;
-- pending: it is resent now with ITS OWN key and ITS stored payload (the new call's data is not
-  used: the reference names one order), once this process holds the claim;
+- pending: it is resent now with ITS OWN key and ITS stored payload (the same body as the new
+  call's, or the call was a conflict), once this process holds the claim;
 - failed: ``OrderRequestRejected`` is raised again from the stored error, nothing is sent (the
   service already refused that exact payload; use a new reference for a corrected order);
 - needs review: ``OrderRequestPending`` is raised; staff have to look at it first.

@@ -122,9 +122,11 @@ class Order(models.Model):
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),
             models.Index(fields=["completed_at"], name="orders_order_completed_idx"),
-            # The admin: sorting by total, and search by the shop's number (exact; only the
-            # orders that have one are indexed). Built by migration 0011.
+            # The admin (built by migration 0011): sorting by total, the currency filter, and
+            # the search by the shop's number (exact; only orders that have one are indexed).
             models.Index(fields=["total"], name="orders_order_total_idx"),
+            # The currency filter: its page, count and date probes, as status has its own.
+            models.Index(fields=["currency", "-initiated_at"], name="orders_order_currency_idx"),
             models.Index(
                 fields=["number"], name="orders_order_number_idx", condition=~Q(number="")
             ),

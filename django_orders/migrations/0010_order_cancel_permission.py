@@ -6,6 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
+        # The latest migration here once i17-mirror's 0008..0011 (after main's 0007) merged.
         ('django_orders', '0011_checkout_search_indexes'),
     ]
 

@@ -324,3 +324,16 @@ def test_sorting_by_total_reads_the_total_index(db):
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = Order.objects.order_by("total", "-initiated_at", "-id")[:100].explain()
     assert "orders_order_total_idx" in plan
+
+
+@pytest.mark.skipif(not on_postgresql(), reason="index plans: PostgreSQL")
+def test_the_currency_filter_and_its_date_probes_read_the_currency_index(db):
+    from django_orders.admin.dates import PeriodProbingQuerySet
+
+    queryset = PeriodProbingQuerySet(Order).filter(currency="eur")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        page = queryset.order_by("-initiated_at", "-id")[:100].explain()
+        probe_plan = queryset.filter(initiated_at__gte=BASE_TIME).order_by()[:1].explain()
+    assert "orders_order_currency_idx" in page
+    assert "orders_order_currency_idx" in probe_plan

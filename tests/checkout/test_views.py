@@ -191,3 +191,16 @@ def test_an_unreachable_service_is_the_503_page_too(client, order, settings, sle
     assert response.status_code == 503
     assert "We cannot check your order right now" in response.content.decode()
     assert len(sleeps) == 3  # MAX_RETRIES, each wait through the client's sleep
+
+
+def test_the_pages_work_under_atomic_requests(client, order, live_orders, monkeypatch):
+    """confirm_order and cancel_order refuse an outer transaction: the views run outside one."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    remember(client, order.id)
+    live_orders.pay_order(order.id)
+
+    assert "<h2>Paid</h2>" in client.get(RETURN).content.decode()
+    assert client.get(CANCEL).status_code == 200
+    assert client.post(CANCEL, {"order_id": order.id}).status_code == 409

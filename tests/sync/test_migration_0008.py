@@ -138,7 +138,7 @@ def test_the_backfill_reads_raw_records_like_the_sync_and_survives_bad_ones():
 @pytest.mark.django_db
 def test_batches_are_bounded_and_walk_by_primary_key(django_assert_num_queries):
     """Keyset pages of ``batch`` rows: 7 orders in batches of 3 are three reads and an empty
-    fourth, and one bulk UPDATE per batch that has something to write (not the empty one)."""
+    fourth, and one write per batch that has something to write (not the empty one)."""
     from django_orders.models import Customer, Order
 
     customer = Customer.objects.create(id="cu_1", raw={})
