@@ -318,7 +318,8 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
 
 
 def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
-    """One lookup stored like the sync's refreshes (signals after commit); ``None`` on a 404.
+    """One lookup with ``client``, stored like the sync's refreshes (signals after commit);
+    ``None`` when the service does not know the order (404).
 
     The write path ``confirm_order`` and ``cancel_order`` share with the sync: one place maps a
     looked-up record into the mirror.
