@@ -5,7 +5,7 @@ gives us an order id and nothing else we believe: the status comes from a server
 (``POST /orders/lookup``), never from query parameters. The payment may land a moment after
 the customer is sent back, so while the order is still ``requires_payment`` it is looked up
 again a bounded number of times within ``wait`` (``CONFIRM_WAIT``). Each lookup is written to
-the mirror by the sync's own refresh path (``sync.refresh_order``), which also sends the
+the mirror by the sync's own refresh write (``sync._store_lookup``), which also sends the
 signals after commit. Only orders this shop created or mirrors are looked up: anything else is
 ``Order.DoesNotExist`` (a 404 for a view), so the service cannot be used as an oracle for
 arbitrary ids.
@@ -33,11 +33,12 @@ from django.db import router, transaction
 from .client import OrdersClient
 from .conf import orders_settings
 from .exceptions import InvalidRecord, OrderNotCancellable, RequestRejected
-from .mirror import store_orders
+from .lookups import Lookup
+from .mirror import MirrorResult, store_orders
 from .models import TERMINAL_STATUSES, Order, OrderStatus
 from .order_requests import refuse_outer_transaction
 from .parsing import parse_order
-from .sync import _send_signals, refresh_order
+from .sync import _send_signals, _store_lookup
 
 __all__ = ["cancel_order", "confirm_delays", "confirm_order"]
 
@@ -156,6 +157,22 @@ def _after_refusal(client: OrdersClient, order_id: str, error: RequestRejected) 
     if order.status in TERMINAL_STATUSES:
         raise OrderNotCancellable(order_id, order.status, error) from error
     raise error
+
+
+def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
+    """One lookup with ``client``, stored by the sync's own refresh write (``_store_lookup``:
+    one short transaction, signals after commit); ``None`` when the service answers 404.
+
+    Not ``lookup_orders``: that pool builds clients of its own, and here the client (and its
+    ``sleep``) is the caller's, for a single order.
+    """
+    try:
+        record = client.lookup_order(order_id)
+    except RequestRejected as exc:
+        if exc.status_code != 404:
+            raise
+        record = None
+    return _store_lookup(Lookup(order_id, record))
 
 
 def _read(order_id: str) -> Order:

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
-from .exceptions import InvalidRecord, RequestRejected
+from .exceptions import InvalidRecord
 from .helper_process import HelperUnavailable, fetched_in_process
 from .lease import Lease
 from .lookups import Lookup, lookup_orders
@@ -315,22 +315,6 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
     summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
     return summary
-
-
-def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
-    """One lookup with ``client``, stored like the sync's refreshes (signals after commit);
-    ``None`` when the service does not know the order (404).
-
-    The write path ``confirm_order`` and ``cancel_order`` share with the sync: one place maps a
-    looked-up record into the mirror.
-    """
-    try:
-        record = client.lookup_order(order_id)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        record = None
-    return _store_lookup(Lookup(order_id, record))
 
 
 def _store_lookup(
