@@ -7,6 +7,7 @@ server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means wh
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -15,6 +16,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
+from .answers import decode_json, storable_text
 from .exceptions import (
     AuthenticationFailed,
     OrdersAPIError,
@@ -26,6 +28,15 @@ from .exceptions import (
     RequestRejected,
     ServerError,
 )
+
+#: The longest ``X-Request-Id`` and error ``code`` kept: the lengths of their columns.
+REQUEST_ID_LENGTH = 128
+ERROR_CODE_LENGTH = 128
+#: The longest error ``message`` or ``param`` kept; a longer one is cut with a marker.
+MESSAGE_LENGTH = 2000
+#: The longest ``Retry-After`` believed, in seconds; any longer (``1e12``, ``inf``, a date in
+#: year 9999) is read as this. The services cap what they do with it further.
+RETRY_AFTER_CEILING = 24 * 3600.0
 
 #: Raised before a byte is sent: a bad URL or header, refused or unresolvable, no handshake.
 _NOT_SENT_ERRORS = (
@@ -82,8 +93,10 @@ def error_from_response(
     status = response.status_code
     error: dict[str, Any] = {}
     try:
-        body = response.json()
-    except ValueError:
+        # Our decoder, not response.json(): bounded nesting (a 503 whose body is too deep is
+        # still a retryable 503) and no charset guessing over a large body.
+        body = decode_json(response.content)
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         # Some answers carry the error object without the "error" envelope (api-notes.md).
@@ -96,12 +109,14 @@ def error_from_response(
         return scrub(value) if isinstance(value, str) and value else None
 
     code, message, param = text("code"), text("message"), text("param")
+    code = code[:ERROR_CODE_LENGTH] if code else code
+    message, param = shorten(message), shorten(param)
     if message is None:
         kind = "no JSON error body" if body is None else "an error body without a message"
         message = f"POST {path} answered {status} {response.reason or ''}".rstrip()
         message = f"{message} with {kind}"
     if 300 <= status < 400:
-        location = scrub(response.headers.get("Location", "")) or "nowhere"
+        location = shorten(scrub(response.headers.get("Location", ""))) or "nowhere"
         message = (
             f"POST {path} was redirected ({status}) to {location}; redirects are not followed. "
             'Set DJANGO_ORDERS["BASE_URL"] to the API\'s final address.'
@@ -136,9 +151,23 @@ def retry_after_seconds(response: requests.Response) -> float | None:
     except ValueError:
         try:
             when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
-        seconds = when.timestamp() - time.time()
-    if seconds != seconds:  # NaN
+        try:
+            seconds = when.timestamp() - time.time()
+        except (OverflowError, ValueError):
+            return RETRY_AFTER_CEILING
+    if math.isnan(seconds):
         return None
-    return max(seconds, 0.0)
+    return min(max(seconds, 0.0), RETRY_AFTER_CEILING)
+
+
+def shorten(text: str | None, limit: int = MESSAGE_LENGTH) -> str | None:
+    """``text`` cut to ``limit`` characters with a marker saying how long it was, and made
+    storable (no NUL, no lone surrogate): a service's error message ends up in a database
+    column, a log line and an admin page, and a 5 MB one must not."""
+    if text is None:
+        return None
+    if len(text) > limit:
+        text = f"{text[:limit]}... [cut: {len(text):,} characters in all]"
+    return storable_text(text)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce
@@ -38,9 +38,18 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from .client import MAX_RETRY_AFTER, OrdersClient
-from .conf import orders_settings, setting_name
-from .exceptions import InvalidRecord, OrdersAPIError, RateLimited, RequestRejected
+from .answers import storable_text
+from .client import OrdersClient
+from .conf import longest_exchange, orders_settings, setting_name
+from .errormap import shorten
+from .exceptions import (
+    InvalidRecord,
+    InvalidResponse,
+    OrdersAPIError,
+    OrdersError,
+    RateLimited,
+    RequestRejected,
+)
 from .mirror import customer_row, order_row
 from .models import Customer, Order, OrderRequest
 from .parsing import ParsedOrder, parse_order
@@ -88,6 +97,8 @@ def get_client() -> OrdersClient:
         orders_settings.BASE_URL,
         orders_settings.TIMEOUT,
         orders_settings.MAX_RETRIES,
+        orders_settings.MAX_RESPONSE_BYTES,
+        orders_settings.REQUEST_DEADLINE,
     )
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != config:
@@ -109,19 +120,36 @@ def encode_payload(key: str, data: Mapping[str, Any]) -> str:
 
 
 def claim_duration() -> timedelta:
-    """Longer than the longest send the client can make: every try, every Retry-After wait."""
-    timeout = orders_settings.TIMEOUT
-    per_try = sum(timeout) if isinstance(timeout, tuple) else 2 * timeout
-    retries = orders_settings.MAX_RETRIES
-    return timedelta(seconds=per_try * (retries + 1) + MAX_RETRY_AFTER * retries) + CLAIM_MARGIN
+    """Longer than the longest send the client can make: every try to ``REQUEST_DEADLINE``
+    (connect and read timeouts bound each socket operation, not a try: a trickling server
+    is stopped by the deadline only), every Retry-After wait."""
+    deadline = orders_settings.REQUEST_DEADLINE
+    return longest_exchange(deadline, orders_settings.MAX_RETRIES) + CLAIM_MARGIN
 
 
 def backoff(attempts: int, error: BaseException | None = None) -> timedelta:
-    """Per-request exponential backoff: RESUME_BACKOFF, doubled per attempt, capped."""
-    delay = min(orders_settings.RESUME_BACKOFF * 2 ** max(attempts - 1, 0), MAX_BACKOFF)
+    """Per-request exponential backoff: RESUME_BACKOFF, doubled per attempt, a longer
+    Retry-After honoured, never more than ``MAX_BACKOFF`` whatever the service says."""
+    cap = MAX_BACKOFF.total_seconds()
+    # In float seconds: a timedelta doubled 40 times overflows.
+    seconds = orders_settings.RESUME_BACKOFF.total_seconds() * 2.0 ** min(max(attempts - 1, 0), 64)
     if isinstance(error, RateLimited) and error.retry_after:
-        delay = max(delay, timedelta(seconds=error.retry_after))
-    return delay
+        seconds = max(seconds, error.retry_after)
+    return timedelta(seconds=min(seconds, cap))
+
+
+def next_attempt(first_sent_at: datetime | None, now: datetime, delay: timedelta) -> datetime:
+    """When to resend: after ``delay``, but never so late that the key expires unsent.
+
+    A request first sent at ``first_sent_at`` may be resent until ``KEY_LIFETIME`` after it;
+    a backoff that ends later would turn a request that could still succeed into one for
+    review. The resend is then due while a whole claim still fits before the expiry.
+    """
+    due = now + delay
+    if first_sent_at is not None:
+        latest = first_sent_at + orders_settings.KEY_LIFETIME - claim_duration()
+        due = max(now, min(due, latest))
+    return due
 
 
 def key_expired(order_request: OrderRequest, now: datetime) -> bool:
@@ -234,7 +262,14 @@ def send_and_record(
     *,
     fixed_now: datetime | None = None,
 ) -> Outcome:
-    """Send the stored payload (this process holds the claim) and record what came back."""
+    """Send the stored payload (this process holds the claim) and record what came back.
+
+    Once the send may have reached the service, whatever happens next ends in a recorded
+    outcome with ``first_sent_at`` set: an answer that cannot be parsed or stored (a timestamp
+    past year 9999 in UTC, a value the database refuses) is recorded as an
+    ``InvalidResponse`` and the request stays pending, resent with its key until
+    ``KEY_LIFETIME`` says otherwise. Nothing but a recorded outcome leaves this function.
+    """
     sent_at = fixed_now or timezone.now()
     try:
         answer = client.create_order(request.payload)
@@ -250,7 +285,41 @@ def send_and_record(
     except InvalidRecord as exc:
         # The order exists upstream but its answer breaks the spec: a person has to look.
         return _record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
-    return _record_success(request, parsed, sent_at, using, fixed_now)
+    except Exception as exc:
+        return _record_error(
+            request, _unusable(exc, "parsed"), State.PENDING, sent_at, using, fixed_now
+        )
+    try:
+        return _record_success(request, parsed, sent_at, using, fixed_now)
+    except Exception as exc:
+        # The success's transaction rolled back (nothing of it is stored): record the attempt.
+        return _record_error(
+            request, _unusable(exc, "stored"), State.PENDING, sent_at, using, fixed_now
+        )
+
+
+def record_unexpected(
+    request: OrderRequest, exc: Exception, using: str, *, fixed_now: datetime | None = None
+) -> None:
+    """Record an error that escaped ``send_and_record`` (the database failing under it) on
+    the request, pending, its claim released; logged, never raised, if that fails too."""
+    logger.error("Order request %s failed unexpectedly", request.pk, exc_info=exc)
+    sent_at = fixed_now or timezone.now()
+    error = _unusable(exc, "handled")
+    try:
+        _record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+    except Exception:
+        logger.exception("Could not record the failure of order request %s", request.pk)
+
+
+def _unusable(exc: Exception, step: str) -> InvalidResponse:
+    """An unexpected failure handling a create's answer, as the library's own error."""
+    if not isinstance(exc, OrdersError | DatabaseError):
+        logger.warning("The answer to an order request could not be %s", step, exc_info=exc)
+    return InvalidResponse(
+        f"POST /orders/create answered with an order that could not be {step} "
+        f"({type(exc).__name__}: {shorten(str(exc), 500)})"
+    )
 
 
 def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime]:
@@ -332,31 +401,57 @@ def announce_created(order: Order, order_request: OrderRequest) -> None:
             )
 
 
+#: The longest ``last_error`` stored; a longer one is cut with a marker.
+LAST_ERROR_LENGTH = 4000
+
+
+def _column_text(name: str, value: Any) -> str:
+    """``value`` as text the ``OrderRequest`` column ``name`` takes: storable, and cut to the
+    column's length (with a marker for ``last_error``), since a service controls it."""
+    text = storable_text(str(value or ""))
+    limit = OrderRequest._meta.get_field(name).max_length
+    if limit is not None:
+        return text[:limit]
+    return shorten(text, LAST_ERROR_LENGTH) or ""
+
+
 def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
     db_changes: dict[str, Any] = {}
+    request_first_sent = request.first_sent_at
     if getattr(error, "may_have_reached_server", True):
         # Anything but RequestNotSent: the service may have seen the key, KEY_LIFETIME runs.
         db_changes["first_sent_at"], request_first_sent = _first_sent(request, sent_at)
+    status = getattr(error, "status_code", None)
     changes: dict[str, Any] = {
         "state": state,
         "attempts": attempts,
         "last_attempt_at": sent_at,
-        "next_attempt_at": now + backoff(attempts, error) if state == State.PENDING else None,
+        "next_attempt_at": None,
         "claimed_until": None,
-        "last_status_code": getattr(error, "status_code", None),
-        "last_error_code": getattr(error, "code", None) or "",
-        "last_error": f"{type(error).__name__}: {error}",
-        "last_request_id": getattr(error, "request_id", None) or "",
+        "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
+        "last_error_code": _column_text("last_error_code", getattr(error, "code", None)),
+        "last_error": _column_text("last_error", f"{type(error).__name__}: {error}"),
+        "last_request_id": _column_text("last_request_id", getattr(error, "request_id", None)),
         "updated_at": now,
     }
+    if state == State.PENDING:
+        delay = backoff(attempts, error)
+        changes["next_attempt_at"] = next_attempt(request_first_sent, now, delay)
     # Guarded by the state: never turn a request another worker completed back into pending.
     rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-    if rows.update(**changes, **db_changes):
+    try:
+        updated = rows.update(**changes, **db_changes)
+    except DatabaseError:
+        # Should a value still be refused, the attempt is recorded without the error's text:
+        # first_sent_at and the claim's release are what keep the key's lifecycle moving.
+        logger.exception("Could not record the error of order request %s in full", request.pk)
+        changes.update(last_error_code="", last_request_id="", last_error=type(error).__name__)
+        updated = rows.update(**changes, **db_changes)
+    if updated:
         apply(request, changes)
-        if db_changes:
-            request.first_sent_at = request_first_sent
+        request.first_sent_at = request_first_sent
     else:
         request.refresh_from_db(using=using)
     log = logger.warning if state == State.PENDING else logger.error
