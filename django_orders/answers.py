@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import urllib3
+import urllib3.connection
 
 #: Objects and arrays nested deeper than this are refused: real answers nest about 6 deep.
 MAX_JSON_DEPTH = 64
@@ -80,7 +81,9 @@ class Deadline:
             if self._done:
                 return
             self.fired = True
-            sock = getattr(self.connection, "sock", None)
+            # Not ``connection.sock``: http.client drops that reference as soon as an answer
+            # says "Connection: close", while the answer's body is still read from the socket.
+            sock = getattr(self.connection, "last_sock", None)
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
@@ -98,12 +101,32 @@ def _track(connection: Any) -> Any:
     return connection
 
 
+class _TrackedHTTPConnection(urllib3.connection.HTTPConnection):
+    last_sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        super().connect()
+        self.last_sock = self.sock
+
+
+class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    last_sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        super().connect()
+        self.last_sock = self.sock
+
+
 class _TrackedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
     def _get_conn(self, timeout: float | None = None) -> Any:
         return _track(super()._get_conn(timeout))
 
 
 class _TrackedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
     def _get_conn(self, timeout: float | None = None) -> Any:
         return _track(super()._get_conn(timeout))
 
