@@ -61,6 +61,12 @@ DEFAULTS: dict[str, Any] = {
     # "process" (a helper process, so that parsing does not compete with the writer for the
     # interpreter) or "thread" (a helper thread in the sync's own process).
     "SYNC_HELPER": "process",
+    # The currencies create_order accepts (lower case): the provider's, which all have two
+    # minor-unit digits. Anything else would be stored and then refused upstream.
+    "CURRENCIES": ("ghs", "usd", "gbp", "eur", "cny"),
+    # How long confirm_order keeps looking while an order is still unpaid, when the customer
+    # comes back from the payment page before the payment has landed. Zero: look once.
+    "CONFIRM_WAIT": timedelta(seconds=5),
 }
 
 REQUIRED = ("API_KEY", "BASE_URL")
@@ -116,6 +122,23 @@ def _validate_duration(name: str, value: Any) -> None:
     if not isinstance(value, timedelta) or value <= timedelta(0):
         raise OrdersConfigurationError(
             f"{setting_name(name)} must be a positive datetime.timedelta, not {value!r}."
+        )
+
+
+def _validate_currencies(value: Any) -> None:
+    valid = (
+        isinstance(value, tuple | list)
+        and bool(value)
+        and all(
+            isinstance(code, str) and len(code) == 3 and code.isascii() and code.isalpha()
+            for code in value
+        )
+        and all(code == code.lower() for code in value)
+    )
+    if not valid:
+        raise OrdersConfigurationError(
+            f"{setting_name('CURRENCIES')} must be a non-empty tuple of three-letter lower-case "
+            f'currency codes such as ("eur", "usd"), not {value!r}.'
         )
 
 
@@ -200,6 +223,13 @@ def validate(name: str, value: Any) -> None:
                 f"{setting_name('SYNC_HELPER')} must be one of "
                 f"{', '.join(map(repr, SYNC_HELPERS))}, not {value!r}."
             )
+    elif name == "CURRENCIES":
+        _validate_currencies(value)
+    elif name == "CONFIRM_WAIT":
+        if not isinstance(value, timedelta) or value < timedelta(0):
+            raise OrdersConfigurationError(
+                f"{setting_name(name)} must be a datetime.timedelta of zero or more, not {value!r}."
+            )
     elif name in ("KEY_LIFETIME", "SYNC_LEASE", "RESUME_BACKOFF"):
         _validate_duration(name, value)
         if name == "KEY_LIFETIME" and value >= SERVER_KEY_RETENTION:
@@ -257,7 +287,7 @@ class OrdersSettings:
         validate(name, value)
         if name == "SYNC_LEASE":
             self._validate_lease(value)
-        if name == "TIMEOUT" and isinstance(value, list):
+        if name in ("TIMEOUT", "CURRENCIES") and isinstance(value, list):
             value = tuple(value)
         self._cache[name] = value
         return value

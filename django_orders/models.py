@@ -37,6 +37,12 @@ class Customer(models.Model):
     id = models.CharField(_("id"), primary_key=True, max_length=64)
     guest = models.BooleanField(_("guest"), default=False)
     name = models.CharField(_("name"), max_length=255, blank=True, db_index=True)
+    email_address = models.CharField(
+        _("email address"), max_length=254, blank=True, default="", db_default=""
+    )
+    phone_number = models.CharField(
+        _("phone number"), max_length=64, blank=True, default="", db_default=""
+    )
     raw = models.JSONField(_("raw record"), default=dict)
     fingerprint = models.CharField(
         _("fingerprint"),
@@ -64,6 +70,25 @@ class Order(models.Model):
     status = models.CharField(_("status"), max_length=64, choices=OrderStatus.choices)
     initiated_at = models.DateTimeField(_("initiated"))
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
+    paid_at = models.DateTimeField(_("paid"), null=True, blank=True)
+    canceled_at = models.DateTimeField(_("canceled"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+    # Money is an integer in the currency's minor unit (2450 "eur" = EUR 24.50), never a float.
+    total = models.BigIntegerField(
+        _("total"), null=True, blank=True, help_text=_("In the currency's minor unit.")
+    )
+    currency = models.CharField(_("currency"), max_length=16, blank=True, default="", db_default="")
+    # The shop's own order number (at most 80 characters upstream; wider here, as a mirror must
+    # take whatever the service sends).
+    number = models.CharField(_("number"), max_length=255, blank=True, default="", db_default="")
+    payment_url = models.URLField(
+        _("payment page"),
+        max_length=2048,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("The hosted payment page."),
+    )
     customer = models.ForeignKey(
         Customer, on_delete=models.PROTECT, related_name="orders", verbose_name=_("customer")
     )

@@ -41,6 +41,8 @@ def test_defaults(configure):
     assert orders_settings.MAX_RESPONSE_BYTES == 16 * 1024 * 1024
     assert orders_settings.REQUEST_DEADLINE == 60
     assert orders_settings.SYNC_HELPER == "process"
+    assert orders_settings.CURRENCIES == ("ghs", "usd", "gbp", "eur", "cny")
+    assert timedelta(seconds=5) == orders_settings.CONFIRM_WAIT
     for name in ("SYNC_LEASE", "REFRESH_LIMIT", "RESUME_BACKOFF"):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
@@ -170,6 +172,13 @@ INVALID = [
     ("RESUME_BACKOFF", 30),
     ("SYNC_HELPER", "processes"),
     ("SYNC_HELPER", None),
+    ("CURRENCIES", ()),
+    ("CURRENCIES", "eur"),
+    ("CURRENCIES", ("EUR",)),
+    ("CURRENCIES", ("euro",)),
+    ("CURRENCIES", ("eur", 978)),
+    ("CONFIRM_WAIT", timedelta(seconds=-1)),
+    ("CONFIRM_WAIT", 5),
 ]
 
 
@@ -212,6 +221,9 @@ VALID = [
     ("API_KEY", "opaque-no-prefix"),
     ("SYNC_HELPER", "process"),
     ("SYNC_HELPER", "thread"),
+    ("CURRENCIES", ("eur",)),
+    ("CURRENCIES", ("jpy", "usd")),
+    ("CONFIRM_WAIT", timedelta(0)),
 ]
 
 
@@ -225,6 +237,11 @@ def test_valid_values_are_accepted_as_given(configure, name, value):
 def test_a_timeout_list_becomes_a_tuple(configure):
     configure(TIMEOUT=[2, 10])
     assert orders_settings.TIMEOUT == (2, 10)
+
+
+def test_a_currencies_list_becomes_a_tuple(configure):
+    configure(CURRENCIES=["eur", "usd"])
+    assert orders_settings.CURRENCIES == ("eur", "usd")
 
 
 def test_is_set_reports_required_values_without_raising(settings):

@@ -1,0 +1,51 @@
+"""Money on screen: integer minor units and a currency code, formatted one way everywhere.
+
+The service sends amounts as integers in the currency's minor unit (api-notes.md: 5000 ``ghs``
+is GHS 50.00). How many digits that unit has is a property of the currency (ISO 4217), not a
+constant 2: the provider's five all have two, but a mirror may meet others, and showing 500 JPY
+as "JPY 5.00" would be a hundredfold error on a staff screen.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.utils.formats import number_format
+
+__all__ = ["MINOR_UNIT_DIGITS", "format_money", "minor_unit_digits", "to_decimal"]
+
+#: ISO 4217 minor-unit digits for the currencies that do not have two. Every other code,
+#: including the provider's five (ghs, usd, gbp, eur, cny), has two.
+MINOR_UNIT_DIGITS: dict[str, int] = {
+    **dict.fromkeys(
+        ("bif", "clp", "djf", "gnf", "isk", "jpy", "kmf", "krw", "pyg", "rwf", "ugx", "uyi"), 0
+    ),
+    **dict.fromkeys(("vnd", "vuv", "xaf", "xof", "xpf"), 0),
+    **dict.fromkeys(("bhd", "iqd", "jod", "kwd", "lyd", "omr", "tnd"), 3),
+    **dict.fromkeys(("clf", "uyw"), 4),
+}
+DEFAULT_DIGITS = 2
+
+
+def minor_unit_digits(currency: str) -> int:
+    """How many digits the currency's minor unit has (2 unless ISO 4217 says otherwise)."""
+    return MINOR_UNIT_DIGITS.get(currency.lower(), DEFAULT_DIGITS)
+
+
+def to_decimal(value: int, currency: str) -> Decimal:
+    """``2450, "eur"`` -> ``Decimal("24.50")``: exact, never through a float."""
+    digits = minor_unit_digits(currency)
+    return Decimal(value).scaleb(-digits).quantize(Decimal(1).scaleb(-digits))
+
+
+def format_money(value: int | None, currency: str | None) -> str:
+    """``2450, "eur"`` -> ``"EUR 24.50"`` (the active locale's separators when it has its own).
+
+    An unknown amount or currency formats as an empty string, so a template shows nothing
+    rather than a wrong number.
+    """
+    if value is None or not currency or isinstance(value, bool) or not isinstance(value, int):
+        return ""
+    digits = minor_unit_digits(currency)
+    amount = number_format(to_decimal(value, currency), decimal_pos=digits, use_l10n=True)
+    return f"{currency.upper()} {amount}"

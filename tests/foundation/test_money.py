@@ -1,0 +1,56 @@
+"""The one money formatter: minor units from a table, exact decimals, the locale's separators."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.template import Context, Template
+from django.utils import translation
+
+from django_orders.money import format_money, minor_unit_digits, to_decimal
+
+
+@pytest.mark.parametrize(
+    ("value", "currency", "shown"),
+    [
+        (2450, "eur", "EUR 24.50"),
+        (5000, "ghs", "GHS 50.00"),
+        (5, "usd", "USD 0.05"),
+        (0, "gbp", "GBP 0.00"),
+        (-1999, "cny", "CNY -19.99"),
+        (500, "jpy", "JPY 500"),
+        (1234, "kwd", "KWD 1.234"),
+        (10**18 + 1, "usd", "USD 10000000000000000.01"),
+    ],
+)
+def test_formats_minor_units_by_the_currencys_digits(value, currency, shown):
+    assert format_money(value, currency) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "currency"), [(None, "eur"), (2450, ""), (2450, None), (True, "eur"), (24.5, "eur")]
+)
+def test_unknown_amount_or_currency_shows_nothing(value, currency):
+    assert format_money(value, currency) == ""
+
+
+def test_decimal_is_exact_and_case_insensitive():
+    assert to_decimal(2450, "EUR") == Decimal("24.50")
+    assert str(to_decimal(7, "bhd")) == "0.007"
+    assert minor_unit_digits("XOF") == 0
+
+
+def test_the_locales_decimal_separator(settings):
+    settings.USE_THOUSAND_SEPARATOR = True
+    with translation.override("de"):
+        assert format_money(123456, "eur") == "EUR 1.234,56"
+    with translation.override("en"):
+        assert format_money(123456, "eur") == "EUR 1,234.56"
+
+
+def test_template_filter():
+    html = Template("{% load orders_money %}{{ total|money:currency }}").render(
+        Context({"total": 2450, "currency": "eur"})
+    )
+    assert html == "EUR 24.50"
