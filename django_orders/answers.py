@@ -41,7 +41,7 @@ class UnsupportedEncoding(ValueError):
     """The answer's Content-Encoding is one the client did not ask for."""
 
 
-# --- the deadline --------------------------------------------------------------------------------
+# --- the deadline ---------------------------------------------------------------------------------
 
 _current = threading.local()
 
@@ -135,7 +135,7 @@ class _TrackedHTTPSPool(urllib3.HTTPSConnectionPool):
 TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
 
 
-# --- the body ------------------------------------------------------------------------------------
+# --- the body -------------------------------------------------------------------------------------
 
 
 def read_body(response: Any, limit: int, deadline: Deadline) -> bytes:
@@ -202,7 +202,7 @@ def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
     return decode
 
 
-# --- JSON ------------------------------------------------------------------------------------------
+# --- JSON -----------------------------------------------------------------------------------------
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")

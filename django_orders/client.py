@@ -428,8 +428,7 @@ class OrdersClient:
                         f"POST {path}: no answer within the read timeout", is_timeout=True
                     ) from None
                 raise OutcomeUnknown(
-                    f"POST {path}: connection lost before a complete answer "
-                    f"({type(exc).__name__})"
+                    f"POST {path}: connection lost before a complete answer ({type(exc).__name__})"
                 ) from None
             except Exception as exc:
                 # Anything else from the HTTP stack: the request may have left. No context
@@ -451,8 +450,7 @@ class OrdersClient:
     def _unreadable(self, exc: Exception) -> str:
         if isinstance(exc, AnswerTooLarge):
             return (
-                f"a body larger than MAX_RESPONSE_BYTES ({self.max_response_bytes:,} bytes): "
-                f"{exc}"
+                f"a body larger than MAX_RESPONSE_BYTES ({self.max_response_bytes:,} bytes): {exc}"
             )
         return f"a body in an encoding it was not asked for ({exc})"
 

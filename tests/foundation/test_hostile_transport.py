@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 
 import pytest
 import requests
@@ -40,7 +40,7 @@ def peak_memory(call) -> tuple[BaseException | None, int]:
     tracemalloc.start()
     try:
         call()
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         raised = exc
     else:
         raised = None

@@ -25,8 +25,10 @@ EXIT_AUTH_FAILED = 4
 def resource_name(value: str) -> str:
     """An argparse type: a resource name as it may appear in the URL path."""
     if not RESOURCE_NAME.fullmatch(value):
+        shown = value[:80] + "..." if len(value) > 80 else value
         raise ArgumentTypeError(
-            f"expected a name of lower-case letters, digits and underscores, not {value!r}"
+            "expected a name of at most 64 lower-case letters, digits and underscores, "
+            f"not {shown!r}"
         )
     return value
 
