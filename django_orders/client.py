@@ -35,27 +35,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import urllib3
 from django.views.decorators.debug import sensitive_variables
-from requests.adapters import HTTPAdapter
 
 from . import __version__
-from .answers import (
-    TRACKED_POOLS,
-    AnswerTooLarge,
-    Deadline,
-    UnsupportedEncoding,
-    decode_json,
-    read_body,
-    why_not_json,
-)
+from .answers import decode_json, why_not_json
 from .conf import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_DEADLINE,
     LONGEST_CLIENT_WAIT,
     orders_settings,
 )
-from .errormap import REQUEST_ID_LENGTH, error_from_response, network_error
+from .errormap import REQUEST_ID_LENGTH, error_from_response
 from .exceptions import (
     InvalidResponse,
     OrdersNetworkError,
@@ -63,6 +53,7 @@ from .exceptions import (
     RateLimited,
     ServerError,
 )
+from .exchange import BoundedAdapter, send_bounded
 from .paging import (
     COLLECTIONS,
     Page,
@@ -110,19 +101,6 @@ class BearerAuth(requests.auth.AuthBase):
     def scrub(self, text: str) -> str:
         """``text`` with the key replaced, for messages built from what the server said."""
         return self._api_key.scrub(text)
-
-
-class _BoundedAdapter(HTTPAdapter):
-    """Connection pools whose connections the request ``Deadline`` can find and shut."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = TRACKED_POOLS
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        manager.pool_classes_by_scheme = TRACKED_POOLS
-        return manager
 
 
 @dataclass(frozen=True)
@@ -175,7 +153,7 @@ class OrdersClient:
         self._sleep = sleep
         self._auth = BearerAuth(api_key)
         self.session = session or requests.Session()
-        adapter = _BoundedAdapter(max_retries=0)
+        adapter = BoundedAdapter(max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["User-Agent"] = USER_AGENT
@@ -382,9 +360,7 @@ class OrdersClient:
         raise error_from_response(path, response, request_id, self._auth.scrub)
 
     def _send(self, path: str, body: bytes) -> tuple[requests.Response, bytes, str | None]:
-        """One HTTP exchange within the deadline: the response, its body, and why the body
-        could not be read (too large, an unknown encoding) or None. Failures on the wire
-        become ``RequestNotSent``/``OutcomeUnknown``."""
+        """One bounded HTTP exchange (``exchange.send_bounded``)."""
         request = requests.Request(
             "POST",
             f"{self.base_url}{path}",
@@ -392,72 +368,14 @@ class OrdersClient:
             headers={"Content-Type": "application/json"},
             auth=self._auth,
         )
-        prepared: requests.PreparedRequest | None = None
-        with Deadline(self.deadline) as deadline:
-            try:
-                prepared = self.session.prepare_request(request)
-                # What Session.request does, minus following redirects (see the module
-                # docstring), and streamed: the body is read within bounds below.
-                environment = self.session.merge_environment_settings(
-                    prepared.url, {}, True, None, None
-                )
-                response = self.session.send(
-                    prepared, timeout=self.timeout, allow_redirects=False, **environment
-                )
-                try:
-                    content, unreadable = self._read(response, deadline), None
-                except (AnswerTooLarge, UnsupportedEncoding) as exc:
-                    response.close()
-                    content, unreadable = b"", self._unreadable(exc)
-                except ValueError as exc:  # a damaged compressed body
-                    response.close()
-                    content, unreadable = b"", f"a body that cannot be read ({exc})"
-                response._content = content
-                response._content_consumed = True
-                return response, content, unreadable
-            except requests.exceptions.RequestException as exc:
-                if deadline.fired:
-                    raise self._past_deadline(path) from None
-                raise network_error(path, exc, self._auth.scrub) from None
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                # Raised while reading the body (requests wraps only what happens before).
-                if deadline.fired:
-                    raise self._past_deadline(path) from None
-                if isinstance(exc, urllib3.exceptions.ReadTimeoutError | TimeoutError):
-                    raise OutcomeUnknown(
-                        f"POST {path}: no answer within the read timeout", is_timeout=True
-                    ) from None
-                raise OutcomeUnknown(
-                    f"POST {path}: connection lost before a complete answer ({type(exc).__name__})"
-                ) from None
-            except Exception as exc:
-                # Anything else from the HTTP stack: the request may have left. No context
-                # (``from None``): the frames below hold the Authorization header.
-                raise OutcomeUnknown(
-                    f"POST {path}: the HTTP exchange failed ({type(exc).__name__})"
-                ) from None
-            finally:
-                if prepared is not None and "Authorization" in prepared.headers:
-                    prepared.headers["Authorization"] = f"Bearer {HIDDEN}"
-
-    def _read(self, response: requests.Response, deadline: Deadline) -> bytes:
-        try:
-            return read_body(response, self.max_response_bytes, deadline)
-        except BaseException:
-            response.close()
-            raise
-
-    def _unreadable(self, exc: Exception) -> str:
-        if isinstance(exc, AnswerTooLarge):
-            return (
-                f"a body larger than MAX_RESPONSE_BYTES ({self.max_response_bytes:,} bytes): {exc}"
-            )
-        return f"a body in an encoding it was not asked for ({exc})"
-
-    def _past_deadline(self, path: str) -> OutcomeUnknown:
-        return OutcomeUnknown(
-            f"POST {path}: no complete answer within REQUEST_DEADLINE ({self.deadline:g} s)",
-            is_timeout=True,
+        return send_bounded(
+            self.session,
+            request,
+            path=path,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            limit=self.max_response_bytes,
+            scrub=self._auth.scrub,
         )
 
 
