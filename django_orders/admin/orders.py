@@ -28,7 +28,8 @@ from .base import (
     badge,
     compact_datetime,
     has_model_permission,
-    pretty_json,
+    pretty_json_text,
+    raw_as_text,
 )
 from .dates import PeriodProbingQuerySet
 from .search import search_orders
@@ -81,11 +82,13 @@ class OrderAdmin(ReadOnlyModelAdmin):
     def get_queryset(self, request: HttpRequest):
         # The queryset class gives the date hierarchy its indexed period probes.
         queryset = PeriodProbingQuerySet(self.model, using=router.db_for_read(self.model))
+        # The list never needs the raw records (nor should decode them: see raw_as_text).
+        queryset = queryset.select_related("customer").defer("raw", "customer__raw")
         return queryset.order_by(*self.get_ordering(request))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
         # The detail page shows the customer: fetch it with the order, not in a second query.
-        queryset = self.get_queryset(request).select_related("customer")
+        queryset = self.get_queryset(request).annotate(raw_text=raw_as_text())
         model = queryset.model
         field = model._meta.pk if from_field is None else model._meta.get_field(from_field)
         try:
@@ -133,7 +136,7 @@ class OrderAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("raw record"))
     def raw_record(self, obj: Order) -> SafeString:
-        return pretty_json(obj.raw)
+        return pretty_json_text(obj.raw_text)
 
     @admin.display(description=_("order requests"))
     def order_requests(self, obj: Order) -> SafeString | str:
