@@ -102,6 +102,10 @@ class BearerAuth(requests.auth.AuthBase):
         """``text`` with the key replaced, for messages built from what the server said."""
         return self._api_key.scrub(text)
 
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """An answer's body with the key replaced (see ``Secret.scrub_bytes``)."""
+        return self._api_key.scrub_bytes(data)
+
 
 @dataclass(frozen=True)
 class _Answer:
@@ -376,6 +380,7 @@ class OrdersClient:
             deadline=self.deadline,
             limit=self.max_response_bytes,
             scrub=self._auth.scrub,
+            scrub_body=self._auth.scrub_bytes,
         )
 
 

@@ -43,6 +43,7 @@ def send_bounded(
     deadline: float,
     limit: int,
     scrub: Callable[[str], str],
+    scrub_body: Callable[[bytes], bytes],
 ) -> tuple[requests.Response, bytes, str | None]:
     """Send ``request`` and read its answer: the response, its body, and why the body could
     not be read (too large, an unknown encoding, damaged) or None. The response's
@@ -56,6 +57,7 @@ def send_bounded(
             environment = session.merge_environment_settings(prepared.url, {}, True, None, None)
             response = session.send(prepared, timeout=timeout, allow_redirects=False, **environment)
             content, unreadable = _read(response, limit, watchdog)
+            content = scrub_body(content)  # a body that echoes the key keeps it nowhere
             response._content = content
             response._content_consumed = True
             return response, content, unreadable

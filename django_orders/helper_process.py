@@ -10,7 +10,10 @@ interpreter, so the writer's process does little more than run the page's statem
 
 How it works: the sync starts ``python -c BOOTSTRAP`` with the same interpreter and ``sys.path``
 and sends it a job (the client's options, the walk's parameters) as a pickle on its stdin, never
-on its command line or in its environment, since the job holds the API key. The helper builds
+on its command line or in its environment, since the job holds the API key: the helper gets
+this process's environment minus every variable whose value holds the key (the project may
+read the key from ``ORDERS_API_KEY``, and ``/proc/<pid>/environ`` is readable much more widely
+than a pipe). The helper builds
 its own client, walks, parses and answers with one frame per page on its stdout (length-prefixed
 pickles): the values the mirror stores, records as their canonical JSON, not as decoded objects
 (cheap to send and to receive). The helper's log records and its error, if any, travel as frames
@@ -44,6 +47,7 @@ from django.views.decorators.debug import sensitive_variables
 from .exceptions import OrdersError
 from .paging import PageWalk
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .secret import Secret
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -131,6 +135,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         # This interpreter, running fixed code: nothing here comes from outside.
         process = subprocess.Popen(  # noqa: S603
             [sys.executable, "-c", BOOTSTRAP],
+            env=_environment_without(job["client"].get("api_key")),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -155,6 +160,14 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         reason = first[1] if first is not None and first[0] == "unavailable" else None
         raise HelperUnavailable(reason or f"it exited with code {process.returncode}")
     return process
+
+
+def _environment_without(api_key: Any) -> dict[str, str]:
+    """This process's environment without the variables that hold ``api_key``."""
+    if not isinstance(api_key, Secret | str) or not api_key:
+        return dict(os.environ)
+    key = Secret(api_key)
+    return {name: value for name, value in os.environ.items() if not key.found_in(value)}
 
 
 def _stop(process: subprocess.Popen) -> None:

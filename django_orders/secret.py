@@ -72,6 +72,14 @@ class Secret:
         """``text`` with the key replaced, for messages built from what a server said."""
         return text.replace(self._value, HIDDEN) if self.found_in(text) else text
 
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """``scrub`` for a body as it arrived (UTF-8): a service that echoes the key back must
+        not leave it in a body that error reports and debuggers print."""
+        if len(self._value) < 4:
+            return data
+        key = self._value.encode("utf-8", "surrogatepass")
+        return data.replace(key, HIDDEN.encode()) if key in data else data
+
     def problem(self) -> str | None:
         """What makes the key unusable as a header value, in words that never quote it.
 
