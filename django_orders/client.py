@@ -60,6 +60,7 @@ from .paging import (
     PageWalk,
     check_max_pages,
     check_page_args,
+    check_page_shape,
     collection_for,
 )
 from .secret import HIDDEN, Secret
@@ -257,12 +258,7 @@ class OrdersClient:
             raise invalid(f"without the '{collection}' list in 'page'")
         if not all(isinstance(r, dict) for r in records):
             raise invalid(f"with a non-object in '{collection}'")
-        # The stop rule trusts that the page holds the slice asked for; an echo that says
-        # otherwise (a page size ignored, a page number clamped) would end a walk early or
-        # repeat records, so it is refused rather than followed.
-        for echo, sent in (("number", page_number), ("size", page_size)):
-            if echo in page and page[echo] != sent:
-                raise invalid(f"page.{echo} {page[echo]!r} for the requested {sent}")
+        check_page_shape(page, records, page_number, page_size, invalid)
         return Page(
             number=page_number,
             size=page_size,

@@ -7,6 +7,7 @@ server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means wh
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -93,8 +94,9 @@ def error_from_response(
     status = response.status_code
     error: dict[str, Any] = {}
     try:
-        # Our decoder, not response.json(): bounded nesting (a 503 whose body is too deep is
-        # still a retryable 503) and no charset guessing over a large body.
+        # As RFC 8259 has it (NaN refused, NULs and lone surrogates made storable): the error
+        # object is stored with the request, and neither database's JSON column takes what is
+        # not JSON. Nesting bounded: a 503 whose body is too deep is still a retryable 503.
         body = decode_json(response.content)
     except (ValueError, RecursionError):
         body = None
@@ -102,15 +104,16 @@ def error_from_response(
         # Some answers carry the error object without the "error" envelope (api-notes.md).
         inner = body.get("error", body)
         error = inner if isinstance(inner, dict) else {"message": str(inner)}
+    # Every field kept (detail, url, fix_code, cause... and any new one), scrubbed: a service
+    # that echoes the credential back must not put it in our errors or the stored request.
+    error = _bounded(_scrubbed(error, scrub))
 
     def text(name: str) -> str | None:
         value = error.get(name)
-        # Scrubbed: a service that echoes the credential back must not put it in our errors.
-        return scrub(value) if isinstance(value, str) and value else None
+        return value if isinstance(value, str) and value else None
 
     code, message, param = text("code"), text("message"), text("param")
-    code = code[:ERROR_CODE_LENGTH] if code else code
-    message, param = shorten(message), shorten(param)
+    code = code[:ERROR_CODE_LENGTH] if code else code  # message and param: cut by _bounded
     if message is None:
         kind = "no JSON error body" if body is None else "an error body without a message"
         message = f"POST {path} answered {status} {response.reason or ''}".rstrip()
@@ -127,6 +130,7 @@ def error_from_response(
         "request_id": request_id,
         "param": param,
         "response": response,
+        "error_body": error,
     }
     if status == 401:
         return AuthenticationFailed(
@@ -139,6 +143,50 @@ def error_from_response(
     if status >= 500:
         return ServerError(message, **kwargs)
     return RequestRejected(message, **kwargs)
+
+
+#: The largest error object stored whole (as JSON text); a larger one keeps only what names
+#: the error, each text cut with a marker.
+ERROR_BODY_LENGTH = 64 * 1024
+_NAMING_FIELDS = ("type", "code", "message", "param", "request_id", "url")
+
+
+def _bounded(error: dict[str, Any]) -> dict[str, Any]:
+    """``error`` with every text cut to ``MESSAGE_LENGTH`` (a 5 MB message stays a few
+    thousand characters, with a marker) and, if still larger than ``ERROR_BODY_LENGTH``, only
+    the fields that name the error kept."""
+    error = _shortened(error)
+    size = len(json.dumps(error, ensure_ascii=False))
+    if size <= ERROR_BODY_LENGTH:
+        return error
+    kept = {name: error[name] for name in _NAMING_FIELDS if isinstance(error.get(name), str)}
+    kept["truncated"] = f"the error object was {size:,} characters; only {', '.join(kept)} kept"
+    return kept
+
+
+def _shortened(value: Any) -> Any:
+    if isinstance(value, str):
+        return shorten(value)
+    if isinstance(value, dict):
+        return {shorten(str(k), 200): _shortened(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shortened(v) for v in value]
+    return value
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    """A decoded JSON value with ``scrub`` applied to every string in it, keys included.
+
+    NUL characters become U+FFFD: PostgreSQL stores none in text or JSON, and the error is
+    stored with the order request.
+    """
+    if isinstance(value, str):
+        return scrub(value.replace("\x00", "\ufffd") if "\x00" in value else value)
+    if isinstance(value, dict):
+        return {scrub(str(k)): _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    return value
 
 
 def retry_after_seconds(response: requests.Response) -> float | None:

@@ -10,6 +10,7 @@ No message or attribute ever holds the API key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -66,7 +67,18 @@ class OrdersAPIError(OrdersError, requests.HTTPError):
     """The service answered with an error status.
 
     Carries the upstream ``status_code``, error ``code``, ``message`` and ``request_id`` (the
-    ``X-Request-Id`` header), which support staff at the provider ask for.
+    ``X-Request-Id`` header), which support staff at the provider ask for, and every field of
+    the error body (api-notes.md, "Error bodies as the SDK reads them"), so that staff can read
+    the service's ``detail`` and follow its documentation link:
+
+    - ``error_body``: the error object exactly as the service sent it (without the ``error``
+      envelope; ``{}`` when the answer had no JSON error object), every field kept, unknown
+      ones included, with the API key scrubbed from its text;
+    - ``error_type``, ``detail``, ``doc_url``, ``fix_code``, ``param``: its ``type``,
+      ``detail``, ``url``, ``fix_code`` and ``param`` when they are non-empty strings, else
+      ``None``; ``cause``: its ``cause`` as sent (any JSON value), else ``None``.
+
+    ``message`` is the body's ``message``, or a description of the answer when it had none.
     """
 
     def __init__(
@@ -78,12 +90,20 @@ class OrdersAPIError(OrdersError, requests.HTTPError):
         request_id: str | None = None,
         param: str | None = None,
         response: requests.Response | None = None,
+        error_body: Mapping[str, Any] | None = None,
     ) -> None:
+        body = dict(error_body or {})
         self.message = message
         self.status_code = status_code
-        self.code = code
+        self.code = code if code is not None else _text(body, "code")
         self.request_id = request_id
-        self.param = param
+        self.param = param if param is not None else _text(body, "param")
+        self.error_body = body
+        self.error_type = _text(body, "type")
+        self.detail = _text(body, "detail")
+        self.doc_url = _text(body, "url")
+        self.fix_code = _text(body, "fix_code")
+        self.cause = body.get("cause")
         super().__init__(str(self), response=response)
 
     def __str__(self) -> str:
@@ -104,8 +124,14 @@ class OrdersAPIError(OrdersError, requests.HTTPError):
             "code": self.code,
             "request_id": self.request_id,
             "param": self.param,
+            "error_body": self.error_body,
         }
         return (_rebuild_api_error, (type(self), self.message, kwargs), state)
+
+
+def _text(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    return value if isinstance(value, str) and value else None
 
 
 def _rebuild_api_error(
@@ -139,14 +165,17 @@ class RequestRejected(OrdersAPIError):
 
         Narrow on purpose, because a walk ends as a success on it: the 400 must name
         ``page_number`` as its ``param`` when it names a param at all (a 400 for ``page_size``
-        that mentions page_number in passing is a real error), and without a param its code must
-        be a parameter error whose message names ``page_number``.
+        that mentions page_number in passing is a real error), and without a param (the
+        provider's error bodies have none) its code must be a parameter error whose message or
+        ``detail`` names ``page_number``.
         """
         if self.status_code != 400:
             return False
         if self.param:
             return self.param.lower() == "page_number"
-        return self.code in PAGE_WINDOW_CODES and "page_number" in (self.message or "").lower()
+        if self.code not in PAGE_WINDOW_CODES:
+            return False
+        return any("page_number" in (text or "").lower() for text in (self.message, self.detail))
 
 
 #: Error codes of a 400 that, naming page_number in its message, rejects a page number.

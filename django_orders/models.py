@@ -178,6 +178,15 @@ class OrderRequest(models.Model):
     last_status_code = models.PositiveSmallIntegerField(_("last HTTP status"), null=True)
     last_error_code = models.CharField(_("last error code"), max_length=128, blank=True)
     last_error = models.TextField(_("last error"), blank=True)
+    last_error_body = models.JSONField(
+        _("last error body"),
+        default=dict,
+        blank=True,
+        help_text=_(
+            "The service's error object of the last attempt, every field as sent (type, code, "
+            "message, detail, url, fix_code, cause...); empty when it sent none."
+        ),
+    )
     last_request_id = models.CharField(_("last upstream request id"), max_length=128, blank=True)
     order = models.ForeignKey(
         Order,

@@ -245,6 +245,7 @@ def stored_error(request: OrderRequest) -> RequestRejected:
         status_code=request.last_status_code,
         code=request.last_error_code or None,
         request_id=request.last_request_id or None,
+        error_body=request.last_error_body or None,
     )
 
 
@@ -433,6 +434,10 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
         "last_error_code": _column_text("last_error_code", getattr(error, "code", None)),
         "last_error": _column_text("last_error", f"{type(error).__name__}: {error}"),
+        # The service's whole error object (detail, documentation url...); {} for an error
+        # that is not an answer of the service, so an earlier answer's body is not left over.
+        # Bounded by errormap (texts cut with a marker, at most ERROR_BODY_LENGTH).
+        "last_error_body": getattr(error, "error_body", None) or {},
         "last_request_id": _column_text("last_request_id", getattr(error, "request_id", None)),
         "updated_at": now,
     }
@@ -447,7 +452,12 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         # Should a value still be refused, the attempt is recorded without the error's text:
         # first_sent_at and the claim's release are what keep the key's lifecycle moving.
         logger.exception("Could not record the error of order request %s in full", request.pk)
-        changes.update(last_error_code="", last_request_id="", last_error=type(error).__name__)
+        changes.update(
+            last_error_code="",
+            last_request_id="",
+            last_error=type(error).__name__,
+            last_error_body={},
+        )
         updated = rows.update(**changes, **db_changes)
     if updated:
         apply(request, changes)

@@ -8,7 +8,7 @@ so ``from django_orders.client import PageWalk`` keeps working.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ class Page:
     """One page of a ``/page`` walk."""
 
     number: int
+    #: The requested page size (not the answer's ``page.size``, which may be the count).
     size: int
     records: list[dict[str, Any]]
     request_id: str | None = None
@@ -42,6 +43,8 @@ class Page:
 
     @property
     def is_last(self) -> bool:
+        """Traversal rule 2 on the records' count: fewer than asked for (none included) is the
+        end. ``size`` is the requested page size, whichever way the answer read ``page.size``."""
         return len(self.records) < self.size
 
 
@@ -126,6 +129,40 @@ def check_page_args(page_number: Any, page_size: Any) -> None:
         raise ValueError(
             f"page_size must be a whole number from 1 to {MAX_PAGE_SIZE}, not {page_size!r}"
         )
+
+
+def check_page_shape(
+    page: dict[str, Any],
+    records: list[Any],
+    page_number: int,
+    page_size: int,
+    invalid: Callable[[str], Exception],
+) -> None:
+    """Refuse a page whose records or echoes contradict the request (``invalid(what)`` raises).
+
+    The records' count is the truth the stop rule reads (rule 2: fewer than ``page_size`` ends
+    the walk). ``page.size`` is read both ways the provider documents it (api-notes.md): the
+    spec's echo of the requested ``page_size`` and the SDK's number of records returned; a value
+    that is neither is refused. A page holding more records than asked for is refused before
+    anything of it is stored: the slice is not the one asked for, and rule 2 could no longer
+    tell where the walk is. A ``page.number`` other than the one asked for (a clamped number)
+    would repeat records and is refused too.
+    """
+    count = len(records)
+    if count > page_size:
+        raise invalid(
+            f"page {page_number} with {count} records, more than the requested page_size "
+            f"{page_size}; the page is refused and nothing of it is stored"
+        )
+    if "number" in page and page["number"] != page_number:
+        raise invalid(f"page.number {page['number']!r} for the requested {page_number}")
+    if "size" in page:
+        size = page["size"]
+        if not _is_whole(size) or size not in (page_size, count):
+            raise invalid(
+                f"page {page_number} with page.size {size!r}: expected the requested page_size "
+                f"{page_size} or the number of records returned ({count})"
+            )
 
 
 def check_max_pages(max_pages: Any) -> None:

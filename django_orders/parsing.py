@@ -26,19 +26,31 @@ _TIMESTAMP = re.compile(
 )
 
 
+#: Forms the provider's SDK reads that RFC 3339 leaves out but that say one instant all the
+#: same: no seconds (``10:30Z``, seconds 0) and an offset of whole hours (``+05``). Only tried
+#: after ``_TIMESTAMP`` failed, so the common forms pay nothing for it. Still refused: no
+#: offset (the zone would be a guess), a time of hours only, anything else.
+_TOLERATED_TIMESTAMP = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"(?:(Z)|([+-])(\d{2})(?::?(\d{2}))?)$",
+    re.IGNORECASE,
+)
+
+
 def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
     """ISO 8601 with ``Z`` or an offset and any number of fractional digits -> aware UTC.
 
     Fractions beyond microseconds are truncated (never rounded up into the next second). A
-    timestamp without an offset is refused: guessing its zone would silently shift it.
+    timestamp without an offset is refused: guessing its zone would silently shift it. Also
+    read, as the provider's SDK reads them: a time without seconds and an offset of whole hours
+    (``2024-05-01T10:30+05``).
     """
     match = _TIMESTAMP.match(value) if isinstance(value, str) else None
     if match is None:
-        raise InvalidRecord(
-            f"{field} must be an ISO 8601 timestamp with Z or an offset, not {value!r}"
-        )
-    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
-    if (fraction is None or len(fraction) <= 6) and hour < "24":
+        return _parse_tolerated(value, field)
+    groups = match.groups()
+    fraction = groups[6]
+    if (fraction is None or len(fraction) <= 6) and groups[3] < "24":
         # The common forms, once the pattern has vouched for the shape: the standard parser
         # reads them about three times as fast as the steps below. It refuses lower-case
         # letters and impossible dates, which then take the steps below (and their message);
@@ -47,6 +59,21 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
             return datetime.fromisoformat(value).astimezone(UTC)
         except (ValueError, OverflowError):
             pass
+    return _build(value, field, groups)
+
+
+def _parse_tolerated(value: Any, field: str) -> datetime:
+    """The slow path: the forms of ``_TOLERATED_TIMESTAMP``, or the error naming the field."""
+    match = _TOLERATED_TIMESTAMP.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidRecord(
+            f"{field} must be an ISO 8601 timestamp with Z or an offset, not {value!r}"
+        )
+    return _build(value, field, match.groups())
+
+
+def _build(value: str, field: str, groups: tuple[str | None, ...]) -> datetime:
+    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = groups
     micro = int((fraction or "0")[:6].ljust(6, "0"))
     try:
         # Both inside the try: an offset of 24 hours or more (``+25:00``) is refused by
@@ -54,10 +81,17 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
         if zulu:
             zone = UTC
         else:
-            offset = timedelta(hours=int(off_h), minutes=int(off_m))
+            offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
             zone = timezone(-offset if sign == "-" else offset)
         moment = datetime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second), micro, zone
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            micro,
+            zone,
         )
     except ValueError as exc:
         raise InvalidRecord(f"{field} is not a real date and time: {value!r} ({exc})") from None

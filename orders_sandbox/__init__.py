@@ -7,10 +7,19 @@ and CI can exercise the real client over loopback HTTP, including the failures
 
 from .faults import KINDS as FAULT_KINDS
 from .faults import Fault, FaultRegistry
+from .lifecycle import OrderNotPayable
 from .server import SandboxServer
 from .store import Store
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultRegistry", "SandboxServer", "Store", "main"]
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "FaultRegistry",
+    "OrderNotPayable",
+    "SandboxServer",
+    "Store",
+    "main",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

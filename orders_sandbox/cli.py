@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .server import DEFAULT_PAGE_CAP, SandboxServer
+from .service import DEFAULT_ORDER_LIFETIME, PAGE_SIZE_READINGS
 from .store import DEFAULT_DB_PATH
 
 logger = logging.getLogger("orders_sandbox")
@@ -63,6 +64,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Expose the /__sandbox__/ control endpoints (faults, clock, seeding) (default: off).",
     )
     parser.add_argument(
+        "--page-size-reading",
+        choices=PAGE_SIZE_READINGS,
+        default="echo",
+        help="What page.size answers: 'echo' the requested page_size (the spec) or 'count'"
+        " the records returned (the provider's SDK reading) (default: echo).",
+    )
+    parser.add_argument(
+        "--order-lifetime",
+        type=float,
+        default=DEFAULT_ORDER_LIFETIME,
+        metavar="SECONDS",
+        help="How long a finalized, unpaid order stays payable before it expires"
+        f" (default: {DEFAULT_ORDER_LIFETIME:.0f}).",
+    )
+    parser.add_argument(
         "--reset", action="store_true", help="Delete the store file before starting (default: off)."
     )
 
@@ -79,6 +95,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         port=options.port,
         page_cap=None if options.no_page_cap else DEFAULT_PAGE_CAP,
         enable_control=options.enable_control,
+        page_size_reading=getattr(options, "page_size_reading", "echo"),
+        order_lifetime=getattr(options, "order_lifetime", DEFAULT_ORDER_LIFETIME),
     )
     if options.seed:
         added = server.seed(options.seed, options.seed_value)

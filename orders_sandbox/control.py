@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from .clock import iso_z
 from .errors import ApiError, Reply, invalid
+from .lifecycle import OrderNotPayable
+from .service import check_page_size_reading
 
 if TYPE_CHECKING:
     from .server import SandboxApp
 
 PREFIX = "/__sandbox__/"
 _STATUS_PATH = re.compile(r"/__sandbox__/orders/([^/]+)/status")
+_PAY_PATH = re.compile(r"/__sandbox__/orders/([^/]+)/pay")
 _FAULT_PARAMS = frozenset(
     {"kind", "path", "times", "status", "retry_after", "seconds", "insert_count", "keep_key"}
 )
@@ -38,6 +41,14 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
         except (TypeError, ValueError) as exc:
             raise invalid("kind", str(exc)) from exc
         return Reply.json_obj(201, {"fault": fault.as_dict()})
+    if path == "/__sandbox__/settings":
+        if "page_size_reading" in payload:
+            try:
+                reading = check_page_size_reading(payload["page_size_reading"])
+            except ValueError as exc:
+                raise invalid("page_size_reading", str(exc)) from None
+            app.service.page_size_reading = reading
+        return Reply.json_obj(200, {"page_size_reading": app.service.page_size_reading})
     if path == "/__sandbox__/faults/list":
         return Reply.json_obj(200, {"faults": [fault.as_dict() for fault in app.faults.active()]})
     if path == "/__sandbox__/faults/clear":
@@ -86,6 +97,15 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
         except KeyError:
             raise ApiError(404, "resource_missing", f"No such order: {match.group(1)!r}.") from None
         return Reply.json_obj(200, {"order": order})
+    match = _PAY_PATH.fullmatch(path)
+    if match:
+        try:
+            order = app.service.lifecycle.pay(match.group(1))
+        except KeyError:
+            raise ApiError(404, "resource_missing", f"No such order: {match.group(1)!r}.") from None
+        except OrderNotPayable as exc:
+            raise ApiError(409, "order_not_payable", str(exc)) from None
+        return app.service.localize(Reply.json_obj(200, {"order": order}))
     raise not_found(path)
 
 

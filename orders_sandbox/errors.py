@@ -1,14 +1,20 @@
 """Error answers in the one shape the real service uses.
 
 Every failure inside the sandbox is raised as :class:`ApiError` and turned into a
-reply at a single place, so the body shape (``{"error": {...}}``) cannot drift
-between endpoints.
+reply at a single place, so the body shape cannot drift between endpoints. The shape is
+the provider's error model as its SDK decodes it (api-notes.md, "Error bodies as the SDK
+reads them"): ``{"error": {"type", "code", "url", "message", "detail"?, "cause"?,
+"fix_code"?}}``, with ``type``, ``code`` and ``url`` always present and no ``param`` field:
+the offending field's path leads the ``message`` and is named again in ``detail``.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+#: Where an error's ``url`` points: the provider's error reference, one anchor per code.
+DOCS_URL = "https://studio.inttegro.com/docs/errors"
 
 
 @dataclass
@@ -41,6 +47,9 @@ class ApiError(Exception):
         *,
         type: str = "invalid_request_error",
         param: str | None = None,
+        detail: str | None = None,
+        cause: str | None = None,
+        fix_code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
@@ -48,17 +57,26 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.type = type
+        # Kept for the sandbox's own use (logs, tests); the wire names it in ``detail`` only.
         self.param = param
+        if detail is None and param is not None:
+            detail = f"Correct {param} and send the request again."
+        self.detail = detail
+        self.cause = cause or ("invalid_input" if param is not None else None)
+        self.fix_code = fix_code or ("change_request_parameters" if param is not None else None)
         self.headers = headers or {}
 
     def body(self) -> dict[str, object]:
         error: dict[str, object] = {
             "type": self.type,
             "code": self.code,
+            "url": f"{DOCS_URL}#{self.code}",
             "message": self.message,
         }
-        if self.param is not None:
-            error["param"] = self.param
+        for name in ("detail", "cause", "fix_code"):
+            value = getattr(self, name)
+            if value is not None:
+                error[name] = value
         return {"error": error}
 
     def reply(self) -> Reply:
@@ -83,4 +101,6 @@ def server_error(status: int = 500) -> ApiError:
         codes.get(status, "internal_error"),
         "The service failed to handle the request; try again later.",
         type="api_error",
+        cause="transient_failure",
+        fix_code="retry_with_exponential_backoff",
     )

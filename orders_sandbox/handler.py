@@ -3,6 +3,8 @@
 Order of checks follows the real service: unknown path (404), wrong method (405),
 credential (401), body (400), then the operation. Faults are applied after auth,
 so an armed fault never fires for a request that would have been refused anyway.
+The hosted payment page under ``/pay/`` is the customer's browser, not the API:
+no key, HTML answers, no faults.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from . import control
+from . import checkout, control
 from .errors import ApiError, Reply, server_error
 from .faults import RESPONSE_KINDS, Fault
 from .service import API_PATHS, CREATE_PATH
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("orders_sandbox")
 
 MAX_BODY = 1024 * 1024
+DRAIN_LIMIT = 16 * MAX_BODY
 HTML_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
     b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
@@ -63,6 +66,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
     def log_message(self, format: str, *args: Any) -> None:
         # The stdlib logs the request line only (never headers), to stderr; route it to logging.
         logger.debug("%s - " + format, self.client_address[0], *args)
@@ -75,7 +81,10 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         try:
             raw = self._read_body()
-            if app.enable_control and path.startswith(control.PREFIX):
+            if path.startswith(checkout.PREFIX):
+                # The customer's browser: no key, form posts, HTML answers, never a fault.
+                self._send(checkout.handle(app, method, path))
+            elif app.enable_control and path.startswith(control.PREFIX):
                 self._require_post(method)
                 self._send(control.handle(app, path, self._parse(raw)))
             elif path not in API_PATHS:
@@ -83,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._require_post(method)
                 self._authenticate(app)
+                self._require_json(raw)
                 self._api(app, path, self._parse(raw))
         except ApiError as exc:
             self._send(exc.reply())
@@ -107,7 +117,19 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
         if length > MAX_BODY:
             self.close_connection = True
-            raise ApiError(413, "payload_too_large", "The request body is too large.")
+            # Read (and drop) a body of sane size first: a client still sending when the
+            # connection closes sees a broken pipe instead of the 413.
+            remaining = length if length <= DRAIN_LIMIT else 0
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+            raise ApiError(
+                413,
+                "payload_too_large",
+                f"The request body is too large: at most {MAX_BODY} bytes.",
+            )
         return self.rfile.read(length) if length else b""
 
     @staticmethod
@@ -118,6 +140,17 @@ class Handler(BaseHTTPRequestHandler):
                 "method_not_allowed",
                 f"{method} is not allowed; use POST.",
                 headers={"Allow": "POST"},
+            )
+
+    def _require_json(self, raw: bytes) -> None:
+        """A body must say it is JSON (415 otherwise, like the provider's front end)."""
+        media = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if raw and media != "application/json":
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                f"Content-Type {media or '(none)'!r} is not supported; send application/json.",
+                detail="Every request body is a JSON object sent as application/json.",
             )
 
     def _authenticate(self, app: SandboxApp) -> None:
@@ -201,4 +234,5 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(reply.body)
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)

@@ -53,7 +53,9 @@ class Idempotency:
                     "idempotency_key_in_progress",
                     "A request with this idempotency key is still being processed;"
                     " retry later with the same key.",
-                    param="request_meta.idempotency_key",
+                    detail="Retry later with the same request_meta.idempotency_key and payload.",
+                    cause="state_conflict",
+                    fix_code="retry_with_exponential_backoff",
                 )
             stored = self.store.stored_key(path, key)
             if (
@@ -68,7 +70,10 @@ class Idempotency:
                         422,
                         "idempotency_key_conflict",
                         "This idempotency key was already used with a different payload.",
-                        param="request_meta.idempotency_key",
+                        detail="A new payload needs a new request_meta.idempotency_key; the same"
+                        " payload with this key replays the first answer.",
+                        cause="state_conflict",
+                        fix_code="change_idempotency_key",
                     )
                 replay: str | None = stored.body
             else:

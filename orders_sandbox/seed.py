@@ -2,8 +2,9 @@
 
 Seeded data has to exercise everything a client may meet in the wild: guest and
 registered customers, names in many scripts, every timestamp form the spec allows
-(``Z`` or offsets, 0 to 7 fractional digits), unknown statuses and fields the spec
-does not list. It also has to be fast (100,000 orders in a few seconds): the JSON
+(``Z`` or offsets, 0 to 7 fractional digits), every status of the provider's
+contract and fields the spec does not list, all in the shapes the provider's SDK
+decodes. It also has to be fast (100,000 orders in a few seconds): the JSON
 encoder costs more than everything else together, so records are written straight
 into JSON text from templates, with only the free-text pieces (names) escaped, and
 that text is stored and served verbatim.
@@ -11,6 +12,7 @@ that text is stored and served verbatim.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import string
@@ -37,11 +39,12 @@ PRODUCTS = (
     ("Gift card", "voucher"), ("Engraving", "custom"), ("Donation", "cause"),
     ("Café crème", "physical"), ("Кофе", "physical"), ("茶叶", "physical"),
 )  # fmt: skip
-CURRENCIES = ("ghs", "usd", "eur", "ngn", "kes")
+CURRENCIES = ("ghs", "usd", "gbp", "eur", "cny")  # the provider's five (api-notes.md)
 OFFSETS = ("Z", "+00:00", "+05:30", "-03:00", "+01:00", "+09:00", "-08:00", "+05:45", "-09:30")
+# Only the provider's statuses (its SDK refuses others); "unknown" is one of them.
 STATUSES = (
     ("requires_payment", 45), ("completed", 38), ("paid", 5), ("canceled", 4),
-    ("expired", 4), ("preparing", 2), ("partially_refunded", 1), ("disputed", 1),
+    ("expired", 4), ("preparing", 2), ("unknown", 2),
 )  # fmt: skip
 _STATUS_NAMES = [name for name, _ in STATUSES]
 _STATUS_WEIGHTS = [weight for _, weight in STATUSES]
@@ -84,6 +87,23 @@ def timestamp(epoch: float, rng: random.Random) -> str:
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
+#: Stands for the sandbox's own address in stored invoice URLs; the service replaces it with
+#: the serving URL on the way out, so the hosted page links survive a restart on a new port.
+BASE_URL_TOKEN = "@@SANDBOX_URL@@"  # noqa: S105 (a placeholder, not a secret)
+
+
+def invoice_json(order_id: str) -> str:
+    """The invoice of a finalized order: the hosted payment page and its PDF."""
+    return (
+        f'{{"number":null,"format":{{"web":{{"url":"{BASE_URL_TOKEN}/pay/{order_id}"}},'
+        f'"pdf":{{"url":"{BASE_URL_TOKEN}/pay/{order_id}/invoice.pdf"}}}}}}'
+    )
+
+
+def customer_fingerprint(email: str, phone: str) -> str:
+    """A stable fingerprint of a customer's contact details (the provider's dedup key)."""
+    return "cfp_" + hashlib.sha256(f"{email}|{phone}".encode()).hexdigest()[:24]
+
 
 @dataclass
 class Batch:
@@ -92,6 +112,7 @@ class Batch:
     orders: list[tuple[str, str, str]] = field(default_factory=list)  # id, customer id, json
     customers: list[tuple[str, str]] = field(default_factory=list)  # id, json
     transactions: list[tuple[str, str]] = field(default_factory=list)  # id, json
+    payouts: list[tuple[str, str]] = field(default_factory=list)  # id, json
 
 
 @dataclass(frozen=True)
@@ -106,7 +127,7 @@ class Customer:
 
 _NAMES_JSON = tuple(_dumps(f"{first} {last}") for first in FIRST_NAMES for last in LAST_NAMES)
 _PRODUCTS_JSON = tuple((_dumps(name), kind) for name, kind in PRODUCTS)
-_PAYMENT_STATUSES = frozenset({"paid", "completed", "partially_refunded", "disputed"})
+_PAYMENT_STATUSES = frozenset({"paid", "completed"})
 
 
 class RecordFactory:
@@ -121,14 +142,21 @@ class RecordFactory:
         name = _pick(_NAMES_JSON, rng)
         email = f"user{int(rng.random() * 10**8)}@example.com"
         phone = f"+233{10**8 + int(rng.random() * 9 * 10**8)}"
+        created_at = timestamp(created, rng)
+        balance = "{}"
         extra = ""
         if not guest:
             street = 1 + int(rng.random() * 199)
-            extra = f',"addresses":[{{"line1":"{street} Ring Road","country":"GH"}}]'
+            extra = f',"billing_address":{{"line1":"{street} Ring Road","country":"GH"}}'
+            balance = (
+                f'{{"ghs":{{"as_of":"{created_at}",'
+                f'"available":{{"currency":"ghs","value":{int(rng.random() * 10_000)}}}}}}}'
+            )
         text = (
             f'{{"id":"{cid}","guest":{"true" if guest else "false"},"name":{name},'
             f'"email_address":"{email}","phone_number":"{phone}",'
-            f'"created_at":"{timestamp(created, rng)}"{extra}}}'
+            f'"fingerprint":"{customer_fingerprint(email, phone)}","balance":{balance},'
+            f'"created_at":"{created_at}"{extra}}}'
         )
         return Customer(cid, guest, name, email, phone, text)
 
@@ -143,8 +171,16 @@ class RecordFactory:
             value, quantity = 100 + int(rng.random() * 49_900), 1 + int(rng.random() * 3)
             total += value * quantity
             items.append(
-                f'{{"type":"product","product":{{"name":{name},"price":{{"currency":"{currency}",'
-                f'"value":{value}}},"quantity":{quantity},"type":"{kind}"}}}}'
+                f'{{"type":"product","product":{{"id":"{fast_id("oli_", rng)}","name":{name},'
+                f'"type":"{kind}","price":{{"currency":"{currency}","value":{value}}},'
+                f'"quantity":{quantity}}}}}'
+            )
+        if rng.random() < 0.3:
+            value = 500 + int(rng.random() * 2000)
+            total += value
+            items.append(
+                f'{{"type":"shipping","shipping":{{"id":"{fast_id("ols_", rng)}",'
+                f'"label":"Delivery","fee":{{"currency":"{currency}","value":{value}}}}}}}'
             )
         text = (
             f'{{"line_items":[{",".join(items)}],'
@@ -169,10 +205,9 @@ class RecordFactory:
             f'"customer":{{"id":"{customer.id}","guest":{guest},"name":{customer.name_json}{contact}}},'
             f'"line_item_group":{group},"custom_data":{custom}'
         ]
-        if rng.random() < 0.7:
+        if status != "preparing":  # every other status was finalized first
             parts.append(
-                f',"sealed_at":"{timestamp(initiated + 1, rng)}",'
-                f'"invoice":{{"format":{{"web":{{"url":"https://pay.example.com/i/{oid}"}}}}}}'
+                f',"sealed_at":"{timestamp(initiated + 1, rng)}","invoice":{invoice_json(oid)}'
             )
         later = initiated + 30 + int(rng.random() * 3570)
         if status in _PAYMENT_STATUSES:
@@ -187,15 +222,46 @@ class RecordFactory:
         return oid, "".join(parts), currency, total
 
     def transaction(
-        self, order_id: str, currency: str, value: int, created: float, kind: str
+        self,
+        order_id: str | None,
+        currency: str,
+        value: int,
+        created: float,
+        kind: str,
+        source_id: str | None = None,
     ) -> tuple[str, str]:
+        """A balance transaction: ``kind`` payment, refund or payout; amounts unsigned.
+
+        The source (``payment_id``, ``refund_id`` or ``payout_id``) gets a fresh id unless
+        ``source_id`` names it.
+        """
         tid = fast_id("bt_", self.rng)
+        prefix = {"payment": "pay_", "refund": "rf_", "payout": "po_"}[kind]
+        source = source_id or fast_id(prefix, self.rng)
+        order = f'"{order_id}"' if order_id else "null"
         text = (
-            f'{{"id":"{tid}","type":"{kind}","order_id":"{order_id}",'
-            f'"amount":{{"currency":"{currency}","value":{value}}},'
+            f'{{"id":"{tid}","type":"{kind}","order_id":{order},'
+            f'"{kind}_id":"{source}","amount":{{"currency":"{currency}","value":{abs(value)}}},'
             f'"created_at":"{timestamp(created, self.rng)}"}}'
         )
         return tid, text
+
+    def payout(self, currency: str, value: int, created: float) -> tuple[tuple[str, str], ...]:
+        """A succeeded payout and its balance transaction: ((payout id, json), (bt id, json))."""
+        rng = self.rng
+        pid = fast_id("po_", rng)
+        transaction = self.transaction(None, currency, value, created + 120, "payout", pid)
+        amount = f'{{"currency":"{currency}","value":{value}}}'
+        text = (
+            f'{{"id":"{pid}","status":"succeeded","amount":{amount},"max_amount":{amount},'
+            f'"destination_id":"{fast_id("fa_", rng)}","source_id":null,'
+            f'"balance_transaction_id":"{transaction[0]}",'
+            f'"initiated_at":"{timestamp(created, rng)}",'
+            f'"execute_after":"{timestamp(created, rng)}",'
+            f'"sent_at":"{timestamp(created + 60, rng)}",'
+            f'"succeeded_at":"{timestamp(created + 120, rng)}"}}'
+        )
+        return (pid, text), transaction
 
 
 def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
@@ -230,8 +296,12 @@ def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
             )
             if i % 4 == 0:
                 batch.transactions.append(
-                    factory.transaction(oid, currency, -(total // 50), initiated + 61, "fee")
+                    factory.transaction(oid, currency, total // 50, initiated + 61, "refund")
                 )
+        if (start + i) % 25 == 24:
+            payout, transaction = factory.payout(currency, 1000 + total, initiated + 90)
+            batch.payouts.append(payout)
+            batch.transactions.append(transaction)
     return batch
 
 

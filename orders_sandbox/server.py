@@ -19,7 +19,7 @@ from typing import Any
 from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
-from .service import Service
+from .service import DEFAULT_ORDER_LIFETIME, Service, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
 logger = logging.getLogger("orders_sandbox")
@@ -37,10 +37,19 @@ class SandboxApp:
     enable_control: bool = False
     clock: Clock = field(default_factory=Clock)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
+    page_size_reading: str = "echo"
+    order_lifetime: float = DEFAULT_ORDER_LIFETIME
     service: Service = field(init=False)
 
     def __post_init__(self) -> None:
-        self.service = Service(self.store, self.clock, self.faults, self.page_cap)
+        self.service = Service(
+            self.store,
+            self.clock,
+            self.faults,
+            self.page_cap,
+            page_size_reading=self.page_size_reading,
+            order_lifetime=self.order_lifetime,
+        )
 
 
 class SandboxHTTPServer(ThreadingHTTPServer):
@@ -57,6 +66,11 @@ class SandboxServer:
 
     ``page_cap`` imitates the provider's page window (pages past 10 answer 400);
     ``None`` removes it. Control endpoints exist only with ``enable_control``.
+    ``page_size_reading`` says what ``page.size`` answers: ``"echo"`` the requested
+    ``page_size`` (api-spec.md, the default) or ``"count"`` the records returned (how the
+    provider's SDK reads it); switchable at run time (``.page_size_reading = ...``).
+    ``order_lifetime`` is how long (seconds, sandbox clock) a finalized order stays payable
+    before it becomes ``expired``.
     """
 
     def __init__(
@@ -67,12 +81,23 @@ class SandboxServer:
         port: int = 0,
         page_cap: int | None = DEFAULT_PAGE_CAP,
         enable_control: bool = False,
+        page_size_reading: str = "echo",
+        order_lifetime: float = DEFAULT_ORDER_LIFETIME,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
+        check_page_size_reading(page_size_reading)
         self.store = Store(db_path)
-        self.app = SandboxApp(self.store, api_key, page_cap, enable_control)
+        self.app = SandboxApp(
+            self.store,
+            api_key,
+            page_cap,
+            enable_control,
+            page_size_reading=page_size_reading,
+            order_lifetime=order_lifetime,
+        )
         self._httpd = SandboxHTTPServer((host, port), self.app)
+        self.app.service.base_url = self.store.base_url = self.url
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -84,6 +109,15 @@ class SandboxServer:
     @property
     def page_cap(self) -> int | None:
         return self.app.page_cap
+
+    @property
+    def page_size_reading(self) -> str:
+        """``"echo"`` or ``"count"``: what ``page.size`` answers (see the class docstring)."""
+        return self.app.service.page_size_reading
+
+    @page_size_reading.setter
+    def page_size_reading(self, value: str) -> None:
+        self.app.service.page_size_reading = check_page_size_reading(value)
 
     @property
     def faults(self) -> FaultRegistry:
@@ -125,6 +159,20 @@ class SandboxServer:
     def set_order_status(self, order_id: str, status: str) -> dict[str, Any]:
         """Change an order's status (``completed`` sets ``completed_at`` on the sandbox clock)."""
         return self.store.set_order_status(order_id, status, iso_z(self.clock.now()))
+
+    def pay_order(self, order_id: str) -> dict[str, Any]:
+        """Pay an order as a customer on the hosted page would (``paid``, ``paid_at``).
+
+        For tests that need a paid order without a browser. Raises ``KeyError`` for an
+        unknown order and ``OrderNotPayable`` (a ``ValueError``) for one not awaiting payment.
+        """
+        if self.app.service.lifecycle.order(order_id) is None:
+            raise KeyError(order_id)
+        return self.app.service.lifecycle.pay(order_id)
+
+    def payment_url(self, order_id: str) -> str:
+        """The hosted payment page of an order (its invoice's web URL)."""
+        return f"{self.url}/pay/{order_id}"
 
     def start(self) -> SandboxServer:
         """Serve in a daemon thread; returns self so ``SandboxServer(...).start()`` chains."""

@@ -1,7 +1,8 @@
-"""The API operations themselves: create, page and lookup.
+"""The API operations themselves: create, page, lookup and cancel.
 
 Kept free of HTTP plumbing so the handler only deals with sockets, auth and
-faults, and each operation reads like the behaviour it imitates.
+faults, and each operation reads like the behaviour it imitates. Answers use the
+provider's shapes (api-notes.md), so its official SDK decodes every one of them.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from datetime import timedelta
 from typing import Any
 
 from . import validation
@@ -16,10 +18,12 @@ from .clock import Clock, iso_z
 from .errors import ApiError, Reply, invalid
 from .faults import FaultRegistry
 from .idempotency import Idempotency, fingerprint
-from .seed import random_id
+from .lifecycle import Lifecycle, missing_order
+from .seed import BASE_URL_TOKEN, customer_fingerprint, invoice_json, random_id
 from .store import Store
 
 CREATE_PATH = "/orders/create"
+CANCEL_PATH = "/orders/cancel"
 # path -> (table, collection property on the wire)
 PAGES = {
     "/orders/page": ("orders", "orders"),
@@ -31,39 +35,75 @@ PAGES = {
 LOOKUPS = {
     "/orders/lookup": ("orders", "order_id", "order"),
     "/customers/lookup": ("customers", "customer_id", "customer"),
-    "/balance_transactions/lookup": (
-        "balance_transactions",
-        "balance_transaction_id",
-        "transaction",
-    ),
+    "/balance_transactions/lookup": ("balance_transactions", "transaction_id", "transaction"),
     "/payouts/lookup": ("payouts", "payout_id", "payout"),
 }
-API_PATHS = frozenset({CREATE_PATH, *PAGES, *LOOKUPS})
+API_PATHS = frozenset({CREATE_PATH, CANCEL_PATH, *PAGES, *LOOKUPS})
+
+#: How ``page.size`` is answered: "echo" the requested page_size (api-spec.md) or "count"
+#: the records returned (the provider's SDK reading, api-notes.md).
+PAGE_SIZE_READINGS = ("echo", "count")
+#: Default lifetime of a finalized, unpaid order before it expires.
+DEFAULT_ORDER_LIFETIME = 3600.0
+# Line item type -> id prefix of its answer (``oli_`` for products, as the provider's SDK says).
+LINE_ID_PREFIXES = {"product": "oli_", "fee": "olf_", "shipping": "ols_"}
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def check_page_size_reading(value: object) -> str:
+    if value not in PAGE_SIZE_READINGS:
+        raise ValueError(
+            f"page_size_reading must be one of {', '.join(PAGE_SIZE_READINGS)}, not {value!r}"
+        )
+    return str(value)
 
 
 class Service:
     """Answers API calls from the store; never touches the network."""
 
     def __init__(
-        self, store: Store, clock: Clock, faults: FaultRegistry, page_cap: int | None
+        self,
+        store: Store,
+        clock: Clock,
+        faults: FaultRegistry,
+        page_cap: int | None,
+        page_size_reading: str = "echo",
+        order_lifetime: float = DEFAULT_ORDER_LIFETIME,
     ) -> None:
+        if order_lifetime <= 0:
+            raise ValueError("order_lifetime must be a positive number of seconds")
         self.store = store
         self.clock = clock
         self.faults = faults
         self.page_cap = page_cap
+        self.page_size_reading = check_page_size_reading(page_size_reading)
+        self.order_lifetime = float(order_lifetime)
+        self.base_url = ""  # set by the server once bound; replaces BASE_URL_TOKEN in answers
         self.idempotency = Idempotency(store, clock)
+        self.lifecycle = Lifecycle(store, clock)
         self._rng = random.SystemRandom()
 
     def handle(self, path: str, payload: dict[str, Any], delay: float = 0.0) -> Reply:
         if path == CREATE_PATH:
-            return self.create(payload, delay)
-        if delay:
-            time.sleep(delay)
-        if path in PAGES:
-            return self.page(path, payload)
-        return self.lookup(path, payload)
+            reply = self.create(payload, delay)
+        else:
+            if delay:
+                time.sleep(delay)
+            if path in PAGES:
+                reply = self.page(path, payload)
+            elif path == CANCEL_PATH:
+                reply = self.cancel(payload)
+            else:
+                reply = self.lookup(path, payload)
+        return self.localize(reply)
+
+    def localize(self, reply: Reply) -> Reply:
+        """Point stored invoice URLs at this server's address (one bytes.replace per answer)."""
+        token = BASE_URL_TOKEN.encode()
+        if token in reply.body:
+            reply.body = reply.body.replace(token, self.base_url.encode())
+        return reply
 
     def create(self, payload: dict[str, Any], delay: float = 0.0) -> Reply:
         key = validation.idempotency_key(payload)
@@ -72,8 +112,8 @@ class Service:
                 return Reply.json_text(200, replay, **{"Idempotent-Replayed": "true"})
             if delay:
                 time.sleep(delay)  # the key stays "running": a concurrent retry gets 409
-            currency, total = validation.create_request(payload)
-            order, customer = self._new_order(payload, currency, total)
+            request = validation.create_request(payload)
+            order, customer, expires = self._new_order(payload, request)
             body = _dumps({"order": order})
             self.store.add_api_order(
                 order,
@@ -83,13 +123,16 @@ class Service:
                 fingerprint=fingerprint(payload),
                 body=body,
                 created_at=self.clock.timestamp(),
+                expires_ts=expires,
             )
             return Reply.json_text(200, body)
 
     def _new_order(
-        self, payload: dict[str, Any], currency: str, total: int
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        now = iso_z(self.clock.now())
+        self, payload: dict[str, Any], request: validation.CreateRequest
+    ) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+        """The order, its customer record and the epoch it expires at (None: never)."""
+        moment = self.clock.now()
+        now = iso_z(moment)
         data = payload["customer_data"]
         customer = {
             "id": random_id("cu_", self._rng),
@@ -99,33 +142,57 @@ class Service:
             "phone_number": data["phone_number"],
         }
         order_id = random_id("or_", self._rng)
+        items = [
+            {"type": line.type, line.type: {"id": self._line_id(line.type), **line.body}}
+            for line in request.line_items
+        ]
         order: dict[str, Any] = {
             "id": order_id,
-            "number": None,
-            "status": "requires_payment",
+            # Without a number of its own the provider numbers the order with its id.
+            "number": request.number or order_id,
+            "status": "requires_payment" if request.finalize else "preparing",
             "initiated_at": now,
             "customer": customer,
             "line_item_group": {
-                "line_items": payload["line_items"],
-                "total": {"currency": currency, "value": total},
+                "line_items": items,
+                "total": {"currency": request.currency, "value": request.total},
             },
-            "custom_data": None,
+            "custom_data": request.custom_data,
+            "checkout_settings": request.checkout_settings,
         }
-        if payload.get("finalize") is True:
+        if request.receipt_number is not None:
+            order["receipt_number"] = request.receipt_number
+        expires: float | None = None
+        if request.finalize:
+            deadline = moment + timedelta(seconds=self.order_lifetime)
             order["sealed_at"] = now
-            order["invoice"] = {"format": {"web": {"url": f"https://pay.example.com/i/{order_id}"}}}
-        return order, {**customer, "created_at": now}
+            order["expires_at"] = iso_z(deadline)
+            order["invoice"] = json.loads(invoice_json(order_id))
+            expires = deadline.timestamp()
+        record = {
+            **customer,
+            "fingerprint": customer_fingerprint(data["email_address"], data["phone_number"]),
+            "balance": {},
+            "created_at": now,
+        }
+        return order, record, expires
+
+    def _line_id(self, kind: str) -> str:
+        return random_id(LINE_ID_PREFIXES[kind], self._rng)
 
     def page(self, path: str, payload: dict[str, Any]) -> Reply:
         table, collection = PAGES[path]
-        request = validation.page_request(payload, self.page_cap)
+        request = validation.page_request(payload, self.page_cap, zero_is_first=table == "orders")
         if request.number > 1:
             fault = self.faults.take(path, ("insert_during_traversal",))
             if fault is not None:
                 self._insert_front(table, fault.insert_count)
+        if table == "orders":
+            self.lifecycle.expire_due()
         rows = self.store.page_json(table, request.offset, request.size)
+        size = request.size if self.page_size_reading == "echo" else len(rows)
         text = (
-            f'{{"page":{{"number":{request.number},"size":{request.size},'
+            f'{{"page":{{"number":{request.number},"size":{size},'
             f'"{collection}":[{",".join(rows)}]}}}}'
         )
         return Reply.json_text(200, text)
@@ -142,9 +209,26 @@ class Service:
         record_id = payload.get(param)
         if not isinstance(record_id, str) or not record_id:
             raise invalid(param, f"{param} must be a non-empty string.")
+        if table == "orders":
+            self.lifecycle.expire_due()
         text = self.store.get_json(table, record_id)
         if text is None:
             raise ApiError(
                 404, "resource_missing", f"No such {envelope}: {record_id!r}.", param=param
             )
         return Reply.json_text(200, f'{{"{envelope}":{text}}}')
+
+    def cancel(self, payload: dict[str, Any]) -> Reply:
+        """``POST /orders/cancel``: an unpaid order becomes ``canceled``; safe to repeat."""
+        order_id = payload.get("order_id")
+        if not isinstance(order_id, str) or not order_id:
+            raise invalid("order_id", "order_id must be a non-empty string.")
+        reason = payload.get("reason")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
+            raise invalid("reason", "reason must be a string of at most 500 characters.")
+        if payload.get("request_meta") is not None:
+            validation.idempotency_key(payload)
+        if self.store.get_json("orders", order_id) is None:
+            raise missing_order(order_id, "order_id")
+        order = self.lifecycle.cancel(order_id)
+        return Reply.json_text(200, _dumps({"order": order}))

@@ -1,26 +1,33 @@
 """Request validation that mirrors the real service's rules (api-notes.md).
 
 The sandbox exists so the client can be tested against a strict peer: each
-rejection names the field path in ``param`` exactly like the hosted API, so
-client-side validation can be checked field by field.
+rejection's message starts with the offending field's path (and its ``detail`` names it
+again), so client-side validation can be checked field by field, and nothing is stored
+for a request that fails here.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ApiError, invalid
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
+#: The currencies of the provider's contract (api-notes.md); anything else is refused.
+CURRENCIES = ("ghs", "usd", "gbp", "eur", "cny")
+NUMBER_MAX = 80
+CUSTOM_DATA_KEY_BYTES = 256
+CUSTOM_DATA_BYTES = 25 * 1024
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")
 PAGE_SIZE_DEFAULT = 25
 PAGE_SIZE_MAX = 256
 PAGE_WINDOW = 10
 
 _KEY_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f]")
-_CURRENCY = re.compile(r"[a-z]{3}")
 _PHONE = re.compile(r"\+[0-9][0-9 ]{5,19}")
 
 
@@ -69,11 +76,16 @@ def _customer(payload: dict[str, Any]) -> None:
         )
 
 
-def _price(value: Any, param: str) -> tuple[str, int]:
+def _amount(value: Any, param: str) -> tuple[str, int]:
+    """A ``{currency, value}`` money object: one of the contract's currencies, minor units."""
     price = _object(value, param)
     currency = price.get("currency")
-    if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
-        raise invalid(f"{param}.currency", f"{param}.currency must be three lower-case letters.")
+    if currency not in CURRENCIES:
+        raise invalid(
+            f"{param}.currency",
+            f"{param}.currency must be one of {', '.join(CURRENCIES)} (lower case),"
+            f" not {currency!r}.",
+        )
     amount = price.get("value")
     if not is_int(amount) or amount < 0:
         raise invalid(f"{param}.value", f"{param}.value must be an integer >= 0 (minor units).")
@@ -86,66 +98,181 @@ def _quantity(value: Any, param: str) -> int:
     return value
 
 
-def _product(value: Any, param: str) -> tuple[str, int]:
+def _optional_text(body: dict[str, Any], name: str, prefix: str, limit: int) -> str | None:
+    """An optional string field (absent or null: None), at most ``limit`` characters."""
+    value = body.get(name)
+    if value is None:
+        return None
+    param = f"{prefix}.{name}" if prefix else name
+    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+        raise invalid(param, f"{param} must be a non-empty string of at most {limit} characters.")
+    return value
+
+
+@dataclass(frozen=True)
+class LineItem:
+    """One validated input line: its answer body (without ``id``) and its amount."""
+
+    type: str
+    body: dict[str, Any]
+    currency: str
+    amount: int  # the line's total: price x quantity for products
+
+
+def _product(value: Any, param: str) -> LineItem:
     product = _object(value, param)
-    _string(product.get("name"), f"{param}.name")
-    currency, amount = _price(product.get("price"), f"{param}.price")
+    name = _string(product.get("name"), f"{param}.name")
+    currency, price = _amount(product.get("price"), f"{param}.price")
     quantity = _quantity(product.get("quantity"), f"{param}.quantity")
-    if product.get("type") not in PRODUCT_TYPES:
+    kind = product.get("type")
+    if kind not in PRODUCT_TYPES:
         raise invalid(f"{param}.type", f"{param}.type must be one of {', '.join(PRODUCT_TYPES)}.")
-    return currency, amount * quantity
+    body = {
+        "name": name,
+        "type": kind,
+        "price": {"currency": currency, "value": price},
+        "quantity": quantity,
+    }
+    return LineItem("product", body, currency, price * quantity)
 
 
-def _charge(item: dict[str, Any], param: str) -> tuple[str, int] | None:
-    """Fee and shipping items: the wire shape is not documented, so accept an
-    optional ``product``-like or ``<type>``-named object and price it when present."""
-    for name in ("product", item["type"]):
-        if name in item:
-            body = _object(item[name], f"{param}.{name}")
-            if name == "product":
-                return _product(body, f"{param}.product")
-            if "price" not in body:
-                return None
-            currency, amount = _price(body["price"], f"{param}.{name}.price")
-            quantity = _quantity(body.get("quantity", 1), f"{param}.{name}.quantity")
-            return currency, amount * quantity
-    return None
+def _fee(value: Any, param: str) -> LineItem:
+    fee = _object(value, param)
+    currency, amount = _amount(fee.get("amount"), f"{param}.amount")
+    # The answer's fee always carries a label (the SDK requires one); a missing one says "Fee".
+    body: dict[str, Any] = {"label": _optional_text(fee, "label", param, 255) or "Fee"}
+    description = _optional_text(fee, "description", param, 1000)
+    if description is not None:
+        body["description"] = description
+    body["amount"] = {"currency": currency, "value": amount}
+    return LineItem("fee", body, currency, amount)
 
 
-def line_items_total(payload: dict[str, Any]) -> tuple[str, int]:
-    """Validate the items and return the order total (currency, minor units)."""
+def _shipping(value: Any, param: str) -> LineItem:
+    shipping = _object(value, param)
+    currency, amount = _amount(shipping.get("fee"), f"{param}.fee")
+    body = {
+        "label": _optional_text(shipping, "label", param, 255),
+        "fee": {"currency": currency, "value": amount},
+    }
+    return LineItem("shipping", body, currency, amount)
+
+
+_LINE_PARSERS = {"product": _product, "fee": _fee, "shipping": _shipping}
+
+
+def line_items(payload: dict[str, Any]) -> tuple[list[LineItem], str, int]:
+    """Validate the items in their three input shapes; return them, the currency and total.
+
+    One currency per order: a second currency is refused, naming the first line that uses it.
+    """
     items = payload.get("line_items")
     if not isinstance(items, list) or not items:
         raise invalid("line_items", "line_items must be a non-empty array.")
-    currency: str | None = None
-    total = 0
+    parsed: list[LineItem] = []
     for index, raw in enumerate(items):
         param = f"line_items[{index}]"
         item = _object(raw, param)
-        if item.get("type") not in LINE_ITEM_TYPES:
+        kind = item.get("type")
+        if kind not in LINE_ITEM_TYPES:
             raise invalid(
                 f"{param}.type", f"{param}.type must be one of {', '.join(LINE_ITEM_TYPES)}."
             )
-        if item["type"] == "product":
-            charge: tuple[str, int] | None = _product(item.get("product"), f"{param}.product")
-        else:
-            charge = _charge(item, param)
-        if charge is None:
-            continue
-        if currency is not None and charge[0] != currency:
-            raise invalid(param, "All line items must use the same currency.")
-        currency = charge[0]
-        total += charge[1]
-    return currency or "usd", total
+        stray = sorted(set(LINE_ITEM_TYPES) - {kind} & set(item))
+        if stray:
+            raise invalid(
+                f"{param}.{stray[0]}", f"{param}: a {kind} item carries no {stray[0]} body."
+            )
+        if kind not in item:
+            raise invalid(f"{param}.{kind}", f"{param}.{kind} is required for a {kind} item.")
+        line = _LINE_PARSERS[kind](item[kind], f"{param}.{kind}")
+        if parsed and line.currency != parsed[0].currency:
+            raise invalid(
+                param,
+                f"{param}: all line items must use one currency; this one uses"
+                f" {line.currency}, line_items[0] uses {parsed[0].currency}.",
+            )
+        parsed.append(line)
+    return parsed, parsed[0].currency, sum(line.amount for line in parsed)
 
 
-def create_request(payload: dict[str, Any]) -> tuple[str, int]:
-    """Validate everything except the key; return the total."""
+def _url(value: Any, param: str) -> str:
+    if not isinstance(value, str) or len(value) > 2048:
+        raise invalid(param, f"{param} must be an absolute http(s) URL.")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
+        raise invalid(param, f"{param} must be an absolute http(s) URL, not {value!r}.")
+    return value
+
+
+def checkout_settings(payload: dict[str, Any]) -> dict[str, str | None] | None:
+    value = payload.get("checkout_settings")
+    if value is None:
+        return None
+    settings = _object(value, "checkout_settings")
+    unknown = sorted(set(settings) - {"redirect_url", "cancel_url"})
+    if unknown:
+        raise invalid(
+            f"checkout_settings.{unknown[0]}",
+            f"checkout_settings.{unknown[0]} is not a checkout setting (redirect_url, cancel_url).",
+        )
+    answer: dict[str, str | None] = {}
+    for name in ("redirect_url", "cancel_url"):
+        url = settings.get(name)
+        answer[name] = None if url is None else _url(url, f"checkout_settings.{name}")
+    return answer
+
+
+def custom_data(payload: dict[str, Any]) -> dict[str, str] | None:
+    """A flat object of string keys to string values within the provider's size limits."""
+    value = payload.get("custom_data")
+    if value is None:
+        return None
+    data = _object(value, "custom_data")
+    for key, item in data.items():
+        if len(key.encode("utf-8")) > CUSTOM_DATA_KEY_BYTES:
+            raise invalid(
+                "custom_data", f"custom_data key {key[:40]!r}... is longer than 256 bytes."
+            )
+        if not isinstance(item, str):
+            kind = type(item).__name__
+            raise invalid(f"custom_data.{key}", f"custom_data.{key} must be a string, not {kind}.")
+    size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if size > CUSTOM_DATA_BYTES:
+        raise invalid("custom_data", f"custom_data is {size} bytes; at most 25 KiB is allowed.")
+    return data
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """Everything of a valid create request the answer echoes."""
+
+    line_items: list[LineItem]
+    currency: str
+    total: int
+    finalize: bool
+    number: str | None
+    receipt_number: str | None
+    custom_data: dict[str, str] | None
+    checkout_settings: dict[str, str | None] | None
+
+
+def create_request(payload: dict[str, Any]) -> CreateRequest:
+    """Validate everything except the key (checked first, for idempotency)."""
     _customer(payload)
-    total = line_items_total(payload)
+    items, currency, total = line_items(payload)
     if "finalize" in payload and not isinstance(payload["finalize"], bool):
         raise invalid("finalize", "finalize must be a boolean.")
-    return total
+    return CreateRequest(
+        line_items=items,
+        currency=currency,
+        total=total,
+        finalize=payload.get("finalize") is True,
+        number=_optional_text(payload, "number", "", NUMBER_MAX),
+        receipt_number=_optional_text(payload, "receipt_number", "", NUMBER_MAX),
+        custom_data=custom_data(payload),
+        checkout_settings=checkout_settings(payload),
+    )
 
 
 @dataclass(frozen=True)
@@ -155,25 +282,33 @@ class PageRequest:
 
     @property
     def offset(self) -> int:
-        return (max(self.number, 1) - 1) * self.size
+        return (self.number - 1) * self.size
 
 
-def page_request(payload: dict[str, Any], page_cap: int | None) -> PageRequest:
-    """Validate page parameters, including the provider's 1..10 page window."""
+def page_request(
+    payload: dict[str, Any], page_cap: int | None, *, zero_is_first: bool = False
+) -> PageRequest:
+    """Validate page parameters, including the provider's 1..10 page window.
+
+    ``zero_is_first``: orders accept ``page_number`` 0 and answer it as page 1 (numbered 1),
+    as the provider's orders contract does; customers, payouts and balance transactions
+    refuse it.
+    """
     number = payload.get("page_number", 1)
     size = payload.get("page_size", PAGE_SIZE_DEFAULT)
     if size is None:
         size = PAGE_SIZE_DEFAULT
-    if not is_int(number) or number < 0:
-        raise invalid("page_number", "page_number must be an integer >= 1.")
+    lowest = 0 if zero_is_first else 1
+    if not is_int(number) or number < lowest:
+        raise invalid("page_number", f"page_number must be an integer >= {lowest}.")
     if not is_int(size) or not 1 <= size <= PAGE_SIZE_MAX:
         raise invalid("page_size", f"page_size must be an integer from 1 to {PAGE_SIZE_MAX}.")
     if page_cap is not None and number > page_cap:
         raise ApiError(
             400,
             "parameter_invalid",
-            f"page_number {number} is past the page window: only pages 1 to {page_cap}"
+            f"page_number {number} is past the page window: only pages {lowest} to {page_cap}"
             " can be requested.",
             param="page_number",
         )
-    return PageRequest(number, size)
+    return PageRequest(max(number, 1), size)

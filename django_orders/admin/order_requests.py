@@ -9,6 +9,7 @@ confirmation page; nothing is sent until the user confirms.
 from __future__ import annotations
 
 from collections import defaultdict
+from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -31,6 +32,7 @@ from .base import (
     badge,
     compact_datetime,
     has_model_permission,
+    pretty_json,
     pretty_json_text,
 )
 
@@ -77,7 +79,17 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
         ),
         (
             _("Last error"),
-            {"fields": ("last_status_code", "last_error_code", "last_error", "last_request_id")},
+            {
+                "fields": (
+                    "last_status_code",
+                    "last_error_code",
+                    "last_error",
+                    "last_error_detail",
+                    "last_error_docs",
+                    "last_request_id",
+                    "last_error_body_pretty",
+                )
+            },
         ),
         (_("Payload sent"), {"fields": ("payload_pretty",)}),
     )
@@ -115,6 +127,29 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
             obj.last_error,
             summary or Truncator(obj.last_error).chars(40),
         )
+
+    @admin.display(description=_("detail"))
+    def last_error_detail(self, obj: OrderRequest) -> str:
+        """The service's ``detail``: often what to change, where ``message`` only says what."""
+        return _body_text(obj, "detail") or "-"
+
+    @admin.display(description=_("documentation"))
+    def last_error_docs(self, obj: OrderRequest) -> SafeString | str:
+        """The error's documentation ``url`` as a link when it is an http(s) URL; anything else
+        (``javascript:``, a relative path) is shown as text, never made clickable."""
+        url = _body_text(obj, "url")
+        if url is None:
+            return "-"
+        if not _is_web_url(url):
+            return url
+        return format_html(
+            '<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, url
+        )
+
+    @admin.display(description=_("error body"))
+    def last_error_body_pretty(self, obj: OrderRequest) -> SafeString | str:
+        """Every field of the service's error object as it came (fix_code, cause...)."""
+        return pretty_json(obj.last_error_body) if obj.last_error_body else "-"
 
     @admin.display(description=_("order"))
     def order_link(self, obj: OrderRequest) -> SafeString | str:
@@ -224,6 +259,22 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
                 self.message_user(request, text % {"requests": _describe(rows)}, level)
         for state, rows in outcomes.items():  # a state this admin does not know yet
             self.message_user(request, f"{state}: {_describe(rows)}.", messages.INFO)
+
+
+def _body_text(obj: OrderRequest, name: str) -> str | None:
+    body = obj.last_error_body
+    value = body.get(name) if isinstance(body, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value
+
+
+def _is_web_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "http://[" (an unclosed IPv6 literal)
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
 
 
 def _describe(rows: list[OrderRequest]) -> str:

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_orders", "0006_order_checkout_fields"),
+        ("django_orders", "0007_orderrequest_last_error_body"),
     ]
 
     operations = [

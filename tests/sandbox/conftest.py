@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,9 +48,21 @@ class Api:
 
 
 def error_of(response: requests.Response) -> dict[str, Any]:
+    """The error object, checked for the provider's shape: type, code, url always; no param."""
     body = response.json()
     assert set(body) == {"error"}, body
-    return body["error"]
+    error = body["error"]
+    assert {"type", "code", "url", "message"} <= set(error), error
+    assert set(error) <= {"type", "code", "url", "message", "detail", "cause", "fix_code"}, error
+    assert error["url"].startswith("https://") and error["url"].endswith("#" + error["code"])
+    return error
+
+
+def named_field(error: dict[str, Any]) -> str:
+    """The field an error names in its ``detail`` (the provider's wire has no ``param``)."""
+    match = re.fullmatch(r"Correct (\S+) and send the request again\.", error.get("detail", ""))
+    assert match, error
+    return match.group(1)
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_same_key_different_payload_is_422_conflict(api, sandbox):
     assert response.status_code == 422
     error = error_of(response)
     assert error["code"] == "idempotency_key_conflict"
-    assert error["param"] == "request_meta.idempotency_key"
+    assert "request_meta.idempotency_key" in error["detail"]
     assert sandbox.store.count_orders() == 1
 
 
@@ -116,5 +116,9 @@ def test_stored_answers_survive_a_restart(sandbox_factory, tmp_path, api):
     second_server = sandbox_factory(db_path=db)
     replay = api.create(payload, server=second_server)
     assert replay.headers["Idempotent-Replayed"] == "true"
-    assert replay.content == first.content
+    # Byte for byte the first answer, but for the invoice links, which follow the server's
+    # address (the restarted sandbox listens on another port).
+    assert replay.content == first.content.replace(
+        first_server.url.encode(), second_server.url.encode()
+    )
     assert second_server.store.count_orders() == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import error_of
+from .conftest import error_of, named_field
 
 
 @pytest.fixture
@@ -32,7 +32,8 @@ def test_missing_page_number_is_page_one(api, seeded):
 def test_page_zero_is_accepted_as_page_one(api, seeded):
     response = api.page(page_number=0, page_size=5)
     assert _ids(response) == _ids(api.page(page_number=1, page_size=5))
-    assert response.json()["page"]["number"] == 0
+    # The provider's orders contract answers page 0 as page 1, numbered 1.
+    assert response.json()["page"]["number"] == 1
 
 
 def test_newest_first_and_the_newest_is_the_last_seeded(api, seeded):
@@ -82,7 +83,7 @@ def test_out_of_bounds_or_non_integer_is_400_naming_the_param(api, body, param):
     assert response.status_code == 400
     error = error_of(response)
     assert error["code"] == "invalid_request"
-    assert error["param"] == param
+    assert named_field(error) == param
 
 
 @pytest.mark.parametrize("size", [1, 256])
@@ -97,7 +98,7 @@ def test_page_cap_rejects_page_11_with_parameter_invalid(api, seeded):
     error = error_of(response)
     assert error["type"] == "invalid_request_error"
     assert error["code"] == "parameter_invalid"
-    assert error["param"] == "page_number"
+    assert named_field(error) == "page_number"
     assert "window" in error["message"]
 
 
@@ -146,17 +147,63 @@ def test_lookup_of_unknown_order_is_404_resource_missing(api, seeded):
     assert response.status_code == 404
     error = error_of(response)
     assert error["code"] == "resource_missing"
-    assert error["param"] == "order_id"
+    assert named_field(error) == "order_id"
 
 
 @pytest.mark.parametrize("body", [{}, {"order_id": ""}, {"order_id": 12}])
 def test_lookup_without_an_id_is_400(api, body):
     response = api.post("/orders/lookup", body)
     assert response.status_code == 400
-    assert error_of(response)["param"] == "order_id"
+    assert named_field(error_of(response)) == "order_id"
 
 
 def test_customer_lookup(api, seeded):
     customer = api.post("/customers/page", {"page_size": 1}).json()["page"]["customers"][0]
     response = api.post("/customers/lookup", {"customer_id": customer["id"]})
     assert response.json() == {"customer": customer}
+
+
+# -- page.size: "echo" (the spec, default) or "count" (the provider's SDK) ------------------
+
+
+def _sizes(api, server=None, **body):
+    page = api.post("/orders/page", body, server=server).json()["page"]
+    return page["size"], len(page["orders"])
+
+
+def test_page_size_echoes_the_request_by_default(api, seeded):
+    assert seeded.page_size_reading == "echo"
+    assert _sizes(api, page_number=3, page_size=25) == (25, 10)  # short last page
+    assert _sizes(api, page_number=4, page_size=25) == (25, 0)
+
+
+def test_count_reading_answers_the_records_returned(api, sandbox_factory, tmp_path):
+    server = sandbox_factory(db_path=tmp_path / "count.sqlite3", page_size_reading="count")
+    server.seed(60, seed=7)
+    assert _sizes(api, server, page_number=1, page_size=25) == (25, 25)
+    assert _sizes(api, server, page_number=3, page_size=25) == (10, 10)
+    assert _sizes(api, server, page_number=4, page_size=25) == (0, 0)
+    customers = api.post("/customers/page", {"page_size": 256}, server=server).json()["page"]
+    assert customers["size"] == len(customers["customers"]) < 256
+
+
+def test_the_reading_switches_at_run_time_in_process_and_by_control(api, seeded):
+    seeded.page_size_reading = "count"
+    assert _sizes(api, page_number=3, page_size=25) == (10, 10)
+    response = api.control("settings", {"page_size_reading": "echo"})
+    assert response.json() == {"page_size_reading": "echo"}
+    assert _sizes(api, page_number=3, page_size=25) == (25, 10)
+    assert api.control("settings").json() == {"page_size_reading": "echo"}
+    refused = api.control("settings", {"page_size_reading": "both"})
+    assert refused.status_code == 400
+    assert "page_size_reading" in error_of(refused)["message"]
+    with pytest.raises(ValueError, match="page_size_reading"):
+        seeded.page_size_reading = "size"
+    assert seeded.page_size_reading == "echo"
+
+
+def test_an_unknown_reading_is_refused_at_construction(tmp_path):
+    from orders_sandbox import SandboxServer
+
+    with pytest.raises(ValueError, match="echo, count"):
+        SandboxServer(tmp_path / "x.sqlite3", page_size_reading="sometimes")

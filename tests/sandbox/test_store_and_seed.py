@@ -59,7 +59,8 @@ def test_seed_has_realistic_statuses_and_customers(store):
     assert statuses.most_common(2)[0][0] in {"requires_payment", "completed"}
     assert statuses["requires_payment"] + statuses["completed"] > 0.7 * len(orders)
     assert {"paid", "canceled", "expired"} <= set(statuses)
-    assert set(statuses) - {
+    # Only the provider's statuses (its SDK refuses any other), "unknown" included.
+    assert set(statuses) == {
         "preparing",
         "requires_payment",
         "paid",
@@ -156,10 +157,19 @@ def test_add_arguments_exposes_the_cli_options():
             "--no-page-cap",
             "--enable-control",
             "--reset",
+            "--page-size-reading",
+            "count",
+            "--order-lifetime",
+            "90",
         ]
     )
     assert (options.port, options.seed, options.api_key, options.db) == (0, 5, "k", "x.sqlite3")
     assert options.no_page_cap and options.enable_control and options.reset
+    assert (options.page_size_reading, options.order_lifetime) == ("count", 90.0)
+    defaults = parser.parse_args([])
+    assert (defaults.page_size_reading, defaults.order_lifetime) == ("echo", 3600.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--page-size-reading", "sometimes"])
 
 
 def test_cli_serves_seeded_data_and_reseeding_is_idempotent(tmp_path):

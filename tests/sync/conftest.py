@@ -44,10 +44,8 @@ def edit_raw_order(server, order_id: str, change: Callable[[dict[str, Any]], Non
 
 
 def store_orders_by_id(server) -> dict[str, dict[str, Any]]:
-    """Every order the sandbox holds, parsed, by id."""
-    with server.store._lock:
-        rows = server.store._db.execute("SELECT id, json FROM orders").fetchall()
-    return {order_id: json.loads(text) for order_id, text in rows}
+    """Every order the sandbox holds, parsed, by id, as served (invoice URLs on its address)."""
+    return server.store.all_orders()
 
 
 def assert_mirror_matches(server) -> None:
