@@ -6,8 +6,9 @@ of the app. Every answer is read as a stream, its size counted before and after 
 watchdog shuts the connection's socket when it passes, whatever phase the exchange is in, since
 connect and read timeouts bound each socket operation, not their sum). The body is then
 decoded as RFC 8259 JSON, nesting bounded (``MAX_JSON_DEPTH``), and the two things in valid
-JSON that no database column takes are made storable: lone surrogates (``"\\ud83d"``) become
-U+FFFD and NUL characters (``"\\u0000"``) are removed, in keys and values alike.
+JSON that no database column takes are made storable: lone surrogates (``"\\ud83d"``) and NUL
+characters (``"\\u0000"``) become U+FFFD, in keys and values alike. Replaced, not removed: an
+id ``"or_1\\u0000"`` must not become another order's ``"or_1"``, and the mark stays visible.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ def decode_json(body: bytes | str) -> Any:
     ``NaN`` and ``Infinity`` are refused (neither database stores them in a JSON column), as is
     nesting deeper than ``MAX_JSON_DEPTH``. The bytes are read as RFC 8259 has them, UTF-8
     (UTF-16 and -32 detected), whatever charset the Content-Type names. Lone surrogates and
-    NULs are replaced and removed (see the module docstring): only answers whose text holds
+    NULs are replaced (see the module docstring): only answers whose text holds
     such an escape are walked, so the cost on ordinary answers is one regular-expression scan.
     """
     if nesting_depth_exceeds(body):
@@ -261,9 +262,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 def storable_text(text: str) -> str:
-    """``text`` without NULs and with lone surrogates replaced by U+FFFD."""
+    """``text`` with NULs and lone surrogates replaced by U+FFFD (see the module docstring)."""
     if "\x00" in text:
-        text = text.replace("\x00", "")
+        text = text.replace("\x00", "\ufffd")
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 

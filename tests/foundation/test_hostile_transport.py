@@ -187,5 +187,10 @@ def test_lone_surrogates_and_nuls_are_made_storable(client, hostile_server):
     )
     hostile_server.script("/orders/create", text_answer(200, answer))
     order = client.create_order(CREATE)
-    assert order == {"id": "or_1", "note": "a\ufffdbc", "emoji": "\U0001f600", "list": ["\ufffd"]}
+    assert order == {
+        "id": "or_1",
+        "note\ufffd": "a\ufffdb\ufffdc",
+        "emoji": "\U0001f600",
+        "list": ["\ufffd"],
+    }
     json.dumps(order).encode()  # storable: encodes without error
