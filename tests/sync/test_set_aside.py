@@ -119,3 +119,18 @@ def test_a_resource_name_longer_than_its_column_is_refused_before_anything_is_re
     assert not SyncRun.objects.exists()
     with pytest.raises(CommandError, match="at most 64"):
         call_command("sync_orders", "--resource", "a" * 65, "--collection", "x")
+
+
+def test_the_command_reports_records_set_aside_on_stderr(pages, capsys):
+    pages("orders", "orders", [order(1), order(2, extra='"amount": 1e400')])
+    call_command("sync_orders", skip_checks=True)
+    err = capsys.readouterr().err
+    assert "1 record(s) set aside, refused by the database" in err
+    assert "orders page 1, id or_2" in err
+
+
+def test_the_sync_run_page_shows_what_was_set_aside(pages, admin_client):
+    pages("orders", "orders", [order(1), order(2, extra='"amount": 1e400')])
+    run = sync_orders()
+    page = admin_client.get(f"/admin/django_orders/syncrun/{run.pk}/change/").content.decode()
+    assert "set aside" in page.lower() and "orders page 1, id or_2" in page

@@ -161,6 +161,14 @@ class Command(BaseCommand):
         display.end_line()
         if verbosity >= 1:
             self.stdout.write(self.style.SUCCESS(self.summary(run, time.monotonic() - started)))
+        if run.skipped:
+            # On stderr, which cron mails: the walk went on, but these records are missing.
+            self.stderr.write(
+                self.style.WARNING(
+                    f"{run.skipped} record(s) set aside, refused by the database "
+                    f"(sync run {run.pk}):\n{run.problems}"
+                )
+            )
 
     @staticmethod
     def summary(run: SyncRun, seconds: float) -> str:
