@@ -20,6 +20,7 @@ import socket
 import threading
 import zlib
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 import urllib3
@@ -205,9 +206,10 @@ def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
 
 # --- JSON -----------------------------------------------------------------------------------------
 
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_OPEN = frozenset(b"[{")
+#: Only what matters to nesting: quotes (to skip strings) and brackets.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+_QUOTED = re.compile(rb'"[^"]*"')
+_DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 #: Escapes that decode to text no database stores: NUL, and (lone) surrogates.
 _UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -218,21 +220,23 @@ def nesting_depth_exceeds(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> boo
 
     Done on the text, before decoding: the standard decoder recurses once per level and
     raises ``RecursionError`` (or exhausts a thread's small stack) long before it says
-    anything useful. Strings are blanked first (a bracket inside one is not nesting), then only
-    the brackets are scanned; both steps run in C but for the last, over brackets only.
+    anything useful. All in C but the last step: escaped backslashes and quotes are dropped,
+    then everything but quotes and brackets, then the strings (a bracket inside one is not
+    nesting); what is left is brackets only, a few per record.
     """
     data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    brackets = _STRINGS.sub(b'""', data).translate(None, _NOT_BRACKETS)
+    skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    brackets = _QUOTED.sub(b"", skeleton)
     depth = 0
-    for byte in brackets:
-        if byte in _OPEN:
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
+    for start in range(0, len(brackets), 65536):  # a slice at a time: a bomb fails fast
+        levels = list(
+            accumulate(map(_DELTA.__getitem__, brackets[start : start + 65536]), initial=depth)
+        )
+        if max(levels) > limit:
+            return True
+        depth = levels[-1]
     return False
 
 
