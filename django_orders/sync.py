@@ -38,7 +38,7 @@ from .lease import Lease
 from .mirror import MirrorResult, store_orders
 from .models import TERMINAL_STATUSES, Order, SyncRun
 from .order_requests import refuse_outer_transaction
-from .pagewrite import write_page
+from .pagewrite import REFUSALS, set_aside, write_page
 from .parsing import ParsedOrder, parse_order, parse_record
 from .prefetch import fetched_ahead, page_walk
 from .signals import order_first_seen, order_status_changed
@@ -356,15 +356,28 @@ def _refresh_one(
     if parsed.id != order_id:
         raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
-    with transaction.atomic():
-        result = store_orders([parsed], now=now, refreshed=True)
-        if run is not None:
-            run.refreshed += 1
-            _add_counts(run, result)
-            SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
-        if lease is not None:
-            lease.renew(now=now)
-        transaction.on_commit(partial(_send_signals, result), robust=True)
+    try:
+        with transaction.atomic():
+            result = store_orders([parsed], now=now, refreshed=True)
+            if run is not None:
+                run.refreshed += 1
+                _add_counts(run, result)
+                SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
+            if lease is not None:
+                lease.renew(now=now)
+            transaction.on_commit(partial(_send_signals, result), robust=True)
+    except REFUSALS as exc:
+        if run is None:
+            raise
+        # As a page's record (pagewrite): set aside, and to the back of the refresh queue.
+        set_aside(run, f"lookup of order {order_id}", exc)
+        with transaction.atomic():
+            Order.objects.filter(pk=order_id).update(refreshed_at=now)
+            values = _progress_values(run)
+            SyncRun.objects.filter(pk=run.pk).update(**values, problems=run.problems)
+            if lease is not None:
+                lease.renew(now=now)
+        return MirrorResult()
     return result
 
 

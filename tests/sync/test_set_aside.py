@@ -6,6 +6,7 @@ process (the default) and the helper thread alike."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import call_command
@@ -134,3 +135,25 @@ def test_the_sync_run_page_shows_what_was_set_aside(pages, admin_client):
     run = sync_orders()
     page = admin_client.get(f"/admin/django_orders/syncrun/{run.pk}/change/").content.decode()
     assert "set aside" in page.lower() and "orders page 1, id or_2" in page
+
+
+def test_a_refresh_lookup_the_database_refuses_is_set_aside(pages, settings, hostile_server):
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "MAX_PAGE_NUMBER": 1}
+    customer = Customer.objects.create(id="cu_old", name="Old", raw={"id": "cu_old"})
+    Order.objects.create(
+        id="or_old",
+        status="requires_payment",
+        initiated_at=datetime(2025, 1, 1, tzinfo=UTC),
+        customer=customer,
+        raw={"id": "or_old"},
+    )
+    pages("orders", "orders", [order(1), order(2), order(3)])
+    refused = order(9).replace('"or_9"', '"or_old"').replace('"cu_9"', '"cu_old"')
+    refused = refused[:-1] + ', "amount": 1e400}'
+    hostile_server.script("/orders/lookup", text_answer(200, f'{{"order": {refused}}}'))
+    run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert (run.skipped, run.refreshed) == (1, 0)
+    assert "lookup of order or_old" in SyncRun.objects.get(pk=run.pk).problems
+    old = Order.objects.get(pk="or_old")
+    assert old.refreshed_at is not None and old.raw == {"id": "or_old"}  # to the back, unchanged
