@@ -63,6 +63,7 @@ from .paging import (
     check_page_shape,
     collection_for,
 )
+from .rate_gate import RateGate
 from .secret import HIDDEN, Secret
 
 __all__ = [
@@ -136,6 +137,7 @@ class OrdersClient:
         deadline: float = DEFAULT_REQUEST_DEADLINE,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        gate: RateGate | None = None,
     ) -> None:
         # First of all: from here on this frame holds the key only as a Secret, which even
         # Django's DEBUG page cannot print (it ignores sensitive_variables while DEBUG is on).
@@ -156,6 +158,8 @@ class OrdersClient:
         self.max_response_bytes = max_response_bytes
         self.deadline = deadline
         self._sleep = sleep
+        # Shared with the other clients of a lookup pool: a 429 holds them all (rate_gate.py).
+        self._gate = gate
         self._auth = BearerAuth(api_key)
         self.session = session or requests.Session()
         adapter = BoundedAdapter(max_retries=0)
@@ -301,12 +305,27 @@ class OrdersClient:
         data = body.encode() if isinstance(body, str) else body
         attempt = 0
         while True:
+            if self._gate is not None:
+                self._gate.wait(self._sleep)
             try:
                 return self._post_once(path, data)
             except (RateLimited, ServerError, OrdersNetworkError) as exc:
                 if not self._should_retry(exc, attempt, retry_read_timeout):
                     raise
                 wait = self._backoff(attempt, exc)
+                if isinstance(exc, RateLimited) and self._gate is not None:
+                    # The whole pool backs off: the wait happens at the gate, before the next
+                    # request of every client that shares it (this one included).
+                    self._gate.hold(wait)
+                    logger.warning(
+                        "POST %s was rate limited; the pool waits %.1fs (retry %d of %d)",
+                        path,
+                        wait,
+                        attempt + 1,
+                        self.max_retries,
+                    )
+                    attempt += 1
+                    continue
                 logger.warning(
                     "POST %s failed (%s); retry %d of %d in %.1fs",
                     path,

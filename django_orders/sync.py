@@ -32,9 +32,10 @@ from django.utils import timezone
 
 from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
-from .exceptions import InvalidRecord, RequestRejected
+from .exceptions import InvalidRecord
 from .helper_process import HelperUnavailable, fetched_in_process
 from .lease import Lease
+from .lookups import Lookup, lookup_orders
 from .mirror import MirrorResult, store_orders
 from .models import TERMINAL_STATUSES, Order, SyncRun
 from .order_requests import refuse_outer_transaction
@@ -132,7 +133,7 @@ def sync_orders(
             _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
             try:
-                _run(client, walk, run, lease, refresh_limit, progress)
+                _run(walk, run, lease, refresh_limit, progress)
             except BaseException as exc:
                 _record_failure(run, exc)
                 raise
@@ -162,16 +163,14 @@ def _close_abandoned_runs(resource: str) -> int:
     )
 
 
-def _run(client, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
+def _run(walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
     seen_ids: set[str] = set()
     with walk_write_settings(Order):
         nonterminal_seen = _walk(walk, run, lease, seen_ids, progress)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         if walk.resource == "orders":
-            _refresh_outside_walk(
-                client, run, lease, seen_ids, nonterminal_seen, refresh_limit, progress
-            )
+            _refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
@@ -257,7 +256,6 @@ UNKNOWN_SHOWN = 5
 
 
 def _refresh_outside_walk(
-    client: OrdersClient,
     run: SyncRun,
     lease: Lease,
     seen_ids: set[str],
@@ -269,7 +267,8 @@ def _refresh_outside_walk(
 
     Candidates are read completely before the first lookup, so no query or transaction is open
     during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
-    over several runs every waiting order gets its turn.
+    over several runs every waiting order gets its turn. ``REFRESH_CONCURRENCY`` lookups are in
+    flight at once (``lookups``); each order is written in its own transaction as it comes.
     """
     pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
     waiting = max(0, pending.count() - nonterminal_seen)
@@ -282,14 +281,16 @@ def _refresh_outside_walk(
                 if len(candidates) >= limit:
                     break
     unknown: list[str] = []
-    for order_id in candidates:
-        result = _refresh_one(client, order_id, lease=lease, run=run)
+    for lookup in lookup_orders(candidates, heartbeat=lease.renew):
+        result = _store_lookup(lookup, lease=lease, run=run)
         if result is None:
-            unknown.append(order_id)
+            unknown.append(lookup.order_id)
         elif progress is not None:
             progress(run)
     run.refresh_waiting = max(0, waiting - len(candidates))
     if unknown:
+        # Lookups finish in any order; the warning names them in queue order.
+        unknown.sort(key={order_id: n for n, order_id in enumerate(candidates)}.__getitem__)
         # One line a run, not one an order: a mirror synced against another account or
         # environment than the one that created its orders would print up to refresh_limit.
         shown = ", ".join(unknown[:UNKNOWN_SHOWN])
@@ -306,41 +307,37 @@ def _refresh_outside_walk(
 def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     """Look up each order by id and store it, each in its own short transaction.
 
-    For the admin's "refresh from the API" action (at most 100 ids). An id the service does not
-    know (404) is reported in ``missing``, not fatal; any other error propagates, with the
-    lookups before it already stored. Raises ``TransactionManagementError`` inside
+    For the admin's "refresh from the API" action (at most 100 ids). ``REFRESH_CONCURRENCY``
+    lookups are in flight at once. An id the service does not know (404) is reported in
+    ``missing``, not fatal; any other error propagates, with the lookups that finished before it
+    already stored. Raises ``TransactionManagementError`` inside
     ``transaction.atomic()``, before any lookup: each lookup's write must commit on its own,
     and no lookup may run inside the caller's transaction.
     """
     refuse_outer_transaction(router.db_for_write(Order))
     summary = RefreshResult()
     unique_ids = list(dict.fromkeys(order_ids))
-    with OrdersClient.from_settings() as client, walk_write_settings(Order):
-        for order_id in unique_ids:
-            result = _refresh_one(client, order_id)
+    with walk_write_settings(Order):
+        for lookup in lookup_orders(unique_ids):
+            result = _store_lookup(lookup)
             if result is None:
-                summary.missing.append(order_id)
+                summary.missing.append(lookup.order_id)
                 continue
             summary.refreshed += 1
             summary.created += result.created
             summary.updated += result.updated
             summary.unchanged += result.unchanged
+    # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
+    summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
     return summary
 
 
-def _refresh_one(
-    client: OrdersClient,
-    order_id: str,
-    *,
-    lease: Lease | None = None,
-    run: SyncRun | None = None,
+def _store_lookup(
+    lookup: Lookup, *, lease: Lease | None = None, run: SyncRun | None = None
 ) -> MirrorResult | None:
-    """One lookup and one short transaction; ``None`` when the service answers 404."""
-    try:
-        record = client.lookup_order(order_id)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
+    """Write one lookup's order in its own short transaction; ``None`` for an unknown order."""
+    order_id, record = lookup.order_id, lookup.record
+    if record is None:
         logger.info("Order %s is unknown to the service (404); left as it is", order_id)
         now = timezone.now()
         with transaction.atomic():

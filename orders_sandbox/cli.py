@@ -64,6 +64,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Expose the /__sandbox__/ control endpoints (faults, clock, seeding) (default: off).",
     )
     parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="Delay every API answer by MS milliseconds, like a service across a network"
+        " (default: 0).",
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=None,
+        metavar="N",
+        help="Answer 429 with Retry-After past N API requests a second (default: no limit).",
+    )
+    parser.add_argument(
         "--page-size-reading",
         choices=PAGE_SIZE_READINGS,
         default="echo",
@@ -95,6 +110,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         port=options.port,
         page_cap=None if options.no_page_cap else DEFAULT_PAGE_CAP,
         enable_control=options.enable_control,
+        latency_ms=getattr(options, "latency_ms", 0.0),
+        rate_limit=getattr(options, "rate_limit", None),
         page_size_reading=getattr(options, "page_size_reading", "echo"),
         order_lifetime=getattr(options, "order_lifetime", DEFAULT_ORDER_LIFETIME),
     )

@@ -93,7 +93,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._require_post(method)
                 self._authenticate(app)
                 self._require_json(raw)
-                self._api(app, path, self._parse(raw))
+                with app.pacing.answering():
+                    self._api(app, path, self._parse(raw))
         except ApiError as exc:
             self._send(exc.reply())
         except (BrokenPipeError, ConnectionResetError):
@@ -179,6 +180,16 @@ class Handler(BaseHTTPRequestHandler):
         return payload
 
     def _api(self, app: SandboxApp, path: str, payload: dict[str, Any]) -> None:
+        app.pacing.delay()
+        retry_after = app.pacing.admit()
+        if retry_after is not None:
+            raise ApiError(
+                429,
+                "rate_limited",
+                "Too many requests; retry later.",
+                type="rate_limit_error",
+                headers={"Retry-After": str(retry_after)},
+            )
         fault = app.faults.take(path, RESPONSE_KINDS)
         if fault is not None:
             logger.info("fault %s fires on %s (request %s)", fault.kind, path, self.request_id)

@@ -19,6 +19,7 @@ from typing import Any
 from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
+from .pacing import Pacing
 from .service import DEFAULT_ORDER_LIFETIME, Service, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
@@ -37,6 +38,7 @@ class SandboxApp:
     enable_control: bool = False
     clock: Clock = field(default_factory=Clock)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
+    pacing: Pacing = field(default_factory=Pacing)
     page_size_reading: str = "echo"
     order_lifetime: float = DEFAULT_ORDER_LIFETIME
     service: Service = field(init=False)
@@ -66,6 +68,8 @@ class SandboxServer:
 
     ``page_cap`` imitates the provider's page window (pages past 10 answer 400);
     ``None`` removes it. Control endpoints exist only with ``enable_control``.
+    ``latency_ms`` delays every API answer and ``rate_limit`` (requests a second) answers 429
+    with ``Retry-After`` past it (``pacing``).
     ``page_size_reading`` says what ``page.size`` answers: ``"echo"`` the requested
     ``page_size`` (api-spec.md, the default) or ``"count"`` the records returned (how the
     provider's SDK reads it); switchable at run time (``.page_size_reading = ...``).
@@ -81,6 +85,8 @@ class SandboxServer:
         port: int = 0,
         page_cap: int | None = DEFAULT_PAGE_CAP,
         enable_control: bool = False,
+        latency_ms: float = 0.0,
+        rate_limit: float | None = None,
         page_size_reading: str = "echo",
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
     ) -> None:
@@ -95,6 +101,7 @@ class SandboxServer:
             enable_control,
             page_size_reading=page_size_reading,
             order_lifetime=order_lifetime,
+            pacing=Pacing(latency_ms, rate_limit),
         )
         self._httpd = SandboxHTTPServer((host, port), self.app)
         self.app.service.base_url = self.store.base_url = self.url

@@ -43,7 +43,8 @@ def test_defaults(configure):
     assert orders_settings.SYNC_HELPER == "process"
     assert orders_settings.CURRENCIES == ("ghs", "usd", "gbp", "eur", "cny")
     assert timedelta(seconds=5) == orders_settings.CONFIRM_WAIT
-    for name in ("SYNC_LEASE", "REFRESH_LIMIT", "RESUME_BACKOFF"):
+    assert (orders_settings.REFRESH_LIMIT, orders_settings.REFRESH_CONCURRENCY) == (2000, 8)
+    for name in ("SYNC_LEASE", "RESUME_BACKOFF"):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
 
@@ -169,6 +170,9 @@ INVALID = [
     ("KEY_LIFETIME", 3600),
     ("SYNC_LEASE", timedelta(seconds=-1)),
     ("REFRESH_LIMIT", -1),
+    ("REFRESH_CONCURRENCY", 0),
+    ("REFRESH_CONCURRENCY", 33),
+    ("REFRESH_CONCURRENCY", "8"),
     ("RESUME_BACKOFF", 30),
     ("SYNC_HELPER", "processes"),
     ("SYNC_HELPER", None),
@@ -221,6 +225,8 @@ VALID = [
     ("API_KEY", "opaque-no-prefix"),
     ("SYNC_HELPER", "process"),
     ("SYNC_HELPER", "thread"),
+    ("REFRESH_CONCURRENCY", 1),
+    ("REFRESH_CONCURRENCY", 32),
     ("CURRENCIES", ("eur",)),
     ("CURRENCIES", ("jpy", "usd")),
     ("CONFIRM_WAIT", timedelta(0)),
