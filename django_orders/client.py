@@ -53,7 +53,7 @@ from .exceptions import (
     RateLimited,
     ServerError,
 )
-from .exchange import BoundedAdapter, send_bounded
+from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .paging import (
     COLLECTIONS,
     Page,
@@ -64,7 +64,7 @@ from .paging import (
     collection_for,
 )
 from .rate_gate import RateGate
-from .secret import HIDDEN, Secret
+from .secret import Secret
 
 __all__ = [
     "COLLECTIONS",
@@ -83,30 +83,6 @@ USER_AGENT = f"django-orders/{__version__}"
 MAX_RETRY_AFTER = LONGEST_CLIENT_WAIT
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
-
-
-class BearerAuth(requests.auth.AuthBase):
-    """Adds ``Authorization: Bearer <key>``; the one place the key is unwrapped to be sent."""
-
-    @sensitive_variables("api_key")
-    def __init__(self, api_key: str | Secret) -> None:
-        self._api_key = Secret(api_key)
-
-    @sensitive_variables("request")
-    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = "Bearer " + self._api_key.reveal()
-        return request
-
-    def __repr__(self) -> str:
-        return f"<BearerAuth key={HIDDEN}>"
-
-    def scrub(self, text: str) -> str:
-        """``text`` with the key replaced, for messages built from what the server said."""
-        return self._api_key.scrub(text)
-
-    def scrub_bytes(self, data: bytes) -> bytes:
-        """An answer's body with the key replaced (see ``Secret.scrub_bytes``)."""
-        return self._api_key.scrub_bytes(data)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Split from ``client.py``, which decides what to send and what an answer means; this module
 only makes sure that an exchange ends, within its deadline and its size limit, with either an
 answer or one of the library's network errors (``RequestNotSent``, ``OutcomeUnknown``),
-never a bare exception from requests, urllib3 or the socket.
+never a bare exception from requests, urllib3 or the socket. ``BearerAuth`` lives here too:
+it is the one place the key is unwrapped, to be put in the ``Authorization`` header.
 """
 
 from __future__ import annotations
@@ -13,12 +14,37 @@ from typing import Any
 
 import requests
 import urllib3
+from django.views.decorators.debug import sensitive_variables
 from requests.adapters import HTTPAdapter
 
 from .answers import TRACKED_POOLS, AnswerTooLarge, Deadline, UnsupportedEncoding, read_body
 from .errormap import network_error
 from .exceptions import OutcomeUnknown
-from .secret import HIDDEN
+from .secret import HIDDEN, Secret
+
+
+class BearerAuth(requests.auth.AuthBase):
+    """Adds ``Authorization: Bearer <key>``; the one place the key is unwrapped to be sent."""
+
+    @sensitive_variables("api_key")
+    def __init__(self, api_key: str | Secret) -> None:
+        self._api_key = Secret(api_key)
+
+    @sensitive_variables("request")
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = "Bearer " + self._api_key.reveal()
+        return request
+
+    def __repr__(self) -> str:
+        return f"<BearerAuth key={HIDDEN}>"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the key replaced, for messages built from what the server said."""
+        return self._api_key.scrub(text)
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """An answer's body with the key replaced (see ``Secret.scrub_bytes``)."""
+        return self._api_key.scrub_bytes(data)
 
 
 class BoundedAdapter(HTTPAdapter):
