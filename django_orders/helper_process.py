@@ -61,14 +61,16 @@ HELPER_LOGGERS = ("django_orders.client", "django_orders.paging", "django_orders
 
 _FRAME_HEADER = struct.Struct("!I")
 
-#: Run by the helper's interpreter. Only builtins come before ``sys.path`` is set: the job is a
-#: dict of plain values. A failure to import is reported as a frame, so the sync can say why.
+#: Run by the helper's interpreter. ``sys.path`` comes first, as a pickle of plain strings; then
+#: the job, whose API key is a ``Secret`` (importable only once the path is set). A failure to
+#: import is reported as a frame, so the sync can say why.
 BOOTSTRAP = """\
 import pickle, struct, sys
 out = sys.stdout.buffer
 try:
+    path = pickle.load(sys.stdin.buffer)
+    sys.path[:0] = [p for p in path if p not in sys.path]
     job = pickle.load(sys.stdin.buffer)
-    sys.path[:0] = [p for p in job["path"] if p not in sys.path]
     from django_orders.helper_process import serve
 except BaseException as exc:
     data = pickle.dumps(("unavailable", f"{type(exc).__name__}: {exc}"))
@@ -144,6 +146,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         raise HelperUnavailable(f"could not start {sys.executable!r}: {exc}") from None
     assert process.stdin is not None and process.stdout is not None
     try:
+        process.stdin.write(pickle.dumps(job["path"]))
         process.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
         process.stdin.flush()
         # A helper that hangs while starting is killed, which ends the read below.
