@@ -228,7 +228,7 @@ def nesting_depth_exceeds(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> boo
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
     skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
-    brackets = _QUOTED.sub(b"", skeleton)
+    brackets = _QUOTED.sub(b"", skeleton).replace(b'"', b"")  # an unclosed one: not JSON anyway
     depth = 0
     for start in range(0, len(brackets), 65536):  # a slice at a time: a bomb fails fast
         levels = list(

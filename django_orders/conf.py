@@ -24,7 +24,7 @@ SETTINGS_NAME = "DJANGO_ORDERS"
 #: The defaults of the answer bounds, also ``OrdersClient``'s when built without settings.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_REQUEST_DEADLINE = 60.0
-#: Slack between the longest page read and the sync lease (see ``_validate_lease``).
+#: Slack between the longest page read and the sync lease (``lease.lease_duration``).
 LEASE_MARGIN = timedelta(seconds=60)
 #: The longest Retry-After the client waits between two tries (``client.MAX_RETRY_AFTER``).
 LONGEST_CLIENT_WAIT = 60.0
@@ -293,23 +293,10 @@ class OrdersSettings:
                 f'"{name}": env("{ENV_NAMES[name]}").'
             )
         validate(name, value)
-        if name == "SYNC_LEASE":
-            self._validate_lease(value)
         if name in ("TIMEOUT", "CURRENCIES") and isinstance(value, list):
             value = tuple(value)
         self._cache[name] = value
         return value
-
-    def _validate_lease(self, lease: timedelta) -> None:
-        """The lease is renewed once a page: it must outlast the longest page read, or another
-        host could take it over from a walk that is only waiting on a slow answer."""
-        longest = longest_exchange(self.REQUEST_DEADLINE, self.MAX_RETRIES)
-        if lease < longest + LEASE_MARGIN:
-            raise OrdersConfigurationError(
-                f"{setting_name('SYNC_LEASE')} ({lease}) must be longer than the longest page "
-                f"read, {setting_name('REQUEST_DEADLINE')} x ({setting_name('MAX_RETRIES')} + 1) "
-                f"plus the waits between tries ({longest}), and a minute more."
-            )
 
     def is_set(self, name: str) -> bool:
         """Whether a required setting has a value, without raising."""

@@ -4,11 +4,14 @@ order or ``InvalidOrderRequest``, and for invalid input nothing is stored and no
 Inputs are drawn mostly valid and then damaged one field at a time (a key dropped, an unknown
 key added, a value swapped for any JSON value, NULs and lone surrogates in text), so that
 both sides of the validation are exercised; the strategies take their choices from the
-validation's own tables (line item and product types, ``CURRENCIES``), so they follow the code.
+validation's own tables (line item and product types, ``CURRENCIES``) and from what the code
+accepts (the line item shapes the serializer knows, the keyword arguments ``create_order``
+takes), so they follow the code as it grows.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 from typing import Any
@@ -23,19 +26,20 @@ from django_orders.conf import orders_settings
 from django_orders.exceptions import InvalidOrderRequest
 from django_orders.models import Order, OrderRequest
 from django_orders.services import create_order
-from django_orders.validation import LINE_ITEM_TYPES, PRODUCT_TYPES
+from django_orders.validation import LINE_ITEM_TYPES, PRODUCT_TYPES, LineItemSerializer
 
 pytestmark = pytest.mark.django_db
 URL = "https://orders.test/orders/create"
 
 #: Text with what breaks storage and headers: NUL, control characters, lone surrogates.
-TEXT = st.text(
-    alphabet=st.one_of(
+#: (Built from a list of characters: ``st.text`` with this alphabet drops the surrogates.)
+TEXT = st.lists(
+    st.one_of(
         st.characters(codec="utf-8"),
         st.sampled_from(["\x00", "\ud83d", "\udc00", "\n", " ", "é", "\u202e"]),
     ),
     max_size=40,
-)
+).map("".join)
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -64,17 +68,46 @@ VALID_CUSTOMER = st.fixed_dictionaries(
 )
 
 
+#: What ``create_order`` takes besides the four it always took (e.g. ``number``).
+PARAMETERS = set(inspect.signature(create_order).parameters)
+#: Whether a line item carries a body per type (``fee``, ``shipping``) or always ``product``.
+TYPED_BODIES = {"fee", "shipping"} <= set(LineItemSerializer().fields)
+NAME = st.text(min_size=1, max_size=40).filter(str.strip)
+
+
 @st.composite
 def line_item(draw: st.DrawFn, currency: str) -> dict[str, Any]:
+    kind = draw(st.sampled_from(LINE_ITEM_TYPES))
+    price = {"currency": currency, "value": draw(st.integers(0, 2**53 - 1))}
+    if TYPED_BODIES and kind == "fee":
+        return {"type": kind, "fee": {"amount": price, "label": draw(NAME)}}
+    if TYPED_BODIES and kind == "shipping":
+        return {"type": kind, "shipping": {"fee": price}}
     return {
-        "type": draw(st.sampled_from(LINE_ITEM_TYPES)),
+        "type": kind if not TYPED_BODIES else "product",
         "product": {
-            "name": draw(st.text(min_size=1, max_size=40).filter(str.strip)),
+            "name": draw(NAME),
             "type": draw(st.sampled_from(PRODUCT_TYPES)),
             "quantity": draw(st.integers(min_value=1, max_value=10**6)),
-            "price": {"currency": currency, "value": draw(st.integers(0, 2**53))},
+            "price": price,
         },
     }
+
+
+#: Valid values of the keyword arguments ``create_order`` may take beyond the first four.
+OPTIONAL_ARGUMENTS = {
+    "number": st.one_of(st.none(), st.from_regex(r"[A-Z0-9-]{1,20}", fullmatch=True)),
+    "checkout_settings": st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "redirect_url": st.just("https://shop.example/thanks"),
+                "cancel_url": st.just("https://shop.example/cart"),
+            }
+        ),
+    ),
+    "custom_data": st.one_of(st.none(), st.dictionaries(TEXT, TEXT, max_size=3)),
+}
 
 
 @st.composite
@@ -111,6 +144,9 @@ def order_inputs(draw: st.DrawFn) -> dict[str, Any]:
         "finalize": draw(st.booleans()),
         "reference": draw(st.one_of(st.none(), st.text(min_size=1, max_size=40))),
     }
+    for name, strategy in OPTIONAL_ARGUMENTS.items():
+        if name in PARAMETERS:
+            arguments[name] = draw(strategy)
     name = draw(st.sampled_from([None, *arguments]))
     if name is not None:
         arguments[name] = draw(damaged(arguments[name]))

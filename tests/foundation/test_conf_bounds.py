@@ -43,18 +43,16 @@ def test_the_bounds_reach_the_client_built_from_settings(configure):
     assert (client.max_response_bytes, client.deadline) == (1024 * 1024, 7.5)
 
 
-def test_a_lease_shorter_than_the_longest_page_read_is_refused(configure):
-    # Defaults: 60 s x 4 tries + 3 waits of up to 60 s = 7 minutes, plus a minute.
-    configure(SYNC_LEASE=timedelta(minutes=7, seconds=59))
-    with pytest.raises(OrdersConfigurationError) as caught:
-        orders_settings.SYNC_LEASE  # noqa: B018
-    assert 'DJANGO_ORDERS["REQUEST_DEADLINE"]' in str(caught.value)
-    assert [m.id for m in check_settings()] == ["django_orders.E002"]
-    configure(SYNC_LEASE=timedelta(minutes=8))
-    assert timedelta(minutes=8) == orders_settings.SYNC_LEASE
+def test_the_lease_outlasts_the_longest_page_read(configure):
+    from django_orders.lease import Lease, lease_duration
 
-
-def test_a_shorter_deadline_allows_a_shorter_lease(configure):
-    configure(SYNC_LEASE=timedelta(minutes=5), REQUEST_DEADLINE=10, MAX_RETRIES=3)
-    assert timedelta(minutes=5) == orders_settings.SYNC_LEASE  # 10 x 4 + 180 + 60 = 280 s
+    # Defaults: 60 s x 4 tries + 3 waits of up to 60 s = 7 minutes, plus a minute: 8 < 10.
+    configure()
+    assert lease_duration() == timedelta(minutes=10)
+    configure(SYNC_LEASE=timedelta(minutes=2))
+    assert lease_duration() == timedelta(minutes=8)
+    configure(SYNC_LEASE=timedelta(minutes=3), REQUEST_DEADLINE=10, MAX_RETRIES=1)
+    assert lease_duration() == timedelta(minutes=3)  # longer than 10 x 2 + 60 + 60 = 140 s
+    configure(MAX_RETRIES=10)  # 60 x 11 + 600 + 60 = 22 minutes
+    assert Lease("orders").duration == timedelta(minutes=22)
     assert check_settings() == []
