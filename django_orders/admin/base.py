@@ -82,6 +82,17 @@ def pretty_json_text(text: str) -> SafeString:
         return format_html('<pre class="orders-json">{}</pre>', text)
 
 
+def bounded_json(text: str | None) -> Any:
+    """Stored JSON text decoded, or ``{}`` when it is not JSON or nests deeper than the client
+    accepts (see ``pretty_json_text``)."""
+    if not isinstance(text, str) or nesting_depth_exceeds(text, MAX_JSON_DEPTH):
+        return {}
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+
+
 def raw_as_text() -> Cast:
     """The ``raw`` column as its stored text, for detail pages: the admin never decodes
     ``raw`` through the model field (``JSONField`` would, on loading the row), so a record
