@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_orders", "0011_checkout_search_indexes"),
+        ("django_orders", "0010_order_cancel_permission"),
     ]
 
     operations = [

@@ -202,3 +202,19 @@ def test_create_order_gives_an_order_or_refuses_the_input_untouched(transport, a
     sent = OrderRequest.objects.get(order=order)
     assert sent.state == OrderRequest.State.SUCCEEDED
     json.loads(sent.payload)  # what was stored and sent is JSON
+
+
+@pytest.mark.parametrize(
+    "custom_data",
+    [{"\ud83d": "x"}, {"k": "\udc00"}, {"k": "a\x00b"}, {"a\x00": "v"}],
+    ids=["surrogate-key", "surrogate-value", "nul-value", "nul-key"],
+)
+def test_custom_data_that_cannot_be_stored_is_refused(transport, order_input, custom_data):
+    # What the fuzz found: keys or values with a lone surrogate raised UnicodeEncodeError from
+    # the validation itself, and a NUL was let through where every other text field refuses it.
+    if "custom_data" not in PARAMETERS:
+        pytest.skip("create_order takes no custom_data here")
+    with pytest.raises(InvalidOrderRequest) as caught:
+        create_order(**order_input, custom_data=custom_data)
+    assert [path.startswith("custom_data.") for path in caught.value.errors] == [True]
+    assert not OrderRequest.objects.exists() and not transport.calls
