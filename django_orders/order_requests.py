@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
@@ -38,31 +38,32 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from .answers import storable_text
 from .client import OrdersClient
-from .conf import longest_exchange, orders_settings, setting_name
+from .conf import orders_settings, setting_name
 from .errormap import shorten
 from .exceptions import (
     InvalidRecord,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,
-    RateLimited,
     RequestRejected,
 )
 from .mirror import customer_row, order_row
 from .models import Customer, Order, OrderRequest
 from .parsing import ParsedOrder, parse_order
+from .request_timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
+    CLAIM_MARGIN,  # noqa: F401
+    MAX_BACKOFF,  # noqa: F401
+    backoff,
+    claim_duration,
+    column_text,
+    next_attempt,
+)
 from .signals import order_created
 
 logger = logging.getLogger("django_orders.order_requests")
 
 State = OrderRequest.State
-#: The longest wait between two resends of one request, whatever its attempts.
-MAX_BACKOFF = timedelta(hours=1)
-#: Slack added to the longest possible send when claiming a request.
-CLAIM_MARGIN = timedelta(seconds=60)
-
 OUTER_TRANSACTION_MESSAGE = (
     "create_order() must not run inside transaction.atomic(): the order request has to be "
     "committed before the order is sent, and a rollback after the send would erase the "
@@ -144,39 +145,6 @@ def stored_body(request: OrderRequest) -> dict[str, Any] | None:
         return None
     body.pop("request_meta", None)
     return body
-
-
-def claim_duration() -> timedelta:
-    """Longer than the longest send the client can make: every try to ``REQUEST_DEADLINE``
-    (connect and read timeouts bound each socket operation, not a try: a trickling server
-    is stopped by the deadline only), every Retry-After wait."""
-    deadline = orders_settings.REQUEST_DEADLINE
-    return longest_exchange(deadline, orders_settings.MAX_RETRIES) + CLAIM_MARGIN
-
-
-def backoff(attempts: int, error: BaseException | None = None) -> timedelta:
-    """Per-request exponential backoff: RESUME_BACKOFF, doubled per attempt, a longer
-    Retry-After honoured, never more than ``MAX_BACKOFF`` whatever the service says."""
-    cap = MAX_BACKOFF.total_seconds()
-    # In float seconds: a timedelta doubled 40 times overflows.
-    seconds = orders_settings.RESUME_BACKOFF.total_seconds() * 2.0 ** min(max(attempts - 1, 0), 64)
-    if isinstance(error, RateLimited) and error.retry_after:
-        seconds = max(seconds, error.retry_after)
-    return timedelta(seconds=min(seconds, cap))
-
-
-def next_attempt(first_sent_at: datetime | None, now: datetime, delay: timedelta) -> datetime:
-    """When to resend: after ``delay``, but never so late that the key expires unsent.
-
-    A request first sent at ``first_sent_at`` may be resent until ``KEY_LIFETIME`` after it;
-    a backoff that ends later would turn a request that could still succeed into one for
-    review. The resend is then due while a whole claim still fits before the expiry.
-    """
-    due = now + delay
-    if first_sent_at is not None:
-        latest = first_sent_at + orders_settings.KEY_LIFETIME - claim_duration()
-        due = max(now, min(due, latest))
-    return due
 
 
 def key_expired(order_request: OrderRequest, now: datetime) -> bool:
@@ -429,20 +397,6 @@ def announce_created(order: Order, order_request: OrderRequest) -> None:
             )
 
 
-#: The longest ``last_error`` stored; a longer one is cut with a marker.
-LAST_ERROR_LENGTH = 4000
-
-
-def _column_text(name: str, value: Any) -> str:
-    """``value`` as text the ``OrderRequest`` column ``name`` takes: storable, and cut to the
-    column's length (with a marker for ``last_error``), since a service controls it."""
-    text = storable_text(str(value or ""))
-    limit = OrderRequest._meta.get_field(name).max_length
-    if limit is not None:
-        return text[:limit]
-    return shorten(text, LAST_ERROR_LENGTH) or ""
-
-
 def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
@@ -459,13 +413,13 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         "next_attempt_at": None,
         "claimed_until": None,
         "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
-        "last_error_code": _column_text("last_error_code", getattr(error, "code", None)),
-        "last_error": _column_text("last_error", f"{type(error).__name__}: {error}"),
+        "last_error_code": column_text("last_error_code", getattr(error, "code", None)),
+        "last_error": column_text("last_error", f"{type(error).__name__}: {error}"),
         # The service's whole error object (detail, documentation url...); {} for an error
         # that is not an answer of the service, so an earlier answer's body is not left over.
         # Bounded by errormap (texts cut with a marker, at most ERROR_BODY_LENGTH).
         "last_error_body": getattr(error, "error_body", None) or {},
-        "last_request_id": _column_text("last_request_id", getattr(error, "request_id", None)),
+        "last_request_id": column_text("last_request_id", getattr(error, "request_id", None)),
         "updated_at": now,
     }
     if state == State.PENDING:
