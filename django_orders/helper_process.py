@@ -10,7 +10,10 @@ interpreter, so the writer's process does little more than run the page's statem
 
 How it works: the sync starts ``python -c BOOTSTRAP`` with the same interpreter and ``sys.path``
 and sends it a job (the client's options, the walk's parameters) as a pickle on its stdin, never
-on its command line or in its environment, since the job holds the API key. The helper builds
+on its command line or in its environment, since the job holds the API key: the helper gets
+this process's environment minus every variable whose value holds the key (the project may
+read the key from ``ORDERS_API_KEY``, and ``/proc/<pid>/environ`` is readable much more widely
+than a pipe). The helper builds
 its own client, walks, parses and answers with one frame per page on its stdout (length-prefixed
 pickles): the values the mirror stores, records as their canonical JSON, not as decoded objects
 (cheap to send and to receive). The helper's log records and its error, if any, travel as frames
@@ -44,6 +47,7 @@ from django.views.decorators.debug import sensitive_variables
 from .exceptions import OrdersError
 from .paging import PageWalk
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .secret import Secret
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -57,14 +61,16 @@ HELPER_LOGGERS = ("django_orders.client", "django_orders.paging", "django_orders
 
 _FRAME_HEADER = struct.Struct("!I")
 
-#: Run by the helper's interpreter. Only builtins come before ``sys.path`` is set: the job is a
-#: dict of plain values. A failure to import is reported as a frame, so the sync can say why.
+#: Run by the helper's interpreter. ``sys.path`` comes first, as a pickle of plain strings; then
+#: the job, whose API key is a ``Secret`` (importable only once the path is set). A failure to
+#: import is reported as a frame, so the sync can say why.
 BOOTSTRAP = """\
 import pickle, struct, sys
 out = sys.stdout.buffer
 try:
+    path = pickle.load(sys.stdin.buffer)
+    sys.path[:0] = [p for p in path if p not in sys.path]
     job = pickle.load(sys.stdin.buffer)
-    sys.path[:0] = [p for p in job["path"] if p not in sys.path]
     from django_orders.helper_process import serve
 except BaseException as exc:
     data = pickle.dumps(("unavailable", f"{type(exc).__name__}: {exc}"))
@@ -131,6 +137,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         # This interpreter, running fixed code: nothing here comes from outside.
         process = subprocess.Popen(  # noqa: S603
             [sys.executable, "-c", BOOTSTRAP],
+            env=_environment_without(job["client"].get("api_key")),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -139,6 +146,7 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         raise HelperUnavailable(f"could not start {sys.executable!r}: {exc}") from None
     assert process.stdin is not None and process.stdout is not None
     try:
+        process.stdin.write(pickle.dumps(job["path"]))
         process.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
         process.stdin.flush()
         # A helper that hangs while starting is killed, which ends the read below.
@@ -155,6 +163,14 @@ def _start(job: dict[str, Any]) -> subprocess.Popen:
         reason = first[1] if first is not None and first[0] == "unavailable" else None
         raise HelperUnavailable(reason or f"it exited with code {process.returncode}")
     return process
+
+
+def _environment_without(api_key: Any) -> dict[str, str]:
+    """This process's environment without the variables that hold ``api_key``."""
+    if not isinstance(api_key, Secret | str) or not api_key:
+        return dict(os.environ)
+    key = Secret(api_key)
+    return {name: value for name, value in os.environ.items() if not key.found_in(value)}
 
 
 def _stop(process: subprocess.Popen) -> None:

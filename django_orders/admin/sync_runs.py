@@ -58,6 +58,8 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "refresh_waiting",
         "end_column",
         "error",
+        "skipped",
+        "problems",
     )
     readonly_fields = fields
 
