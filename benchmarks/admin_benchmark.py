@@ -132,7 +132,15 @@ STATUSES = (
     ("expired", 6),
     ("preparing", 2),
 )
-TARGETS_MS = {"default changelist": 300, "status filter": 300, "customer-name search": 1000}
+TARGETS_MS = {
+    "default changelist": 300,
+    "status filter": 300,
+    "customer-name search": 1000,
+    "order id search": 1000,
+    "order number search": 1000,
+    "customer e-mail search": 1000,
+}
+CURRENCIES = ("ghs", "usd", "gbp", "eur", "cny")
 
 
 def parse_args() -> argparse.Namespace:
@@ -141,6 +149,9 @@ def parse_args() -> argparse.Namespace:
         "--server",
         default="postgres://postgres@127.0.0.1:5432",
         help="PostgreSQL server URL without a database name (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--database", default=DATABASE, help="database to create and fill (default: %(default)s)"
     )
     parser.add_argument("--orders", type=int, default=1_000_000, help="default: %(default)s")
     parser.add_argument("--customers", type=int, default=200_000, help="default: %(default)s")
@@ -152,18 +163,18 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def ensure_database(server: str) -> None:
+def ensure_database(server: str, database: str) -> None:
     import psycopg
 
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE}"')
-            print(f"created database {DATABASE}")
+            conn.execute(f'CREATE DATABASE "{database}"')
+            print(f"created database {database}")
 
 
-def setup_django(server: str) -> None:
-    os.environ["DATABASE_URL"] = f"{server}/{DATABASE}"
+def setup_django(server: str, database: str) -> None:
+    os.environ["DATABASE_URL"] = f"{server}/{database}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
 
@@ -184,6 +195,7 @@ def build(orders: int, customers: int) -> None:
     status_sql = "CASE " + " ".join(status_case) + " END"
     first = "ARRAY[" + ",".join(f"'{n}'" for n in FIRST_NAMES) + "]"
     last = "ARRAY[" + ",".join(f"'{n}'" for n in LAST_NAMES) + "]"
+    currencies = "ARRAY[" + ",".join(f"'{c}'" for c in CURRENCIES) + "]"
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -194,11 +206,15 @@ def build(orders: int, customers: int) -> None:
         cursor.execute(
             f"""
             INSERT INTO {Customer._meta.db_table}
-                (id, guest, name, raw, fingerprint, first_seen_at, changed_at)
+                (id, guest, name, raw, fingerprint, first_seen_at, changed_at,
+                 email_address, phone_number)
             SELECT 'cu_' || lpad(i::text, 8, '0'), i % 5 = 0, n.name,
                    jsonb_build_object('id', 'cu_' || lpad(i::text, 8, '0'),
-                                      'guest', i % 5 = 0, 'name', n.name),
-                   md5(i::text), now(), now()
+                                      'guest', i % 5 = 0, 'name', n.name,
+                                      'email_address', 'customer' || i || '@example.com',
+                                      'phone_number', '+23320' || lpad(i::text, 7, '0')),
+                   md5(i::text), now(), now(),
+                   'customer' || i || '@example.com', '+23320' || lpad(i::text, 7, '0')
             FROM generate_series(1, {int(customers)}) AS i,
                  LATERAL (SELECT ({first})[1 + (i * 7) % {len(FIRST_NAMES)}] || ' '
                           || ({last})[1 + abs(hashtext(i::text)) % {len(LAST_NAMES)}] AS name) AS n
@@ -208,23 +224,38 @@ def build(orders: int, customers: int) -> None:
             f"""
             INSERT INTO {Order._meta.db_table}
                 (id, status, initiated_at, completed_at, customer_id, raw, fingerprint,
-                 first_seen_at, changed_at, refreshed_at)
+                 first_seen_at, changed_at, refreshed_at,
+                 total, currency, number, payment_url, paid_at, canceled_at, expires_at)
             SELECT o.id, o.status, o.initiated_at,
                    CASE WHEN o.status IN ('completed', 'paid')
                         THEN o.initiated_at + interval '3 minutes' END,
                    o.customer_id,
-                   jsonb_build_object('id', o.id, 'status', o.status,
+                   jsonb_build_object('id', o.id, 'status', o.status, 'number', o.number,
                        'initiated_at', to_char(o.initiated_at AT TIME ZONE 'UTC',
                                                'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                       'customer', jsonb_build_object('id', o.customer_id)),
-                   md5(o.id), now(), now(), NULL
+                       'customer', jsonb_build_object('id', o.customer_id),
+                       'line_item_group', jsonb_build_object('total',
+                           jsonb_build_object('currency', o.currency, 'value', o.total)),
+                       'invoice', jsonb_build_object('format', jsonb_build_object('web',
+                           jsonb_build_object('url', 'https://pay.example.com/' || o.id)))),
+                   md5(o.id), now(), now(), NULL,
+                   o.total, o.currency, o.number, 'https://pay.example.com/' || o.id,
+                   CASE WHEN o.status IN ('completed', 'paid')
+                        THEN o.initiated_at + interval '2 minutes' END,
+                   CASE WHEN o.status = 'canceled'
+                        THEN o.initiated_at + interval '1 hour' END,
+                   o.initiated_at + interval '1 day'
             FROM (
                 SELECT 'or_' || lpad(i::text, 9, '0') AS id,
                        {status_sql} AS status,
                        timestamptz '2026-11-01 00:00:00+00' - i * interval '47 seconds'
                            AS initiated_at,
                        'cu_' || lpad((1 + (i * 7919) % {int(customers)})::text, 8, '0')
-                           AS customer_id
+                           AS customer_id,
+                       100 + (i * 7793) % 500000 AS total,
+                       ({currencies})[1 + i % {len(CURRENCIES)}] AS currency,
+                       CASE WHEN i % 10 < 6 THEN 'SHOP-' || lpad(i::text, 9, '0') ELSE '' END
+                           AS number
                 FROM generate_series(1::bigint, {int(orders)}) AS i
             ) AS o
             """
@@ -289,8 +320,8 @@ def explain_slow(client, url: str) -> None:
 
 def main() -> None:
     args = parse_args()
-    ensure_database(args.server)
-    setup_django(args.server)
+    ensure_database(args.server, args.database)
+    setup_django(args.server, args.database)
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
@@ -312,6 +343,13 @@ def main() -> None:
         "customer-name search": "?q=Mensah",
         "full-name search": "?q=Kofi+Mensah",
         "order id search": "?q=or_000500000",
+        # 60 % of the orders have the shop's number SHOP-<9 digits>; i = 500000 has one.
+        "order number search": "?q=SHOP-000500000",
+        # Exact, in another case than stored (customer100000@example.com: 5 orders).
+        "customer e-mail search": "?q=Customer100000%40Example.COM",
+        "sorted by total": "?o=3.-6.-1",
+        "sorted by total, descending": "?o=-3.-6.-1",
+        "currency filter": "?currency=eur",
         "guest filter": "?customer__guest__exact=1",
         "year drill-down": "?initiated_at__year=2026",
         "customer page": None,

@@ -225,8 +225,24 @@ def _decode_orders(rows: list[tuple]) -> list[ParsedOrder]:
             raw=None,
             fingerprint=fingerprint,
             raw_json=raw_json,
+            total=total,
+            currency=currency,
+            number=number,
+            payment_url=payment_url,
+            paid_at=paid_at,
+            canceled_at=canceled_at,
+            expires_at=expires_at,
         )
-        for order_id, status, initiated_at, completed_at, fingerprint, raw_json, customer in rows
+        for (
+            order_id,
+            status,
+            initiated_at,
+            completed_at,
+            fingerprint,
+            raw_json,
+            customer,
+            (total, currency, number, payment_url, paid_at, canceled_at, expires_at),
+        ) in rows
     ]
 
 
@@ -299,7 +315,16 @@ def _encode_orders(orders: list[ParsedOrder]) -> list[tuple]:
             order.completed_at,
             order.fingerprint,
             order.raw_json,
-            (c.id, c.guest, c.name, c.raw_json, c.fingerprint),
+            (c.id, c.guest, c.name, c.raw_json, c.fingerprint, c.email_address, c.phone_number),
+            (
+                order.total,
+                order.currency,
+                order.number,
+                order.payment_url,
+                order.paid_at,
+                order.canceled_at,
+                order.expires_at,
+            ),
         )
         for order in orders
         for c in (order.customer,)

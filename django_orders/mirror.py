@@ -26,6 +26,17 @@ from .models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
 
+#: The order's checkout columns (migration 0006), last in ``ORDER_COLUMNS``: derived from the
+#: raw record like the others, so the fingerprint covers them too.
+CHECKOUT_COLUMNS = (
+    "total",
+    "currency",
+    "number",
+    "payment_url",
+    "paid_at",
+    "canceled_at",
+    "expires_at",
+)
 ORDER_COLUMNS = (
     "id",
     "status",
@@ -37,6 +48,7 @@ ORDER_COLUMNS = (
     "first_seen_at",
     "changed_at",
     "refreshed_at",
+    *CHECKOUT_COLUMNS,
 )
 ORDER_UPDATE = (
     "status",
@@ -46,9 +58,29 @@ ORDER_UPDATE = (
     "raw",
     "fingerprint",
     "changed_at",
+    *CHECKOUT_COLUMNS,
 )
-CUSTOMER_COLUMNS = ("id", "guest", "name", "raw", "fingerprint", "first_seen_at", "changed_at")
-CUSTOMER_UPDATE = ("guest", "name", "raw", "fingerprint", "changed_at")
+#: The contact columns (migration 0006) come last, as in ``ORDER_COLUMNS``.
+CUSTOMER_COLUMNS = (
+    "id",
+    "guest",
+    "name",
+    "raw",
+    "fingerprint",
+    "first_seen_at",
+    "changed_at",
+    "email_address",
+    "phone_number",
+)
+CUSTOMER_UPDATE = (
+    "guest",
+    "name",
+    "raw",
+    "fingerprint",
+    "changed_at",
+    "email_address",
+    "phone_number",
+)
 RECORD_COLUMNS = ("resource", "remote_id", "raw", "fingerprint", "first_seen_at", "changed_at")
 RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 #: Remote ids are unique per resource only (see ``RemoteRecord``).
@@ -160,6 +192,13 @@ def store_orders(
                 now,
                 now,
                 now if refreshed else None,
+                order.total,
+                order.currency,
+                order.number,
+                order.payment_url,
+                order.paid_at,
+                order.canceled_at,
+                order.expires_at,
             )
         )
         result._written.append((order, None if previous is None else previous[1]))
@@ -187,6 +226,8 @@ def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None =
         id=customer.id,
         guest=customer.guest,
         name=customer.name,
+        email_address=customer.email_address,
+        phone_number=customer.phone_number,
         raw=customer.raw,
         fingerprint=customer.fingerprint,
         first_seen_at=now,
@@ -207,6 +248,13 @@ def order_row(
         initiated_at=order.initiated_at,
         completed_at=order.completed_at,
         customer_id=order.customer.id,
+        total=order.total,
+        currency=order.currency,
+        number=order.number,
+        payment_url=order.payment_url,
+        paid_at=order.paid_at,
+        canceled_at=order.canceled_at,
+        expires_at=order.expires_at,
         raw=order.raw,
         fingerprint=order.fingerprint,
         first_seen_at=now,
@@ -228,7 +276,17 @@ def _store_customers(
     """Upsert the customers whose fingerprint differs from the ``stored`` one (all of them when
     nothing is stored)."""
     rows = [
-        (c.id, c.guest, c.name, c.raw_json, c.fingerprint, now, now)
+        (
+            c.id,
+            c.guest,
+            c.name,
+            c.raw_json,
+            c.fingerprint,
+            now,
+            now,
+            c.email_address,
+            c.phone_number,
+        )
         for c in customers.values()
         if stored.get(c.id) != c.fingerprint
     ]

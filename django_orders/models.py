@@ -9,6 +9,8 @@ creation crash-safe.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Upper
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -58,6 +60,11 @@ class Customer(models.Model):
         verbose_name = _("customer")
         verbose_name_plural = _("customers")
         ordering = ["name", "id"]
+        indexes = [
+            # The admin's order search by e-mail (exact, any case: ``iexact``); built by
+            # migration 0011 (CONCURRENTLY on PostgreSQL).
+            models.Index(Upper("email_address"), name="orders_customer_email_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.id
@@ -112,6 +119,14 @@ class Order(models.Model):
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),
             models.Index(fields=["completed_at"], name="orders_order_completed_idx"),
+            # The admin (built by migration 0011): sorting by total, the currency filter, and
+            # the search by the shop's number (exact; only orders that have one are indexed).
+            models.Index(fields=["total"], name="orders_order_total_idx"),
+            # The currency filter: its page, count and date probes, as status has its own.
+            models.Index(fields=["currency", "-initiated_at"], name="orders_order_currency_idx"),
+            models.Index(
+                fields=["number"], name="orders_order_number_idx", condition=~Q(number="")
+            ),
         ]
 
     def __str__(self) -> str:

@@ -18,6 +18,7 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any, TypeVar
 
 from .exceptions import InvalidRecord
+from .record_fields import read_contact, read_number, read_payment_url, read_total  # re-exported
 
 _TIMESTAMP = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?"
@@ -137,22 +138,48 @@ class ParsedCustomer:
     helper process (``from_json``) has them already, and decodes ``raw`` only if asked.
     """
 
-    __slots__ = ("_fingerprint", "_json", "_raw", "guest", "id", "name")
+    __slots__ = (
+        "_fingerprint",
+        "_json",
+        "_raw",
+        "email_address",
+        "guest",
+        "id",
+        "name",
+        "phone_number",
+    )
 
-    def __init__(self, id: str, guest: bool, name: str, raw: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        id: str,
+        guest: bool,
+        name: str,
+        raw: dict[str, Any],
+        email_address: str = "",
+        phone_number: str = "",
+    ) -> None:
         self.id = id
         self.guest = guest
         self.name = name
+        self.email_address = email_address
+        self.phone_number = phone_number
         self._raw: dict[str, Any] | None = raw
         self._json: str | None = None
         self._fingerprint: str | None = None
 
     @classmethod
     def from_json(
-        cls, id: str, guest: bool, name: str, raw_json: str, fingerprint: str
+        cls,
+        id: str,
+        guest: bool,
+        name: str,
+        raw_json: str,
+        fingerprint: str,
+        email_address: str = "",
+        phone_number: str = "",
     ) -> ParsedCustomer:
         """A customer parsed elsewhere, from its values and its canonical JSON."""
-        customer = cls(id, guest, name, None)  # type: ignore[arg-type]
+        customer = cls(id, guest, name, None, email_address, phone_number)  # type: ignore[arg-type]
         customer._json = raw_json
         customer._fingerprint = fingerprint
         return customer
@@ -210,9 +237,25 @@ class _ParsedRecordBase:
 
 
 class ParsedOrder(_ParsedRecordBase):
-    """An order record checked against the spec's firm rules, ready for the mirror."""
+    """An order record checked against the spec's firm rules, ready for the mirror.
 
-    __slots__ = ("completed_at", "customer", "initiated_at", "status")
+    The checkout fields (``total`` … ``expires_at``) default to "unknown" (``None`` or ``""``),
+    as the mirror stores a record that lacks them.
+    """
+
+    __slots__ = (
+        "canceled_at",
+        "completed_at",
+        "currency",
+        "customer",
+        "expires_at",
+        "initiated_at",
+        "number",
+        "paid_at",
+        "payment_url",
+        "status",
+        "total",
+    )
 
     def __init__(
         self,
@@ -225,12 +268,26 @@ class ParsedOrder(_ParsedRecordBase):
         raw: dict[str, Any] | None,
         fingerprint: str,
         raw_json: str,
+        total: int | None = None,
+        currency: str = "",
+        number: str = "",
+        payment_url: str = "",
+        paid_at: datetime | None = None,
+        canceled_at: datetime | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
         super().__init__(id, raw, fingerprint, raw_json)
         self.status = status
         self.initiated_at = initiated_at
         self.completed_at = completed_at
         self.customer = customer
+        self.total = total
+        self.currency = currency
+        self.number = number
+        self.payment_url = payment_url
+        self.paid_at = paid_at
+        self.canceled_at = canceled_at
+        self.expires_at = expires_at
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:
@@ -241,16 +298,29 @@ def _require_id(value: Any, prefix: str, field: str) -> str:
     return value
 
 
+def parse_optional_timestamp(value: Any, *, field: str) -> datetime | None:
+    """``None`` for a missing or null timestamp, otherwise exactly ``parse_timestamp``.
+
+    Strict on purpose, like ``completed_at``: a present timestamp that cannot be read is a
+    broken record, and the sync reports it naming the page, the record and the field rather
+    than storing a guess.
+    """
+    return None if value is None else parse_timestamp(value, field=field)
+
+
 def parse_customer(record: Any, *, field: str = "customer") -> ParsedCustomer:
     if not isinstance(record, dict):
         raise InvalidRecord(f"{field} must be an object, not {type(record).__name__}")
     customer_id = _require_id(record.get("id"), "cu_", f"{field}.id")
     name = record.get("name")
+    email_address, phone_number = read_contact(record)
     return ParsedCustomer(
         id=customer_id,
         guest=record.get("guest") is True,
         name=(name if isinstance(name, str) else "")[:255],
         raw=record,
+        email_address=email_address,
+        phone_number=phone_number,
     )
 
 
@@ -259,20 +329,31 @@ def parse_order(record: Any) -> ParsedOrder:
     if not isinstance(record, dict):
         raise InvalidRecord(f"an order must be an object, not {type(record).__name__}")
     order_id = _require_id(record.get("id"), "or_", "id")
+    get = record.get
     try:
-        status = record.get("status")
+        status = get("status")
         if not isinstance(status, str) or not status:
             raise InvalidRecord(f"status must be a non-empty string, not {status!r}")
         if len(status) > 64:
             raise InvalidRecord(f"status is longer than 64 characters: {status[:80]!r}")
-        initiated_at = parse_timestamp(record.get("initiated_at"), field="initiated_at")
-        completed_raw = record.get("completed_at")
-        completed_at = (
-            None if completed_raw is None else parse_timestamp(completed_raw, field="completed_at")
-        )
-        customer = parse_customer(record.get("customer"))
+        initiated_at = parse_timestamp(get("initiated_at"), field="initiated_at")
+        # Inlined parse_optional_timestamp: the sync calls this for every order it reads.
+        completed_at = get("completed_at")
+        if completed_at is not None:
+            completed_at = parse_timestamp(completed_at, field="completed_at")
+        paid_at = get("paid_at")
+        if paid_at is not None:
+            paid_at = parse_timestamp(paid_at, field="paid_at")
+        canceled_at = get("canceled_at")
+        if canceled_at is not None:
+            canceled_at = parse_timestamp(canceled_at, field="canceled_at")
+        expires_at = get("expires_at")
+        if expires_at is not None:
+            expires_at = parse_timestamp(expires_at, field="expires_at")
+        customer = parse_customer(get("customer"))
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
+    total, currency = read_total(record)
     text = canonical_json(record)
     return ParsedOrder(
         id=order_id,
@@ -283,6 +364,13 @@ def parse_order(record: Any) -> ParsedOrder:
         raw=record,
         fingerprint=fingerprint(record, text),
         raw_json=text,
+        total=total,
+        currency=currency,
+        number=read_number(record),
+        payment_url=read_payment_url(record),
+        paid_at=paid_at,
+        canceled_at=canceled_at,
+        expires_at=expires_at,
     )
 
 

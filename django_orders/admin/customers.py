@@ -41,10 +41,10 @@ def order_count_subquery() -> Coalesce:
 
 @admin.register(Customer)
 class CustomerAdmin(ReadOnlyModelAdmin):
-    list_display = ("id", "name", "guest", "order_count")
+    list_display = ("id", "name", "email_address", "phone_number", "guest", "order_count")
     list_filter = ("guest",)
-    search_fields = ("=id", "name")
-    search_help_text = _("A customer id (exact) or part of the name.")
+    search_fields = ("=id", "=email_address", "name")
+    search_help_text = _("A customer id or e-mail address (exact), or part of the name.")
     # name, id: the name index gives the order; id breaks ties.
     ordering = ("name", "id")
     sortable_by = ("id", "name")
@@ -52,6 +52,8 @@ class CustomerAdmin(ReadOnlyModelAdmin):
     fields = (
         "id",
         "name",
+        "email_address",
+        "phone_number",
         "guest",
         "order_count",
         "first_seen_at",

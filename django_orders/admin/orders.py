@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.core.exceptions import ValidationError
 from django.db import router
+from django.db.models import F
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -23,6 +24,7 @@ from django.utils.translation import ngettext
 from .. import services
 from ..exceptions import OrdersError
 from ..models import Order, OrderRequest
+from ..money import format_money
 from .base import (
     ReadOnlyModelAdmin,
     badge,
@@ -30,6 +32,7 @@ from .base import (
     has_model_permission,
     pretty_json,
 )
+from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
 from .search import search_orders
 
@@ -49,25 +52,49 @@ class OrderAdmin(ReadOnlyModelAdmin):
     list_display = (
         "id",
         "status_column",
+        "total_column",
         "customer_link",
         "guest",
         "initiated_column",
         "completed_column",
         "last_synced",
     )
-    list_filter = ("status", "customer__guest", "initiated_at", "completed_at")
+    list_filter = (
+        "status",
+        CurrencyListFilter,
+        "customer__guest",
+        "initiated_at",
+        "completed_at",
+    )
     date_hierarchy = "initiated_at"
     # Matches the orders_order_newest_idx index (initiated_at DESC, id DESC).
     ordering = ("-initiated_at", "-id")
     # Only columns an index can sort; the others would sort the whole table.
-    sortable_by = ("id", "initiated_column", "completed_column")
+    sortable_by = ("id", "total_column", "initiated_column", "completed_column")
     list_select_related = ("customer",)
-    search_fields = ("=id", "=customer__id", "customer__name")
-    search_help_text = _("An order id or a customer id (exact), or words of the customer's name.")
+    # What search_orders matches (it replaces Django's OR across these fields; see search.py).
+    search_fields = (
+        "=id",
+        "=number",
+        "=customer__id",
+        "=customer__email_address",
+        "customer__name",
+    )
+    search_help_text = _(
+        "An order id, the shop's order number, a customer id or e-mail address (exact), "
+        "or words of the customer's name."
+    )
     actions = ("refresh_from_api",)
     fieldsets = (
-        (None, {"fields": ("id", "status_column", "customer_link", "guest")}),
-        (_("Dates"), {"fields": ("initiated_at", "completed_at")}),
+        (
+            None,
+            {"fields": ("id", "number", "status_column", "total_column", "customer_link", "guest")},
+        ),
+        (_("Checkout"), {"fields": ("line_items", "payment_page")}),
+        (
+            _("Dates"),
+            {"fields": ("initiated_at", "paid_at", "completed_at", "canceled_at", "expires_at")},
+        ),
         (
             _("Mirror"),
             {"fields": ("first_seen_at", "changed_at", "refreshed_at", "fingerprint")},
@@ -99,6 +126,21 @@ class OrderAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("status"), ordering="status")
     def status_column(self, obj: Order) -> SafeString:
         return status_badge(obj)
+
+    # Unknown totals last, and first when reversed, on every backend: PostgreSQL's order, which
+    # the orders_order_total_idx index gives read forwards or backwards.
+    @admin.display(description=_("total"), ordering=F("total").asc(nulls_last=True))
+    def total_column(self, obj: Order) -> SafeString | str:
+        amount = format_money(obj.total, obj.currency)
+        return format_html('<span style="white-space:nowrap">{}</span>', amount) if amount else "-"
+
+    @admin.display(description=_("line items"))
+    def line_items(self, obj: Order) -> SafeString | str:
+        return line_items_table(obj)
+
+    @admin.display(description=_("payment page"))
+    def payment_page(self, obj: Order) -> SafeString | str:
+        return payment_link(obj.payment_url)
 
     @admin.display(description=_("customer"))
     def customer_link(self, obj: Order) -> SafeString:
@@ -133,7 +175,12 @@ class OrderAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("raw record"))
     def raw_record(self, obj: Order) -> SafeString:
-        return pretty_json(obj.raw)
+        # Folded: the line items and the columns above say what staff usually need.
+        return format_html(
+            "<details><summary>{}</summary>{}</details>",
+            _("Show the record as the service sent it"),
+            pretty_json(obj.raw),
+        )
 
     @admin.display(description=_("order requests"))
     def order_requests(self, obj: Order) -> SafeString | str:

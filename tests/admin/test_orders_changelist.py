@@ -59,6 +59,7 @@ def test_columns_in_order(admin_client, shop):
     assert column_names(response) == [
         "id",
         "status_column",
+        "total_column",
         "customer_link",
         "guest",
         "initiated_column",

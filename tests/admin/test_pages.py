@@ -109,7 +109,14 @@ def test_customer_columns_and_order_counts(admin_client):
         make_order(f"or_ama{index}", ama)
     make_order("or_kofi", kofi)
     response = admin_client.get(admin_url(Customer, "changelist"))
-    assert column_names(response) == ["id", "name", "guest", "order_count"]
+    assert column_names(response) == [
+        "id",
+        "name",
+        "email_address",
+        "phone_number",
+        "guest",
+        "order_count",
+    ]
     rows = result_rows(response)
     assert listed_pks(response) == ["cu_ama", "cu_kofi", "cu_none"]  # by name
     assert text(rows["cu_ama"]["order_count"]) == "3"

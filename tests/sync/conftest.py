@@ -11,7 +11,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.parsing import parse_timestamp
+from django_orders.parsing import (
+    parse_optional_timestamp,
+    parse_timestamp,
+    read_number,
+    read_payment_url,
+    read_total,
+)
 
 #: The walks of ``capped`` and ``uncapped`` fetch pages on a helper thread: the ``sleeps``
 #: fixture records the client's backoff waits, and only a client in the test's own process can
@@ -61,6 +67,10 @@ def assert_mirror_matches(server) -> None:
         assert order.status == record["status"]
         assert order.customer_id == record["customer"]["id"]
         assert order.initiated_at == parse_timestamp(record["initiated_at"])
+        assert (order.total, order.currency) == read_total(record)
+        assert (order.number, order.payment_url) == (read_number(record), read_payment_url(record))
+        for field in ("paid_at", "canceled_at", "expires_at"):
+            assert getattr(order, field) == parse_optional_timestamp(record.get(field), field=field)
 
 
 #: Transaction control Django logs around ``atomic()`` (BEGIN on SQLite, COMMIT on both); the

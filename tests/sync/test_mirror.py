@@ -167,6 +167,7 @@ def test_a_row_read_as_absent_but_there_is_never_skipped():
     (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
     row += (parsed.raw_json, parsed.fingerprint, timezone.now(), timezone.now(), None)
+    row += (None, "", "", "", None, None, None)  # the checkout columns
     if connection.vendor == "sqlite":
         with pytest.raises(IntegrityError, match="UNIQUE"), transaction.atomic():
             write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
@@ -183,12 +184,14 @@ def _insert_order_elsewhere(path: str, order_id: str) -> str:
     try:
         other.execute(
             'INSERT INTO "django_orders_customer" (id, guest, name, raw, fingerprint, '
-            "first_seen_at, changed_at) VALUES (?, 0, ?, '{}', '', ?, ?)",
+            "first_seen_at, changed_at, email_address, phone_number) "
+            "VALUES (?, 0, ?, '{}', '', ?, ?, '', '')",
             ("cu_elsewhere", "Elsewhere", now, now),
         )
         other.execute(
             'INSERT INTO "django_orders_order" (id, status, initiated_at, raw, fingerprint, '
-            "first_seen_at, changed_at, customer_id) VALUES (?, 'paid', ?, '{}', '', ?, ?, ?)",
+            "first_seen_at, changed_at, customer_id, currency, number, payment_url) "
+            "VALUES (?, 'paid', ?, '{}', '', ?, ?, ?, '', '', '')",
             (order_id, now, now, now, "cu_elsewhere"),
         )
         other.commit()
@@ -331,7 +334,7 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
     """The values are cast to the column's type without its length: an explicit cast to
     varchar(64) would cut the id silently, the assignment to the column refuses it."""
     now = timezone.now()
-    row = ("cu_" + "x" * 62, False, "Long", '{"id": "long"}', "f", now, now)
+    row = ("cu_" + "x" * 62, False, "Long", '{"id": "long"}', "f", now, now, "", "")
     with pytest.raises(DataError, match="too long"), transaction.atomic():
         upsert(Customer, CUSTOMER_COLUMNS, [row, ("cu_ok", *row[1:])], CUSTOMER_UPDATE)
     assert not Customer.objects.exists()
@@ -347,14 +350,15 @@ def test_each_column_arrives_with_its_type_and_nulls():
     """Several rows (one array per column, shared values sent once) read back exactly."""
     now = timezone.now()
     rows = [
-        ("cu_a", True, "Ama", '{"id": "cu_a", "guest": true}', "f1", now, now),
-        ("cu_b", False, "", '{"id": "cu_b", "name": null}', "f2", now, now),
+        ("cu_a", True, "Ama", '{"id": "cu_a", "guest": true}', "f1", now, now, "a@x.gh", ""),
+        ("cu_b", False, "", '{"id": "cu_b", "name": null}', "f2", now, now, "", "+2332"),
     ]
     upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
     stored = {c.id: c for c in Customer.objects.all()}
     assert (stored["cu_a"].guest, stored["cu_a"].raw) == (True, {"id": "cu_a", "guest": True})
     assert (stored["cu_b"].guest, stored["cu_b"].raw) == (False, {"id": "cu_b", "name": None})
     assert stored["cu_a"].first_seen_at == stored["cu_b"].changed_at == now
+    assert (stored["cu_a"].email_address, stored["cu_b"].phone_number) == ("a@x.gh", "+2332")
 
 
 @contextmanager
@@ -389,7 +393,10 @@ def test_sqlite_datetimes_are_stored_as_django_writes_them(zone):
         datetime(2026, 3, 1, 10, 0, tzinfo=ZoneInfo("Europe/Paris")),  # not UTC at all
     ]
     with database_time_zone(zone):
-        rows = [(f"cu_{n}", False, "", "{}", "f", value, value) for n, value in enumerate(values)]
+        rows = [
+            (f"cu_{n}", False, "", "{}", "f", value, value, "", "")
+            for n, value in enumerate(values)
+        ]
         upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
         with connection.cursor() as cursor:
             # As text: the backend would decode the column into a datetime.

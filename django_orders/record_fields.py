@@ -1,0 +1,75 @@
+"""Reading the checkout fields of an order record, tolerantly.
+
+The spec marks them optional, and the mirror keeps the raw record whole anyway: a value of the
+wrong type or size is read as "unknown" (``None`` or ``""``), never a failed page. Used by
+``parsing.parse_order`` (the sync, create and lookups) and by the backfill migration (0008), so
+a backfilled row equals a freshly synced one. Column sizes below are the model's: a longer value
+would be refused by the database, and a cut one would be a wrong one.
+
+Hot path: ``parse_order`` calls these for every order a sync reads (benchmarks/README.md,
+parsing), hence ``type(x) is dict`` rather than ``isinstance`` (decoded JSON holds plain dicts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["read_contact", "read_number", "read_payment_url", "read_total"]
+
+#: The range of the ``total`` column (a signed 64-bit BigIntegerField).
+_TOTAL_MIN, _TOTAL_MAX = -(2**63), 2**63 - 1
+_CURRENCY_MAX, _NUMBER_MAX, _URL_MAX, _EMAIL_MAX, _PHONE_MAX = 16, 255, 2048, 254, 64
+
+
+def read_total(record: dict[str, Any]) -> tuple[int | None, str]:
+    """``line_item_group.total`` as (minor units, lower-case currency).
+
+    The value must be an integer (JSON ``true``, a float, a string: ``None``; money is never a
+    float), the currency a string (``""`` otherwise); either may be known without the other.
+    """
+    group = record.get("line_item_group")
+    total = group.get("total") if type(group) is dict else None
+    if type(total) is not dict:
+        return None, ""
+    value = total.get("value")
+    currency = total.get("currency")
+    return (
+        value if type(value) is int and _TOTAL_MIN <= value <= _TOTAL_MAX else None,
+        currency.lower() if type(currency) is str and len(currency) <= _CURRENCY_MAX else "",
+    )
+
+
+def read_number(record: dict[str, Any]) -> str:
+    """The shop's order number (``number``); ``""`` when absent, not a string, or too long."""
+    number = record.get("number")
+    return number if type(number) is str and len(number) <= _NUMBER_MAX else ""
+
+
+def read_payment_url(record: dict[str, Any]) -> str:
+    """The hosted payment page, ``invoice.format.web.url``: only an absolute ``http(s)`` URL
+    without spaces or control characters, else ``""``. Staff follow it from the admin and a
+    shop may redirect a customer to it, so a ``javascript:`` or relative value never passes."""
+    invoice = record.get("invoice")
+    formats = invoice.get("format") if type(invoice) is dict else None
+    web = formats.get("web") if type(formats) is dict else None
+    url = web.get("url") if type(web) is dict else None
+    if (
+        type(url) is not str
+        or not 8 < len(url) <= _URL_MAX
+        or not url[:8].lower().startswith(("https://", "http://"))
+        or not url.isprintable()
+        or " " in url
+    ):
+        return ""
+    return url
+
+
+def read_contact(customer: dict[str, Any]) -> tuple[str, str]:
+    """A customer record's (``email_address``, ``phone_number``); ``""`` for each one that is
+    absent, not a string, or too long for its column (a cut address would be a wrong one)."""
+    email = customer.get("email_address")
+    phone = customer.get("phone_number")
+    return (
+        email if type(email) is str and len(email) <= _EMAIL_MAX else "",
+        phone if type(phone) is str and len(phone) <= _PHONE_MAX else "",
+    )
