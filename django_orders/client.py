@@ -42,6 +42,7 @@ from .exceptions import (
     RateLimited,
     ServerError,
 )
+from .page_parsing import NOT_PLAIN, decode_plain
 from .paging import (
     COLLECTIONS,
     Page,
@@ -101,6 +102,8 @@ class _Answer:
     data: Any
     status_code: int
     request_id: str | None
+    #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
+    plain: bool = False
 
 
 class OrdersClient:
@@ -244,6 +247,7 @@ class OrdersClient:
             records=records,
             request_id=answer.request_id,
             status_code=answer.status_code,
+            plain=answer.plain,
         )
 
     def iter_pages(
@@ -340,7 +344,8 @@ class OrdersClient:
         )
         if 200 <= response.status_code < 300:
             try:
-                return _Answer(_decode_json(response.content), response.status_code, request_id)
+                data, plain = _decode_json(response.content)
+                return _Answer(data, response.status_code, request_id, plain)
             except ValueError as exc:
                 raise InvalidResponse(
                     f"POST {path} answered {response.status_code} with a body that is not JSON "
@@ -388,7 +393,7 @@ def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
     return inner
 
 
-def _decode_json(body: bytes | str) -> Any:
+def _decode_json(body: bytes) -> tuple[Any, bool]:
     """An answer's body as JSON as RFC 8259 defines it: ``NaN`` and ``Infinity`` refused.
 
     Python's decoder accepts those words, but they are not JSON, and neither database stores
@@ -402,8 +407,14 @@ def _decode_json(body: bytes | str) -> Any:
     The bytes are read as RFC 8259 has them, UTF-8 (UTF-16 and -32 detected), whatever charset
     the Content-Type names; bytes that are not are an ``InvalidResponse`` too, where
     ``response.json()`` replaced them with U+FFFD and the mirror would have stored altered text.
+
+    Returns the value and whether msgspec decoded it (``page_parsing.decode_plain``: the same
+    value, faster, for bodies without floats); any other body takes the standard decoder.
     """
-    return json.loads(body, parse_constant=_refuse_constant)
+    value = decode_plain(body)
+    if value is not NOT_PLAIN:
+        return value, True
+    return json.loads(body, parse_constant=_refuse_constant), False
 
 
 def _refuse_constant(name: str) -> Any:

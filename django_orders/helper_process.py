@@ -258,7 +258,8 @@ def serve(job: dict[str, Any], stdin: IO[bytes], out: IO[bytes]) -> None:
     import signal
 
     from .client import OrdersClient
-    from .parsing import parse_order, parse_page, parse_record
+    from .page_parsing import parse_fetched
+    from .parsing import parse_order, parse_record
     from .prefetch import page_walk
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sync decides when the helper stops
@@ -290,9 +291,7 @@ def serve(job: dict[str, Any], stdin: IO[bytes], out: IO[bytes]) -> None:
             parse = parse_order if is_orders else parse_record
             encode = _encode_orders if is_orders else _encode_records
             for page in walk:
-                parsed = parse_page(
-                    page.records, parse, page_number=page.number, resource=walk.resource
-                )
+                parsed = parse_fetched(page, parse, resource=walk.resource)
                 send(("page", encode(parsed)))
             send(("end", walk.end_reason, walk.pages_read))
         finally:

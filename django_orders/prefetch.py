@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .client import OrdersClient, PageWalk
 from .exceptions import InvalidResponse
-from .parsing import parse_page
+from .page_parsing import parse_fetched
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -44,9 +44,7 @@ def fetched_ahead(
 
     def parsed_pages() -> Iterator[list]:
         for page in walk:
-            parsed = parse_page(
-                page.records, parse, page_number=page.number, resource=walk.resource
-            )
+            parsed = parse_fetched(page, parse, resource=walk.resource)
             if prepare is not None:
                 prepare(parsed)
             yield parsed
