@@ -215,6 +215,23 @@ class OrdersClient:
         answer = self._post("/orders/lookup", json.dumps({"order_id": order_id}))
         return _unwrap(answer, "/orders/lookup", "order")
 
+    def cancel_order(
+        self, order_id: str, *, idempotency_key: str, reason: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /orders/cancel`` (api-notes.md); returns the order, now ``canceled``.
+
+        Retried like any call (with the same key, so a resend after a lost answer is the same
+        request); a paid order is refused by the service with a 4xx (``RequestRejected``).
+        """
+        if not isinstance(order_id, str) or not order_id:
+            raise ValueError("cancel_order() needs an order id")
+        body: dict[str, Any] = {"order_id": order_id}
+        if reason is not None:
+            body["reason"] = reason
+        body["request_meta"] = {"idempotency_key": idempotency_key}
+        answer = self._post("/orders/cancel", json.dumps(body))
+        return _unwrap(answer, "/orders/cancel", "order")
+
     def fetch_page(
         self, resource: str, page_number: int, page_size: int, *, collection: str | None = None
     ) -> Page:

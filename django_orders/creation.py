@@ -21,9 +21,11 @@ The fix is one decorator on the checkout view: ``@transaction.non_atomic_request
 **One request per reference.** ``reference`` is unique: a second call with the same reference
 never creates a second request row. Its outcome depends on the stored request:
 
+- a DIFFERENT validated payload (the idempotency key aside): ``ReferenceConflict``, nothing is
+  sent, whatever the stored request's state (like the service's 422 for a reused key);
 - succeeded: its order is returned, nothing is sent;
-- pending: it is resent now with ITS OWN key and ITS stored payload (the new call's data is not
-  used: the reference names one order), once this process holds the claim;
+- pending: it is resent now with ITS OWN key and ITS stored payload (the same body as the new
+  call's, or the call was a conflict), once this process holds the claim;
 - failed: ``OrderRequestRejected`` is raised again from the stored error, nothing is sent (the
   service already refused that exact payload; use a new reference for a corrected order);
 - needs review: ``OrderRequestPending`` is raised; staff have to look at it first.
@@ -57,6 +59,7 @@ from .exceptions import (
     OrderRequestPending,
     OrderRequestRejected,
     OrdersAPIError,
+    ReferenceConflict,
 )
 from .models import Order, OrderRequest
 from .order_requests import (
@@ -73,7 +76,9 @@ from .order_requests import (
     key_expired,
     mark_expired,
     refuse_outer_transaction,
+    request_body,
     send_and_record,
+    stored_body,
     stored_error,
 )
 from .validation import validate_order_input
@@ -95,17 +100,32 @@ def create_order(
     line_items: Sequence[Mapping[str, Any]],
     finalize: bool = False,
     reference: str | None = None,
+    number: str | None = None,
+    checkout_settings: Mapping[str, str] | None = None,
+    custom_data: Mapping[str, str] | None = None,
 ) -> Order:
     """Create an order upstream, exactly once, and return it from the local mirror.
 
-    Raises ``InvalidOrderRequest`` (nothing stored or sent), ``OrderRequestPending`` (stored,
+    ``line_items`` in the provider's shapes (product, fee, shipping), one currency of
+    ``CURRENCIES``; ``number`` is the shop's order number (at most 80 characters);
+    ``checkout_settings`` = ``{"redirect_url", "cancel_url"}``, absolute http(s) URLs where the
+    hosted payment page sends the customer back; ``custom_data`` string keys to string values.
+
+    Raises ``InvalidOrderRequest`` (nothing stored or sent; ``ReferenceConflict`` when
+    ``reference`` was used before with a different payload), ``OrderRequestPending`` (stored,
     outcome not known yet: tell the customer the order is being confirmed),
     ``OrderRequestRejected`` (the service refused it), ``AuthenticationFailed`` (the key is
     wrong; the request stays pending) or ``TransactionManagementError`` (called inside
     ``transaction.atomic()``; see the module docstring).
     """
     data = validate_order_input(
-        customer=customer, line_items=line_items, finalize=finalize, reference=reference
+        customer=customer,
+        line_items=line_items,
+        finalize=finalize,
+        reference=reference,
+        number=number,
+        checkout_settings=checkout_settings,
+        custom_data=custom_data,
     )
     using = router.db_for_write(OrderRequest)
     refuse_outer_transaction(using)
@@ -127,7 +147,7 @@ def create_order(
         if request.reference is None:
             raise
         # The validated (trimmed) reference: the one the INSERT used and collided on.
-        return _repeat_reference(client, request.reference, using)
+        return _repeat_reference(client, request.reference, request_body(data), using)
     return _result(send_and_record(client, request, using))
 
 
@@ -246,10 +266,14 @@ def resume_order_requests(
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _repeat_reference(client: OrdersClient, reference: str, using: str) -> Order:
+def _repeat_reference(
+    client: OrdersClient, reference: str, body: dict[str, Any], using: str
+) -> Order:
     """A second call with a reference that already has a request (module docstring)."""
     now = timezone.now()
     existing = OrderRequest.objects.using(using).select_related("order").get(reference=reference)
+    if stored_body(existing) != body:
+        raise ReferenceConflict(reference)
     if existing.state == State.SUCCEEDED and existing.order is not None:
         return existing.order
     if existing.state == State.FAILED:

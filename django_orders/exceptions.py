@@ -218,6 +218,42 @@ class InvalidOrderRequest(OrdersError, ValueError):
         super().__init__(f"Invalid order request: {lines}")
 
 
+class ReferenceConflict(InvalidOrderRequest):
+    """``create_order`` was called again with a ``reference`` it already has a request for,
+    but with a different (validated) payload; nothing was stored or sent.
+
+    Like the service's 422 for a reused idempotency key: a reference names ONE order, so a
+    corrected cart needs a new reference. ``reference`` is the one that conflicts.
+    """
+
+    def __init__(self, reference: str) -> None:
+        self.reference = reference
+        super().__init__(
+            {
+                "reference": [
+                    f"Reference {reference!r} was already used for an order request with "
+                    "different contents; use a new reference for a changed order."
+                ]
+            }
+        )
+
+
+class OrderNotCancellable(OrdersError):
+    """``cancel_order`` refused: the order is paid, completed or expired (a paid order needs a
+    refund, not a cancellation). Nothing was changed upstream.
+
+    ``status`` is the order's status as known when refusing; ``error`` is the service's answer
+    when it was the service that refused (``None`` when the mirror already said so and nothing
+    was sent).
+    """
+
+    def __init__(self, order_id: str, status: str, error: OrdersAPIError | None = None) -> None:
+        self.order_id = order_id
+        self.status = status
+        self.error = error
+        super().__init__(f"Order {order_id} cannot be cancelled: it is {status}.")
+
+
 class OrderRequestPending(OrdersError):
     """The outcome is not known yet; the request is stored and will be resent with its key.
 

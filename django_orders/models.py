@@ -115,6 +115,9 @@ class Order(models.Model):
         verbose_name = _("order")
         verbose_name_plural = _("orders")
         ordering = ["-initiated_at", "-id"]
+        # The admin's "Cancel order" action changes the order upstream: its own permission,
+        # not the change permission (which refreshing from the API uses).
+        permissions = [("cancel_order", _("Can cancel orders upstream"))]
         indexes = [
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),

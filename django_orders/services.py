@@ -4,6 +4,7 @@ Services own transactions and the order of durable steps; no transaction is ever
 across an HTTP call. This module is the public entry point; the work lives in one module per job:
 
 - ``creation``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
+- ``checkout``: ``confirm_order`` (the customer is back from the payment page), ``cancel_order``
 - ``sync``: ``sync_orders``, ``refresh_orders``
 - ``api_check``: ``check_api`` (one read that proves the key and the base URL work)
 """
@@ -11,12 +12,15 @@ across an HTTP call. This module is the public entry point; the work lives in on
 from __future__ import annotations
 
 from .api_check import ApiCheck, check_api
+from .checkout import cancel_order, confirm_order
 from .creation import create_order, resend_order_request, resume_order_requests
 from .sync import refresh_orders, sync_orders
 
 __all__ = [
     "ApiCheck",
+    "cancel_order",
     "check_api",
+    "confirm_order",
     "create_order",
     "refresh_orders",
     "resend_order_request",

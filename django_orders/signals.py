@@ -8,6 +8,7 @@ order_created = Signal()
 #: A sync or refresh stored an order for the first time. Arguments: ``order``.
 order_first_seen = Signal()
 
-#: A sync or refresh saw an order's status change (e.g. fulfil on "completed").
+#: A sync, a refresh, ``confirm_order`` or ``cancel_order`` saw an order's status change (e.g.
+#: fulfil on "completed").
 #: Arguments: ``order``, ``previous_status``, ``status``.
 order_status_changed = Signal()

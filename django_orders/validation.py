@@ -6,22 +6,35 @@ remote API that validates JSON types: ``True`` is not an integer, ``12.5`` is no
 ``quantitiy`` would otherwise vanish silently from the order). Errors come back flattened to
 field paths such as ``line_items[0].product.price.currency``, ready to show next to a form.
 
-The accepted values follow api-notes.md (the wire values the real service uses).
+The accepted values follow api-notes.md (the wire values the real service uses, and the
+limits of "The create request beyond the spec": line item shapes, ``number``,
+``checkout_settings``, ``custom_data``). Currencies come from the ``CURRENCIES`` setting.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
+from .conf import orders_settings
 from .exceptions import InvalidOrderRequest
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")
 REFERENCE_MAX_LENGTH = 255
+#: The provider's limits (api-notes.md, "The create request beyond the spec").
+NUMBER_MAX_LENGTH = 80
+CUSTOM_DATA_KEY_MAX_BYTES = 256
+CUSTOM_DATA_MAX_BYTES = 25 * 1024
+URL_MAX_LENGTH = 2048
+#: The largest integer every JSON reader keeps exact (2**53 - 1): amounts beyond it would be
+#: rounded by a JavaScript or double-based reader on the way.
+MAX_AMOUNT = 2**53 - 1
 
 _PHONE = re.compile(r"\+[0-9]{8,15}")
 _CURRENCY = re.compile(r"[a-z]{3}")
@@ -113,13 +126,21 @@ class CustomerSerializer(StrictSerializer):
 
 
 class PriceSerializer(StrictSerializer):
+    """``{"currency", "value"}``: a currency of ``CURRENCIES`` and whole minor units."""
+
     currency = StrictCharField(trim_whitespace=False)
-    value = StrictIntegerField(min_value=0)
+    value = StrictIntegerField(min_value=0, max_value=MAX_AMOUNT)
 
     def validate_currency(self, value: str) -> str:
         if not _CURRENCY.fullmatch(value):
             raise serializers.ValidationError(
                 'Use the three-letter currency code in lower case, e.g. "ghs".'
+            )
+        accepted = tuple(orders_settings.CURRENCIES)
+        if value not in accepted:
+            raise serializers.ValidationError(
+                f'"{value}" is not accepted; use one of: {", ".join(accepted)} '
+                '(DJANGO_ORDERS["CURRENCIES"]).'
             )
         return value
 
@@ -131,9 +152,110 @@ class ProductSerializer(StrictSerializer):
     price = PriceSerializer()
 
 
+class FeeSerializer(StrictSerializer):
+    amount = PriceSerializer()
+    label = StrictCharField(max_length=255, required=False)
+    description = StrictCharField(max_length=1000, required=False)
+
+
+class ShippingSerializer(StrictSerializer):
+    fee = PriceSerializer()
+
+
 class LineItemSerializer(StrictSerializer):
+    """One of the provider's three shapes: the body named by ``type``, and no other body."""
+
     type = StrictChoiceField(choices=LINE_ITEM_TYPES)
-    product = ProductSerializer()
+    product = ProductSerializer(required=False)
+    fee = FeeSerializer(required=False)
+    shipping = ShippingSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs["type"]
+        errors: dict[str, list[str]] = {}
+        if kind not in attrs:
+            errors[kind] = [f"Required for a {kind} line item."]
+        for other in LINE_ITEM_TYPES:
+            if other != kind and other in attrs:
+                errors[other] = [f"A {kind} line item carries no {other} body."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+def line_item_price(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``{"currency", "value"}`` of a validated line item, whatever its type."""
+    kind = item["type"]
+    if kind == "product":
+        return item["product"]["price"]
+    if kind == "fee":
+        return item["fee"]["amount"]
+    return item["shipping"]["fee"]
+
+
+def _check_url(value: str) -> str:
+    """An absolute http(s) URL the payment page may send a customer to."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise serializers.ValidationError("Must not contain spaces, line breaks or controls.")
+    parts = urlsplit(value)
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise serializers.ValidationError(
+            "Must be an absolute http(s) URL with a host, e.g. "
+            "request.build_absolute_uri(reverse(...)); relative, javascript: and data: URLs "
+            "are refused."
+        )
+    if parts.username is not None or parts.password is not None:
+        raise serializers.ValidationError("Must not contain a user name or password.")
+    return value
+
+
+class CheckoutSettingsSerializer(StrictSerializer):
+    """Where the hosted payment page sends the customer after paying or cancelling."""
+
+    redirect_url = StrictCharField(max_length=URL_MAX_LENGTH, trim_whitespace=False)
+    cancel_url = StrictCharField(max_length=URL_MAX_LENGTH, trim_whitespace=False)
+
+    def validate_redirect_url(self, value: str) -> str:
+        return _check_url(value)
+
+    def validate_cancel_url(self, value: str) -> str:
+        return _check_url(value)
+
+
+class CustomDataField(serializers.Field):
+    """A flat object of string keys to string values, within the provider's size limits."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError(
+                f"Must be an object of string keys to string values, not {type(data).__name__}."
+            )
+        errors: dict[str, list[str]] = {}
+        for key, value in data.items():
+            if not isinstance(key, str):
+                errors[str(key)] = ["Keys must be strings."]
+            elif len(key.encode()) > CUSTOM_DATA_KEY_MAX_BYTES:
+                errors[key[:40]] = [
+                    f"Keys must be at most {CUSTOM_DATA_KEY_MAX_BYTES} bytes of UTF-8."
+                ]
+            elif not isinstance(value, str):
+                errors[key] = [f"Values must be strings, not {type(value).__name__}."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        size = len(json.dumps(dict(data), ensure_ascii=False, separators=(",", ":")).encode())
+        if size > CUSTOM_DATA_MAX_BYTES:
+            raise serializers.ValidationError(
+                f"Must be at most {CUSTOM_DATA_MAX_BYTES} bytes as UTF-8 JSON, not {size}."
+            )
+        return dict(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 class OrderInputSerializer(StrictSerializer):
@@ -141,16 +263,35 @@ class OrderInputSerializer(StrictSerializer):
     line_items = LineItemSerializer(many=True, allow_empty=False)
     finalize = StrictBooleanField()
     reference = StrictCharField(max_length=REFERENCE_MAX_LENGTH, allow_null=True)
+    number = StrictCharField(max_length=NUMBER_MAX_LENGTH, allow_null=True, trim_whitespace=False)
+    checkout_settings = CheckoutSettingsSerializer(allow_null=True)
+    custom_data = CustomDataField(allow_null=True)
 
     def validate_line_items(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        currencies = {item["product"]["price"]["currency"] for item in items}
+        currencies = {line_item_price(item)["currency"] for item in items}
         if len(currencies) > 1:
-            raise serializers.ValidationError("All line items must use the same currency.")
+            raise serializers.ValidationError(
+                f"All line items must use the same currency, not {', '.join(sorted(currencies))}."
+            )
         return items
+
+    def validate_number(self, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or not value.isprintable()):
+            raise serializers.ValidationError(
+                "Must not start or end with spaces, nor contain line breaks or controls."
+            )
+        return value
 
 
 def validate_order_input(
-    *, customer: Any, line_items: Any, finalize: Any, reference: Any
+    *,
+    customer: Any,
+    line_items: Any,
+    finalize: Any,
+    reference: Any,
+    number: Any = None,
+    checkout_settings: Any = None,
+    custom_data: Any = None,
 ) -> dict[str, Any]:
     """Return the validated input, or raise ``InvalidOrderRequest`` with per-path messages."""
     serializer = OrderInputSerializer(
@@ -159,11 +300,23 @@ def validate_order_input(
             "line_items": line_items,
             "finalize": finalize,
             "reference": reference,
+            "number": number,
+            "checkout_settings": checkout_settings,
+            "custom_data": custom_data,
         }
     )
     if not serializer.is_valid():
         raise InvalidOrderRequest(flatten_errors(serializer.errors))
-    return dict(serializer.validated_data)
+    return _plain(serializer.validated_data)
+
+
+def _plain(value: Any) -> Any:
+    """DRF's ``OrderedDict``s as plain dicts and lists, ready to encode and to compare."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def flatten_errors(errors: Any, path: str = "") -> dict[str, list[str]]:

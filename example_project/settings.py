@@ -45,7 +45,9 @@ WSGI_APPLICATION = "example_project.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The project's own templates first: django_orders/base.html there puts the customer
+        # pages of django-orders inside the shop's layout.
+        "DIRS": [BASE_DIR / "example_project" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -34,6 +34,7 @@ from .base import (
 )
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
+from .order_cancel import CancelOrdersMixin
 from .search import search_orders
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
@@ -48,7 +49,7 @@ def status_badge(order: Order) -> SafeString:
 
 
 @admin.register(Order)
-class OrderAdmin(ReadOnlyModelAdmin):
+class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "status_column",
@@ -84,7 +85,7 @@ class OrderAdmin(ReadOnlyModelAdmin):
         "An order id, the shop's order number, a customer id or e-mail address (exact), "
         "or words of the customer's name."
     )
-    actions = ("refresh_from_api",)
+    actions = ("refresh_from_api", "cancel_orders")
     fieldsets = (
         (
             None,

@@ -1,14 +1,20 @@
 """A cart kept in the session. Its ``id`` is the ``reference`` passed to ``create_order``:
-a double-clicked "Place order" or a retried POST creates one upstream order, not two."""
+a double-clicked "Place order" or a retried POST creates one upstream order, not two.
+
+Money is integer minor units (cents) from the server-side catalogue, never from the browser;
+the order carries one shipping line (a flat fee) besides the products."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from .catalogue import PRODUCTS
+from .catalogue import CURRENCY, PRODUCTS
 
 SESSION_KEY = "cart"
+#: A flat shipping fee per order, in minor units of ``CURRENCY`` (EUR 4.90).
+SHIPPING_FEE = 490
+MAX_QUANTITY = 99
 
 
 class Cart:
@@ -23,7 +29,17 @@ class Cart:
     def add(self, slug: str, quantity: int = 1) -> None:
         if slug not in PRODUCTS:
             raise KeyError(slug)
-        self.items[slug] = min(self.items.get(slug, 0) + quantity, 99)
+        self.items[slug] = min(self.items.get(slug, 0) + quantity, MAX_QUANTITY)
+        self.save()
+
+    def set_quantity(self, slug: str, quantity: int) -> None:
+        """Set a line's quantity (capped at ``MAX_QUANTITY``); zero or less removes it."""
+        if slug not in PRODUCTS:
+            raise KeyError(slug)
+        if quantity <= 0:
+            self.items.pop(slug, None)
+        else:
+            self.items[slug] = min(quantity, MAX_QUANTITY)
         self.save()
 
     def save(self) -> None:
@@ -45,9 +61,32 @@ class Cart:
             for slug, qty in self.items.items()
         ]
 
+    @property
+    def currency(self) -> str:
+        return CURRENCY
+
+    @property
+    def subtotal(self) -> int:
+        return sum(line["total"] for line in self.lines())
+
+    @property
+    def shipping(self) -> int:
+        return SHIPPING_FEE if self.items else 0
+
+    @property
+    def total(self) -> int:
+        """What the order service will charge: the products plus shipping."""
+        return self.subtotal + self.shipping
+
+    @property
+    def number(self) -> str:
+        """The shop's order number shown to the customer and sent as the order's ``number``."""
+        return "EX-" + self.id.removeprefix("cart_")[:12].upper()
+
     def line_items(self) -> list[dict[str, Any]]:
-        """The wire shape of the order service's ``line_items``, built from server-side prices."""
-        return [
+        """The order service's ``line_items``, built from server-side prices: one product line
+        per cart line, then the shipping line."""
+        products = [
             {
                 "type": "product",
                 "product": {
@@ -59,6 +98,11 @@ class Cart:
             }
             for line in self.lines()
         ]
+        shipping = {
+            "type": "shipping",
+            "shipping": {"fee": {"currency": CURRENCY, "value": self.shipping}},
+        }
+        return [*products, shipping]
 
     def __bool__(self) -> bool:
         return bool(self.items)

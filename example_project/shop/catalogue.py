@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The shop sells in one currency (create_order takes one currency per order).
+CURRENCY = "eur"
+
 
 @dataclass(frozen=True)
 class Product:
@@ -14,16 +17,12 @@ class Product:
     currency: str
     product_type: str
 
-    @property
-    def display_price(self) -> str:
-        return f"{self.price // 100}.{self.price % 100:02d} {self.currency.upper()}"
-
 
 PRODUCTS: dict[str, Product] = {
     p.slug: p
     for p in (
-        Product("espresso-beans", "Espresso beans, 1 kg", 2450, "eur", "physical"),
-        Product("brewing-course", "Home brewing course", 8900, "eur", "service"),
-        Product("gift-card", "Gift card", 2500, "eur", "voucher"),
+        Product("espresso-beans", "Espresso beans, 1 kg", 2450, CURRENCY, "physical"),
+        Product("brewing-course", "Home brewing course", 8900, CURRENCY, "service"),
+        Product("gift-card", "Gift card", 2500, CURRENCY, "voucher"),
     )
 }

@@ -1,5 +1,11 @@
 """The example shop: a product page, a session cart and a checkout that calls create_order.
 
+The checkout sends the customer to the order's hosted payment page (``order.payment_url``);
+``checkout_settings`` brings them back to django-orders' return and cancel pages
+(``include("django_orders.urls")`` in example_project/urls.py), which confirm the payment with
+a server-side lookup. ``remember_checkout`` lets those pages find the order without the query
+parameter and allows the customer to cancel it.
+
 The checkout view is ``non_atomic_requests``: create_order commits its request record before
 it calls the service, which must not happen inside a transaction that could still roll back.
 """
@@ -10,6 +16,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from django_orders.exceptions import (
@@ -20,6 +27,7 @@ from django_orders.exceptions import (
 )
 from django_orders.models import OrderRequest
 from django_orders.services import create_order
+from django_orders.views import remember_checkout
 
 from .cart import Cart
 from .catalogue import PRODUCTS
@@ -43,6 +51,17 @@ def add_to_cart(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("shop:products")
 
 
+@require_POST
+def update_cart(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set a line's quantity from the cart form; 0 removes the line."""
+    try:
+        quantity = int(request.POST.get("quantity", ""))
+        Cart(request.session).set_quantity(slug, quantity)
+    except (KeyError, ValueError):
+        messages.error(request, "Enter a quantity from 0 to 99 for a product of the shop.")
+    return redirect("shop:products")
+
+
 @transaction.non_atomic_requests
 def checkout(request: HttpRequest) -> HttpResponse:
     cart = Cart(request.session)
@@ -58,6 +77,11 @@ def checkout(request: HttpRequest) -> HttpResponse:
                 line_items=cart.line_items(),
                 finalize=form.cleaned_data["finalize"],
                 reference=cart.id,
+                number=cart.number,
+                checkout_settings={
+                    "redirect_url": request.build_absolute_uri(reverse("django_orders:return")),
+                    "cancel_url": request.build_absolute_uri(reverse("django_orders:cancel")),
+                },
             )
         except InvalidOrderRequest as exc:
             for path, errors in exc.errors.items():
@@ -71,8 +95,12 @@ def checkout(request: HttpRequest) -> HttpResponse:
         except OrdersError:
             form.add_error(None, "The payment service is unavailable. Please try again shortly.")
         else:
-            messages.success(request, f"Thank you! Order {order.id} was placed.")
-            return _placed(request, cart)
+            remember_checkout(request, order)
+            placed = _placed(request, cart)
+            if order.payment_url:
+                return redirect(order.payment_url)  # the service's hosted payment page
+            messages.success(request, f"Thank you! Order {order.number or order.id} was placed.")
+            return placed
     return render(request, "shop/checkout.html", {"form": form, "cart": cart})
 
 

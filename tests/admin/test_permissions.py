@@ -88,7 +88,10 @@ def test_each_action_needs_its_own_change_permission(client, rows):
 
 def test_superuser_sees_the_actions_but_no_delete(admin_client, rows):
     assert action_names(admin_client.get(url(OrderRequest, "changelist"))) == ["resend_now"]
-    assert action_names(admin_client.get(url(Order, "changelist"))) == ["refresh_from_api"]
+    assert action_names(admin_client.get(url(Order, "changelist"))) == [
+        "refresh_from_api",
+        "cancel_orders",
+    ]
 
 
 def test_staff_without_permissions_see_nothing(client, rows):

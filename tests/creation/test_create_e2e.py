@@ -16,6 +16,7 @@ from django_orders.exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
     OrderRequestRejected,
+    ReferenceConflict,
 )
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resend_order_request
@@ -178,17 +179,9 @@ def test_rate_limited_after_retries_stays_pending(live_orders, order_input, sett
 
 
 def test_definitive_rejection_is_failed_and_not_resent(live_orders, received, order_input):
-    # Valid for us, refused upstream: a fee item whose currency differs from the product's.
+    # Valid for us, refused upstream (the fault stands in for the service's refusal).
     order_input["line_items"].append(
-        {
-            "type": "fee",
-            "product": {
-                "name": "Service fee",
-                "type": "service",
-                "quantity": 1,
-                "price": {"currency": "ghs", "value": 100},
-            },
-        }
+        {"type": "fee", "fee": {"amount": {"currency": "ghs", "value": 100}, "label": "Service"}}
     )
     live_orders.add_fault("error_before_write", "/orders/create", status=400)
     with pytest.raises(OrderRequestRejected) as caught:
@@ -295,8 +288,14 @@ def test_pending_reference_is_resent_with_its_own_key(live_orders, received, ord
     with pytest.raises(OrderRequestPending):
         create_order(**order_input, reference="cart-6")
     request = OrderRequest.objects.get()
+    sent = len(received.creates())
+    # Another payload under the same reference is a conflict: refused, nothing sent.
     other = dict(order_input, customer={**order_input["customer"], "name": "Someone Else"})
-    order = create_order(**other, reference="cart-6")
+    with pytest.raises(ReferenceConflict, match="cart-6"):
+        create_order(**other, reference="cart-6")
+    assert len(received.creates()) == sent
+    # The same payload again resends the stored request with its own key.
+    order = create_order(**order_input, reference="cart-6")
     request.refresh_from_db()
     assert request.state == State.SUCCEEDED and request.order_id == order.pk
     assert OrderRequest.objects.count() == 1

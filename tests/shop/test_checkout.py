@@ -23,21 +23,62 @@ def _fill_cart(client, *slugs):
         client.post(reverse("shop:add_to_cart", args=[slug]))
 
 
-def test_checkout_creates_one_upstream_order_and_shows_it(client, live_orders):
+def test_checkout_creates_one_upstream_order_and_sends_the_customer_to_pay(client, live_orders):
     _fill_cart(client, "espresso-beans", "espresso-beans", "gift-card")
 
-    response = client.post(reverse("shop:checkout"), CUSTOMER, follow=True)
+    response = client.post(reverse("shop:checkout"), CUSTOMER)
 
     request = OrderRequest.objects.get()
     assert request.state == OrderRequest.State.SUCCEEDED
     assert request.reference.startswith("cart_")
     order = Order.objects.get()
     assert request.order == order
-    assert order.id in response.content.decode()
+    # Off to the service's hosted payment page.
+    assert order.payment_url.startswith(live_orders.url + "/pay/")
+    assert response.status_code == 302 and response["Location"] == order.payment_url
     upstream = live_orders.store.order(order.id)
-    # Prices come from the server-side catalogue: 2 x 24.50 + 25.00 EUR.
-    assert upstream["line_item_group"]["total"] == {"currency": "eur", "value": 7400}
+    # Prices come from the server-side catalogue: 2 x 24.50 + 25.00 EUR, and 4.90 shipping.
+    assert upstream["line_item_group"]["total"] == {"currency": "eur", "value": 7890}
+    assert [item["type"] for item in upstream["line_item_group"]["line_items"]] == [
+        "product",
+        "product",
+        "shipping",
+    ]
+    assert (order.total, order.currency) == (7890, "eur")
+    assert upstream["number"] == order.number == "EX-" + request.reference[5:17].upper()
+    # The payment page sends the customer back to django-orders' pages of this shop.
+    assert upstream["checkout_settings"] == {
+        "redirect_url": "http://testserver" + reverse("django_orders:return"),
+        "cancel_url": "http://testserver" + reverse("django_orders:cancel"),
+    }
     assert [r["order_id"] for r in live_orders.store.orders_created_via_api()] == [order.id]
+    # The cart is emptied, the order remembered for the return pages.
+    assert client.session.get("cart") is None
+    assert client.session["django_orders_checkout"] == [order.id]
+
+
+def test_cart_shows_quantities_line_totals_shipping_and_total(client):
+    _fill_cart(client, "espresso-beans", "espresso-beans", "gift-card")
+    client.post(reverse("shop:update_cart", args=["gift-card"]), {"quantity": "3"})
+
+    page = client.get(reverse("shop:products")).content.decode()
+
+    assert 'value="2"' in page and 'value="3"' in page
+    assert "EUR 49.00" in page  # 2 x 24.50
+    assert "EUR 75.00" in page  # 3 x 25.00
+    assert "EUR 4.90" in page  # shipping
+    assert '<th id="cart-total">EUR 128.90</th>' in page
+
+
+def test_a_quantity_of_zero_removes_the_line_and_a_bad_one_is_refused(client):
+    _fill_cart(client, "espresso-beans", "gift-card")
+    client.post(reverse("shop:update_cart", args=["gift-card"]), {"quantity": "0"})
+    refused = client.post(
+        reverse("shop:update_cart", args=["espresso-beans"]), {"quantity": "x"}, follow=True
+    )
+
+    assert "Enter a quantity" in refused.content.decode()
+    assert client.session["cart"]["items"] == {"espresso-beans": 1}
 
 
 def test_checkout_under_atomic_requests_still_commits_the_request_first(
@@ -47,9 +88,9 @@ def test_checkout_under_atomic_requests_still_commits_the_request_first(
     monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
     _fill_cart(client, "gift-card")
 
-    response = client.post(reverse("shop:checkout"), CUSTOMER, follow=True)
+    response = client.post(reverse("shop:checkout"), CUSTOMER)
 
-    assert response.status_code == 200
+    assert response.status_code == 302
     assert OrderRequest.objects.get().state == OrderRequest.State.SUCCEEDED
 
 
@@ -88,7 +129,7 @@ def test_lost_answer_shows_the_confirming_page_and_resume_completes_it(client, l
 
 def test_order_status_is_only_shown_to_the_session_that_placed_it(client, live_orders):
     _fill_cart(client, "gift-card")
-    client.post(reverse("shop:checkout"), CUSTOMER)
+    client.post(reverse("shop:checkout"), {**CUSTOMER, "finalize": ""})
     reference = OrderRequest.objects.get().reference
 
     client.cookies.clear()
@@ -103,7 +144,8 @@ def test_prices_cannot_come_from_the_browser(client, live_orders):
     client.post(reverse("shop:checkout"), {**CUSTOMER, "price": "1", "value": "1"})
 
     order = Order.objects.get()
-    assert live_orders.store.order(order.id)["line_item_group"]["total"]["value"] == 2500
+    # 25.00 for the gift card and 4.90 shipping, whatever the browser posted.
+    assert live_orders.store.order(order.id)["line_item_group"]["total"]["value"] == 2990
 
 
 def test_unknown_product_is_refused(client, live_orders):
@@ -121,8 +163,20 @@ def test_after_a_refusal_the_visitor_can_try_again(client, live_orders):
 
     assert "refused this order" in refused.content.decode()
     assert OrderRequest.objects.get().state == OrderRequest.State.FAILED
-    placed = client.post(reverse("shop:checkout"), CUSTOMER, follow=True)
-    assert placed.status_code == 200
+    placed = client.post(reverse("shop:checkout"), CUSTOMER)
     succeeded = OrderRequest.objects.get(state=OrderRequest.State.SUCCEEDED)
-    assert succeeded.order_id in placed.content.decode()
+    assert placed["Location"] == succeeded.order.payment_url
     assert len(live_orders.store.orders_created_via_api()) == 1
+
+
+def test_an_order_not_finalized_shows_its_status_page_instead_of_a_payment_page(
+    client, live_orders
+):
+    _fill_cart(client, "gift-card")
+
+    response = client.post(reverse("shop:checkout"), {**CUSTOMER, "finalize": ""}, follow=True)
+
+    order = Order.objects.get()
+    assert (order.status, order.payment_url) == ("preparing", "")
+    page = response.content.decode()
+    assert order.number in page and "Preparing" in page and "EUR 29.90" in page

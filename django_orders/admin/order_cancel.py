@@ -1,0 +1,102 @@
+"""The "Cancel order" action of the orders changelist.
+
+Cancelling changes an order upstream, so it has its own permission
+(``django_orders.cancel_order``), not the change permission the refresh action uses. Like
+Django's "delete selected", it first shows a confirmation page listing the orders it will
+cancel and the ones it refuses (paid, completed, cancelled or expired, per the mirror); nothing
+is sent until the form is posted with ``post=yes``. Each cancel goes through
+``services.cancel_order``, which refuses a paid order again before sending and maps the
+service's refusal to ``OrderNotCancellable``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext_lazy as _
+
+from .. import services
+from ..exceptions import OrderNotCancellable, OrdersError
+from ..models import TERMINAL_STATUSES, Order
+from .base import has_model_permission
+
+#: Each cancel is one HTTP call made inside the web request.
+MAX_CANCEL = 20
+
+
+class CancelOrdersMixin:
+    """Adds ``cancel_orders`` to an ``OrderAdmin``; list it in ``actions``."""
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return has_model_permission(request, Order, "cancel")
+
+    @admin.action(description=_("Cancel order"), permissions=["cancel"])
+    def cancel_orders(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        selected = list(
+            queryset.select_related("customer").order_by("-initiated_at", "-id")[: MAX_CANCEL + 1]
+        )
+        if len(selected) > MAX_CANCEL:
+            self.message_user(
+                request,
+                _("Select at most %(limit)d orders to cancel at a time. Nothing was cancelled.")
+                % {"limit": MAX_CANCEL},
+                messages.ERROR,
+            )
+            return None
+        open_orders = [order for order in selected if order.status not in TERMINAL_STATUSES]
+        refused = [order for order in selected if order.status in TERMINAL_STATUSES]
+        if not open_orders:
+            self._report_refused(request, refused)
+            return None
+        if request.POST.get("post") == "yes":
+            self._report_refused(request, refused)
+            self._cancel(request, open_orders)
+            return None
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Cancel orders?"),
+            "subtitle": None,
+            "opts": opts,
+            "orders": open_orders,
+            "refused": refused,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "action_name": "cancel_orders",
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request, f"admin/{opts.app_label}/{opts.model_name}/cancel_confirmation.html", context
+        )
+
+    def _report_refused(self, request: HttpRequest, refused: list[Order]) -> None:
+        if refused:
+            described = ", ".join(f"{order.pk} ({order.get_status_display()})" for order in refused)
+            self.message_user(
+                request,
+                _("Not cancelled, as they are paid or closed: %(orders)s.") % {"orders": described},
+                messages.WARNING,
+            )
+
+    def _cancel(self, request: HttpRequest, orders: list[Order]) -> None:
+        reason = f"Canceled by staff ({request.user.get_username()}) in the admin."
+        done: list[str] = []
+        for order in orders:
+            try:
+                services.cancel_order(order, reason=reason)
+            except OrderNotCancellable as refused:
+                self.message_user(request, str(refused), messages.WARNING)
+            except OrdersError as error:
+                self.message_user(
+                    request,
+                    _("%(order)s was not cancelled: %(error)s") % {"order": order, "error": error},
+                    messages.ERROR,
+                )
+            else:
+                done.append(order.pk)
+        if done:
+            self.message_user(
+                request, _("Cancelled: %(orders)s.") % {"orders": ", ".join(done)}, messages.SUCCESS
+            )

@@ -1,0 +1,193 @@
+"""After checkout: bring the customer's order up to date, and cancel an unpaid one.
+
+``confirm_order`` runs when the customer comes back from the hosted payment page. The browser
+gives us an order id and nothing else we believe: the status comes from a server-side lookup
+(``POST /orders/lookup``), never from query parameters. The payment may land a moment after
+the customer is sent back, so while the order is still ``requires_payment`` it is looked up
+again a bounded number of times within ``wait`` (``CONFIRM_WAIT``). Each lookup is written to
+the mirror by the sync's own refresh write (``sync._store_lookup``), which also sends the
+signals after commit. Only orders this shop created or mirrors are looked up: anything else is
+``Order.DoesNotExist`` (a 404 for a view), so the service cannot be used as an oracle for
+arbitrary ids.
+
+``cancel_order`` cancels an unpaid order upstream (``POST /orders/cancel``). Its idempotency
+key is derived from the order id and the reason, not stored: cancelling is idempotent by
+nature (a cancelled order stays cancelled), so the key only has to make a resend after a lost
+answer the SAME request, which a deterministic key does without a durable record. When the key
+has long been forgotten upstream (24 hours), a repeat is a new request whose answer is "already
+cancelled" or a refusal, and both are handled by looking the order up (below).
+
+Neither function holds a transaction across an HTTP call; both refuse to run inside
+``transaction.atomic()`` (``ATOMIC_REQUESTS`` included), like ``create_order``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import timedelta
+from functools import partial
+
+from django.db import router, transaction
+
+from .client import OrdersClient
+from .conf import orders_settings
+from .exceptions import InvalidRecord, OrderNotCancellable, RequestRejected
+from .lookups import Lookup
+from .mirror import MirrorResult, store_orders
+from .models import TERMINAL_STATUSES, Order, OrderStatus
+from .order_requests import refuse_outer_transaction
+from .parsing import parse_order
+from .sync import _send_signals, _store_lookup
+
+__all__ = ["cancel_order", "confirm_delays", "confirm_order"]
+
+#: The most lookups one ``confirm_order`` makes, however long ``wait`` is.
+MAX_CONFIRM_LOOKUPS = 8
+#: The first pause between two lookups; each next one doubles, up to ``MAX_CONFIRM_PAUSE``.
+FIRST_CONFIRM_PAUSE = 0.5
+MAX_CONFIRM_PAUSE = 2.0
+#: Longest order id looked up (the mirror's column); longer ones cannot be ours.
+MAX_ORDER_ID_LENGTH = 64
+
+
+def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Order:
+    """Look the order up server-side, write the mirror, send the signals, return the order.
+
+    While the order is ``requires_payment`` it is looked up again after pauses of 0.5 s, 1 s,
+    2 s, 2 s... that add up to at most ``wait`` (a ``timedelta`` or seconds; default
+    ``CONFIRM_WAIT``; zero looks once), at most ``MAX_CONFIRM_LOOKUPS`` lookups. An order the
+    mirror already holds in a terminal status (paid, completed, canceled, expired) is returned
+    without a lookup: it cannot change any more.
+
+    Raises ``Order.DoesNotExist`` for an id this shop neither created nor mirrors (or one the
+    service does not know), and the client's errors (``OrdersError``) when the service cannot
+    be reached. The pauses go through the client's ``sleep`` (tests replace it).
+    """
+    seconds = _wait_seconds(wait)
+    if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
+        raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
+    refuse_outer_transaction(router.db_for_write(Order))
+    order = _read(order_id)
+    if order.status in TERMINAL_STATUSES:
+        return order
+    with OrdersClient.from_settings() as client:
+        sleep = getattr(client, "_sleep", time.sleep)
+        deadline = time.monotonic() + seconds
+        for pause in [0.0, *confirm_delays(seconds)]:
+            if pause:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break  # the lookups themselves used up the wait
+                sleep(min(pause, remaining))
+            if refresh_order(client, order_id) is None:
+                raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
+            order = _read(order_id)
+            if order.status != OrderStatus.REQUIRES_PAYMENT:
+                break
+    return order
+
+
+def confirm_delays(seconds: float) -> list[float]:
+    """The pauses between ``confirm_order``'s lookups: doubling, adding up to ``seconds``."""
+    delays: list[float] = []
+    total, pause = 0.0, FIRST_CONFIRM_PAUSE
+    while len(delays) < MAX_CONFIRM_LOOKUPS - 1 and total < seconds:
+        step = min(pause, seconds - total)
+        delays.append(step)
+        total += step
+        pause = min(pause * 2, MAX_CONFIRM_PAUSE)
+    return delays
+
+
+def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
+    """Cancel an unpaid order upstream and update the mirror; returns the order.
+
+    An order already ``canceled`` (per the mirror) is returned as it is, nothing sent. A paid,
+    completed or expired one raises ``OrderNotCancellable`` before anything is sent; so does a
+    refusal by the service for an order that turns out (by a lookup) to be paid or otherwise
+    closed upstream. An order the service reports cancelled is returned. ``Order.DoesNotExist``
+    for an id the mirror does not hold. Sends ``order_status_changed`` after commit.
+    """
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        raise ValueError(f"reason must be a non-empty string or None, not {reason!r}")
+    order_id = order.pk if isinstance(order, Order) else order
+    if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
+        raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
+    refuse_outer_transaction(router.db_for_write(Order))
+    current = _read(order_id)
+    if current.status == OrderStatus.CANCELED:
+        return current
+    if current.status in TERMINAL_STATUSES:
+        raise OrderNotCancellable(order_id, current.status)
+    with OrdersClient.from_settings() as client:
+        try:
+            record = client.cancel_order(
+                order_id, idempotency_key=cancel_key(order_id, reason), reason=reason
+            )
+        except RequestRejected as exc:
+            return _after_refusal(client, order_id, exc)
+    try:
+        parsed = parse_order(record)
+    except InvalidRecord as exc:
+        raise InvalidRecord(f"cancel of order {order_id}: {exc}") from None
+    if parsed.id != order_id:
+        raise InvalidRecord(f"cancel of order {order_id} answered with order {parsed.id}")
+    with transaction.atomic():
+        result = store_orders([parsed], refreshed=True)
+        transaction.on_commit(partial(_send_signals, result), robust=True)
+    return _read(order_id)
+
+
+def cancel_key(order_id: str, reason: str | None) -> str:
+    """The idempotency key of a cancel: the same order and reason, the same key (see the
+    module docstring). The reason is hashed in: the service answers 422 to one key with two
+    payloads."""
+    digest = hashlib.blake2b((reason or "").encode(), digest_size=8).hexdigest()
+    return f"cancel-{order_id}-{digest}"
+
+
+def _after_refusal(client: OrdersClient, order_id: str, error: RequestRejected) -> Order:
+    """The service refused the cancel: find out why from the order itself, and store it."""
+    if error.status_code == 404 or refresh_order(client, order_id) is None:
+        raise error
+    order = _read(order_id)
+    if order.status == OrderStatus.CANCELED:
+        return order  # cancelled meanwhile (another tab, the payment page, staff)
+    if order.status in TERMINAL_STATUSES:
+        raise OrderNotCancellable(order_id, order.status, error) from error
+    raise error
+
+
+def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
+    """One lookup with ``client``, stored by the sync's own refresh write (``_store_lookup``:
+    one short transaction, signals after commit); ``None`` when the service answers 404.
+
+    Not ``lookup_orders``: that pool builds clients of its own, and here the client (and its
+    ``sleep``) is the caller's, for a single order.
+    """
+    try:
+        record = client.lookup_order(order_id)
+    except RequestRejected as exc:
+        if exc.status_code != 404:
+            raise
+        record = None
+    return _store_lookup(Lookup(order_id, record))
+
+
+def _read(order_id: str) -> Order:
+    return Order.objects.select_related("customer").get(pk=order_id)
+
+
+def _wait_seconds(wait: timedelta | float | None) -> float:
+    if wait is None:
+        wait = orders_settings.CONFIRM_WAIT
+    if isinstance(wait, timedelta):
+        seconds = wait.total_seconds()
+    elif isinstance(wait, int | float) and not isinstance(wait, bool):
+        seconds = float(wait)
+    else:
+        raise ValueError(f"wait must be a timedelta or a number of seconds, not {wait!r}")
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"wait must be zero or more (and finite), not {wait!r}")
+    return seconds
