@@ -163,8 +163,7 @@ class OrdersClient:
     def settings_options() -> dict[str, Any]:
         """The constructor's keyword arguments as ``DJANGO_ORDERS`` gives them.
 
-        The page helper process builds its client from these, since it runs without Django
-        settings. The dict holds the API key: never log it or put it on a command line.
+        The dict holds the API key: never log it or put it on a command line.
         """
         options: dict[str, Any] = {
             "api_key": orders_settings.API_KEY,
