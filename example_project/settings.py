@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",  # Swagger UI for the API at /api/docs/
     "django_orders",
     "example_project.shop",
 ]
@@ -81,6 +82,14 @@ DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default="sk_test_sandbox"),
     "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:8765"),
     "PAGE_SIZE": env.int("ORDERS_PAGE_SIZE", default=100),
+}
+
+# The REST API (README, "REST API"): its two throttled scopes, per client (user or address).
+# drf-spectacular's schema class lets `manage.py spectacular` document the project's DRF views;
+# the API's own views and its schema/ endpoint do not need it.
+REST_FRAMEWORK = {
+    "DEFAULT_THROTTLE_RATES": {"orders_checkout": "10/minute", "orders_confirm": "30/minute"},
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
 LOGGING = {

@@ -1,0 +1,88 @@
+"""The exception handler: the library's exceptions as HTTP answers.
+
+The API's views use it whatever the project's ``EXCEPTION_HANDLER`` (anything it does not map
+goes on to that handler), so mounting the URLs is enough. A project may also set it globally:
+``REST_FRAMEWORK = {"EXCEPTION_HANDLER": "django_orders.rest.exceptions.exception_handler"}``.
+
+What callers get, and why:
+
+- ``InvalidOrderRequest``: 400, the service's per-field messages (``{"customer.email_address":
+  ["…"]}``), DRF's usual shape for a validation error;
+- ``ReferenceConflict``: 422 ``idempotency_key_conflict``: the key was used with another body;
+- ``OrderRequestRejected``: 422 with the service's own code and message;
+- the shop's configuration is wrong (the key rejected with a 401, a setting missing): 503
+  with nothing about the cause. The caller can do nothing about it, and a cause such as "the
+  key is invalid" is for the shop's staff, so it goes to the log (which never holds the key);
+- the service unreachable or failing (network, 5xx, 429, 409 upstream): 503 with Retry-After;
+- an order this shop neither created nor mirrors (``Order.DoesNotExist``): 404.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from .. import exceptions as errors
+
+logger = logging.getLogger("django_orders.rest")
+
+#: Seconds a caller is asked to wait after a 503 caused by the service (not by the shop).
+UPSTREAM_RETRY_AFTER = 5
+IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
+
+
+def error_response(
+    status_code: int, code: str, detail: str, headers: dict[str, str] | None = None
+) -> Response:
+    return Response({"code": code, "detail": detail}, status=status_code, headers=headers)
+
+
+def orders_exception_response(exc: BaseException) -> Response | None:
+    """The answer for one of the library's exceptions, or ``None`` for any other."""
+    if isinstance(exc, errors.ReferenceConflict):  # before its base, InvalidOrderRequest
+        return error_response(
+            status.HTTP_422_UNPROCESSABLE_ENTITY,
+            IDEMPOTENCY_KEY_CONFLICT,
+            "This Idempotency-Key was already used with a different request body. Send a new "
+            "key for a new order.",
+        )
+    if isinstance(exc, errors.InvalidOrderRequest):
+        return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, errors.OrderRequestRejected):
+        return error_response(
+            status.HTTP_422_UNPROCESSABLE_ENTITY,
+            exc.error.code or "order_rejected",
+            exc.error.message,
+        )
+    if isinstance(exc, errors.AuthenticationFailed | errors.OrdersConfigurationError):
+        logger.error("The orders API cannot reach the service: %s", exc)
+        return Response(status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    if isinstance(exc, errors.OrdersNetworkError | errors.OrdersAPIError):
+        retry_after = getattr(exc, "retry_after", None) or UPSTREAM_RETRY_AFTER
+        logger.warning("The order service failed a request of the orders API: %s", exc)
+        return error_response(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "The order service did not answer; try again later.",
+            headers={"Retry-After": str(int(retry_after))},
+        )
+    if isinstance(exc, ObjectDoesNotExist):
+        return error_response(status.HTTP_404_NOT_FOUND, "not_found", "Not found.")
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Map the library's exceptions, then defer to the project's handler (module docstring)."""
+    response = orders_exception_response(exc)
+    if response is not None:
+        return response
+    project_handler = api_settings.EXCEPTION_HANDLER
+    if project_handler is exception_handler:
+        project_handler = drf_exception_handler
+    return project_handler(exc, context)

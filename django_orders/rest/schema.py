@@ -1,0 +1,29 @@
+"""The OpenAPI 3 document of this API (drf-spectacular), whatever else the project serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.views import SpectacularAPIView
+
+VIEWS_MODULE = f"{__package__}.views"
+
+
+def only_this_api(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
+    """Preprocessing hook: keep the endpoints of ``django_orders.rest.views`` only (not the
+    project's other views, nor this schema view)."""
+    return [
+        endpoint
+        for endpoint in endpoints
+        if getattr(getattr(endpoint[3], "cls", None), "__module__", "") == VIEWS_MODULE
+    ]
+
+
+class OrdersSchemaView(SpectacularAPIView):
+    custom_settings = {
+        "TITLE": "django-orders API",
+        "DESCRIPTION": "Checkout, order status and confirmation for a shop's own frontends, "
+        "and read-only orders and customers for staff tools.",
+        "VERSION": "1",
+        "PREPROCESSING_HOOKS": ["django_orders.rest.schema.only_this_api"],
+    }

@@ -1,0 +1,53 @@
+"""Owner tokens: what lets a guest read their checkout's order and confirm it.
+
+A token names the checkout (the ``OrderRequest``), not the order: the checkout exists before
+any order id does (an unknown outcome), and the order it leads to is found through it. Format:
+``rq_<request pk>:<timestamp>:<signature>``, made by ``TimestampSigner`` with a salt of its own
+(a token can be used for nothing else signed with the project's ``SECRET_KEY``), valid
+``OWNER_TOKEN_MAX_AGE``. It is sent back in the ``Order-Token`` request header, not in the URL,
+so it stays out of access logs and ``Referer`` headers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.core import signing
+
+#: How long a checkout's owner token is accepted: long enough to pay, come back and look at
+#: the order's status for a few days; staff see every order regardless.
+OWNER_TOKEN_MAX_AGE = timedelta(days=7)
+TOKEN_HEADER = "Order-Token"  # noqa: S105  (a header name)
+CHECKOUT_PREFIX = "rq_"
+_SALT = "django_orders.rest.owner-token"
+
+
+def checkout_handle(request_pk: int) -> str:
+    """The public name of a checkout: ``rq_<pk>`` (upstream order ids start with ``or_``)."""
+    return f"{CHECKOUT_PREFIX}{request_pk}"
+
+
+def parse_checkout_handle(value: str) -> int | None:
+    """The request pk of ``rq_<pk>``, or ``None`` when ``value`` is not a checkout handle."""
+    if not value.startswith(CHECKOUT_PREFIX):
+        return None
+    digits = value[len(CHECKOUT_PREFIX) :]
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 18:
+        return None
+    return int(digits)
+
+
+def make_owner_token(request_pk: int) -> str:
+    """A signed, timestamped token for the checkout ``request_pk``."""
+    return signing.TimestampSigner(salt=_SALT).sign(checkout_handle(request_pk))
+
+
+def read_owner_token(token: str | None) -> int | None:
+    """The checkout pk a valid, unexpired token names, else ``None`` (never an exception)."""
+    if not token:
+        return None
+    try:
+        handle = signing.TimestampSigner(salt=_SALT).unsign(token, max_age=OWNER_TOKEN_MAX_AGE)
+    except signing.BadSignature:  # SignatureExpired included
+        return None
+    return parse_checkout_handle(handle)

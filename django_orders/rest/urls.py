@@ -1,0 +1,23 @@
+"""``path("api/", include("django_orders.rest.urls"))``: the REST API (namespace ``orders_api``).
+
+URL names: ``checkout``, ``order-list``, ``order-detail``, ``order-confirm``,
+``customer-list``, ``customer-detail``, ``schema``.
+"""
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from .schema import OrdersSchemaView
+from .views import CheckoutViewSet, CustomerViewSet, OrderViewSet
+
+app_name = "orders_api"
+
+router = SimpleRouter()
+router.register("orders", OrderViewSet, basename="order")
+router.register("customers", CustomerViewSet, basename="customer")
+
+urlpatterns = [
+    path("checkout/", CheckoutViewSet.as_view({"post": "create"}), name="checkout"),
+    path("schema/", OrdersSchemaView.as_view(), name="schema"),
+    *router.urls,
+]

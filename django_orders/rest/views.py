@@ -1,0 +1,304 @@
+"""The API's viewsets: checkout, orders (staff list, owner status, confirmation), customers.
+
+Every view only calls ``django_orders.services`` (or reads the mirror), and runs outside
+``ATOMIC_REQUESTS``: ``create_order`` and ``confirm_order`` commit their own short
+transactions and refuse to run inside an outer one (see ``creation``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .. import services
+from ..conf import orders_settings
+from ..exceptions import OrderRequestPending, OrderRequestRejected
+from ..models import Customer, Order, OrderRequest
+from ..order_requests import stored_error
+from .exceptions import error_response, exception_handler, orders_exception_response
+from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
+from .idempotency import HEADER, parse_key, scoped_reference
+from .pagination import CustomerCursorPagination, OrderCursorPagination
+from .permissions import (
+    CheckoutTarget,
+    IsStaffOrOwner,
+    IsStaffOrOwnerToConfirm,
+    ViewModelPermissions,
+)
+from .serializers import (
+    CheckoutCreatedSerializer,
+    CheckoutPendingSerializer,
+    CheckoutSerializer,
+    CustomerRecordSerializer,
+    ErrorSerializer,
+    OrderSerializer,
+)
+from .throttles import CHECKOUT_SCOPE, CONFIRM_SCOPE, OrdersScopedRateThrottle
+from .tokens import TOKEN_HEADER, checkout_handle, make_owner_token, parse_checkout_handle
+
+State = OrderRequest.State
+#: The longest a confirmation keeps the HTTP request waiting for the payment to show.
+CONFIRM_MAX_WAIT = timedelta(seconds=10)
+#: Retry-After of a pending checkout that has no scheduled resend yet.
+PENDING_RETRY_AFTER = 5
+IN_PROGRESS = "idempotency_key_in_progress"
+
+TOKEN_PARAMETER = OpenApiParameter(
+    TOKEN_HEADER,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="The owner token of the checkout answer (guests); staff and the logged-in "
+    "buyer need none.",
+)
+ERRORS = {
+    404: OpenApiResponse(ErrorSerializer, description="Unknown, or not yours."),
+    503: OpenApiResponse(description="The order service cannot be reached."),
+}
+
+
+def documented(**kwargs: Any):
+    """``extend_schema`` on drf-spectacular's ``AutoSchema`` whatever the project's
+    ``DEFAULT_SCHEMA_CLASS`` (the decorator builds on that setting otherwise): mounting the API
+    must not require any setting."""
+
+    def decorate(method):
+        method.schema = AutoSchema
+        return extend_schema(**kwargs)(method)
+
+    return decorate
+
+
+class OrdersAPIMixin:
+    """What every view of this API shares: the exception handler, the schema class, and no
+    ``ATOMIC_REQUESTS`` (the services commit before and after each upstream call)."""
+
+    schema = AutoSchema()
+
+    def get_exception_handler(self):
+        return exception_handler
+
+    @classmethod
+    def as_view(cls, *args: Any, **kwargs: Any):
+        return transaction.non_atomic_requests(super().as_view(*args, **kwargs))
+
+
+def api_url(request: Request, name: str, *args: Any) -> str:
+    """An absolute URL of this API, in the namespace it was mounted under."""
+    namespace = request.resolver_match.namespace if request.resolver_match else ""
+    url = reverse(f"{namespace}:{name}" if namespace else name, args=args)
+    return request.build_absolute_uri(url)
+
+
+def pending_response(
+    request: Request, order_request: OrderRequest, *, token: bool = False
+) -> Response:
+    """202: the outcome is not known yet; the status URL names the checkout (rq_<n>)."""
+    handle = checkout_handle(order_request.pk)
+    retry_after = PENDING_RETRY_AFTER
+    if order_request.next_attempt_at is not None:
+        wait = (order_request.next_attempt_at - timezone.now()).total_seconds()
+        retry_after = max(1, int(wait) + 1)
+    status_url = api_url(request, "order-detail", handle)
+    body = {
+        "checkout": handle,
+        "state": order_request.state,
+        "status_url": status_url,
+        "retry_after": retry_after,
+    }
+    if token:
+        body["token"] = make_owner_token(order_request.pk)
+    headers = {"Retry-After": str(retry_after), "Location": status_url}
+    return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
+
+
+def in_flight(exc: OrderRequestPending) -> bool:
+    """Another process holds this checkout's claim right now: it is being sent."""
+    order_request = exc.order_request
+    claimed_until = order_request.claimed_until
+    return (
+        exc.cause is None
+        and order_request.state == State.PENDING
+        and claimed_until is not None
+        and claimed_until > timezone.now()
+    )
+
+
+class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
+    """``POST checkout/``: ``create_order`` for API callers, idempotent by header."""
+
+    serializer_class = CheckoutSerializer
+    permission_classes = [AllowAny]
+    throttle_classes = [OrdersScopedRateThrottle]
+    throttle_scope = CHECKOUT_SCOPE
+
+    @documented(
+        operation_id="checkout",
+        parameters=[
+            OpenApiParameter(
+                HEADER,
+                location=OpenApiParameter.HEADER,
+                required=True,
+                description="A unique key per order (a UUID): a retry with the same key and "
+                "body answers with the same order, never a second one.",
+            )
+        ],
+        responses={
+            201: CheckoutCreatedSerializer,
+            202: CheckoutPendingSerializer,
+            400: OpenApiResponse(description="Per-field errors: {field path: [messages]}."),
+            409: OpenApiResponse(ErrorSerializer, description="This key is still in flight."),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="idempotency_key_conflict, or the service refused the order.",
+            ),
+            503: ERRORS[503],
+        },
+    )
+    def create(self, request: Request) -> Response:
+        key = parse_key(request.headers.get(HEADER))
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        reference = scoped_reference(request.user, key)
+        try:
+            order = services.create_order(**serializer.validated_data, reference=reference)
+        except OrderRequestPending as exc:
+            if in_flight(exc):
+                return error_response(
+                    status.HTTP_409_CONFLICT,
+                    IN_PROGRESS,
+                    "A request with this Idempotency-Key is still being processed; retry "
+                    "later with the same key and body.",
+                    headers={"Retry-After": str(PENDING_RETRY_AFTER)},
+                )
+            return pending_response(request, exc.order_request, token=True)
+        request_pk = OrderRequest.objects.values_list("pk", flat=True).get(reference=reference)
+        data = dict(OrderSerializer(order).data)
+        data["checkout"] = checkout_handle(request_pk)
+        data["token"] = make_owner_token(request_pk)
+        headers = {"Location": api_url(request, "order-detail", order.pk)}
+        return Response(data, status=status.HTTP_201_CREATED, headers=headers)
+
+
+def resolve_target(lookup: str) -> CheckoutTarget:
+    """An order id, or a checkout handle ``rq_<n>``; 404 for anything else."""
+    request_pk = parse_checkout_handle(lookup)
+    try:
+        if request_pk is not None:
+            order_request = OrderRequest.objects.select_related("order__customer").get(
+                pk=request_pk
+            )
+            return CheckoutTarget(order=order_request.order, order_request=order_request)
+        return CheckoutTarget(order=Order.objects.select_related("customer").get(pk=lookup))
+    except (Order.DoesNotExist, OrderRequest.DoesNotExist):
+        raise NotFound() from None
+
+
+class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """Staff list orders; staff and owners read one and confirm it (see ``permissions``)."""
+
+    queryset = Order.objects.select_related("customer")
+    serializer_class = OrderSerializer
+    pagination_class = OrderCursorPagination
+    filter_backends = [OrderFilterBackend, OrderSearchFilter]
+    lookup_value_regex = r"[^/]+"
+    throttle_scope: str | None = None  # set for ``confirm`` by its route
+
+    def get_permissions(self):
+        if self.action == "list":
+            return [IsAuthenticated(), ViewModelPermissions()]
+        if self.action == "confirm":
+            return [IsStaffOrOwnerToConfirm()]
+        return [IsStaffOrOwner()]
+
+    def get_object(self) -> CheckoutTarget:
+        target = resolve_target(self.kwargs[self.lookup_field])
+        self.check_object_permissions(self.request, target)
+        return target
+
+    def check_object_permissions(self, request: Request, obj: Any) -> None:
+        # Not the owner: 404, as if the order did not exist (permissions module docstring).
+        for permission in self.get_permissions():
+            if not permission.has_object_permission(request, self, obj):
+                raise NotFound()
+
+    def target_response(self, target: CheckoutTarget) -> Response | None:
+        """The answer for a checkout with no order: 202 while pending, 422 once refused."""
+        if target.order is not None:
+            return None
+        order_request = target.order_request
+        if order_request.state == State.FAILED:
+            return orders_exception_response(
+                OrderRequestRejected(order_request, stored_error(order_request))
+            )
+        return pending_response(self.request, order_request)
+
+    @documented(
+        parameters=[TOKEN_PARAMETER],
+        responses={
+            200: OrderSerializer,
+            202: CheckoutPendingSerializer,
+            422: OpenApiResponse(ErrorSerializer, description="The service refused it."),
+            **ERRORS,
+        },
+        description="An order (or_…) or a checkout (rq_…). A checkout answers as its POST "
+        "would now: 200 with its order, 202 while pending, 422 once refused.",
+    )
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        target = self.get_object()
+        pending = self.target_response(target)
+        if pending is not None:
+            return pending
+        headers = {}
+        if target.order_request is not None:
+            headers["Content-Location"] = api_url(request, "order-detail", target.order.pk)
+        return Response(OrderSerializer(target.order).data, headers=headers)
+
+    @documented(
+        request=None,
+        parameters=[TOKEN_PARAMETER],
+        responses={
+            200: OrderSerializer,
+            202: CheckoutPendingSerializer,
+            422: OpenApiResponse(ErrorSerializer, description="The service refused it."),
+            **ERRORS,
+        },
+        description="Look the order up at the service now (after the payment page), waiting "
+        "a few seconds while it is still unpaid, and answer with it.",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        throttle_classes=[OrdersScopedRateThrottle],
+        throttle_scope=CONFIRM_SCOPE,
+    )
+    def confirm(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        target = self.get_object()
+        pending = self.target_response(target)
+        if pending is not None:
+            return pending
+        wait = min(orders_settings.CONFIRM_WAIT, CONFIRM_MAX_WAIT)
+        order = services.confirm_order(target.order.pk, wait=wait)
+        return Response(OrderSerializer(order).data)
+
+
+class CustomerViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """Staff with ``view_customer`` list and read customers."""
+
+    queryset = Customer.objects.all()
+    serializer_class = CustomerRecordSerializer
+    permission_classes = [IsAuthenticated, ViewModelPermissions]
+    pagination_class = CustomerCursorPagination
+    filter_backends = [CustomerSearchFilter]
+    lookup_value_regex = r"[^/]+"
