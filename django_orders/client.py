@@ -14,7 +14,13 @@ decided here because only here is it known whether a request reached the server:
 
 Once an answer (or a failure) is in, the ``Authorization`` header of the prepared request is
 overwritten, because exceptions and responses keep that request and anything that prints it
-later (an error report, a debugger) must not find the key.
+later (an error report, a debugger) must not find the key. The key itself is held as a
+``Secret`` (``secret.py``), which no ``repr`` shows, not even Django's debug page.
+
+Every answer is bounded (``answers.py``): read as a stream, at most ``max_response_bytes``
+before and after decompression, the whole exchange within ``deadline`` seconds, JSON nested
+at most ``MAX_JSON_DEPTH`` deep. Whatever goes wrong on the wire surfaces as one of the
+library's exceptions, never as a bare error from requests, urllib3 or the JSON decoder.
 """
 
 from __future__ import annotations
@@ -30,11 +36,16 @@ from urllib.parse import urlsplit
 
 import requests
 from django.views.decorators.debug import sensitive_variables
-from requests.adapters import HTTPAdapter
 
 from . import __version__
-from .conf import orders_settings
-from .errormap import error_from_response, network_error
+from .answers import decode_answer, why_not_json
+from .conf import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_DEADLINE,
+    LONGEST_CLIENT_WAIT,
+    orders_settings,
+)
+from .errormap import REQUEST_ID_LENGTH, error_from_response
 from .exceptions import (
     InvalidResponse,
     OrdersNetworkError,
@@ -42,7 +53,7 @@ from .exceptions import (
     RateLimited,
     ServerError,
 )
-from .page_parsing import NOT_PLAIN, decode_plain
+from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .paging import (
     COLLECTIONS,
     Page,
@@ -53,6 +64,7 @@ from .paging import (
     collection_for,
 )
 from .rate_gate import RateGate
+from .secret import Secret
 
 __all__ = [
     "COLLECTIONS",
@@ -68,33 +80,9 @@ logger = logging.getLogger("django_orders.client")
 
 USER_AGENT = f"django-orders/{__version__}"
 #: The longest ``Retry-After`` honoured; a longer one is treated as "give up for now".
-MAX_RETRY_AFTER = 60.0
+MAX_RETRY_AFTER = LONGEST_CLIENT_WAIT
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
-HIDDEN = "[hidden]"
-
-
-class BearerAuth(requests.auth.AuthBase):
-    """Adds ``Authorization: Bearer <key>``; its repr never shows the key."""
-
-    @sensitive_variables("api_key")
-    def __init__(self, api_key: str) -> None:
-        self._api_key = api_key
-
-    @sensitive_variables("request")
-    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = f"Bearer {self._api_key}"
-        return request
-
-    def __repr__(self) -> str:
-        return f"<BearerAuth key={HIDDEN}>"
-
-    @sensitive_variables("text")
-    def scrub(self, text: str) -> str:
-        """``text`` with the key replaced, for messages built from what the server said."""
-        if len(self._api_key) >= 4 and self._api_key in text:
-            return text.replace(self._api_key, HIDDEN)
-        return text
 
 
 @dataclass(frozen=True)
@@ -123,13 +111,19 @@ class OrdersClient:
         timeout: float | tuple[float, float] = (3.05, 30),
         max_retries: int = 3,
         max_page_number: int | None = 10,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        deadline: float = DEFAULT_REQUEST_DEADLINE,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         gate: RateGate | None = None,
     ) -> None:
+        # First of all: from here on this frame holds the key only as a Secret, which even
+        # Django's DEBUG page cannot print (it ignores sensitive_variables while DEBUG is on).
+        api_key = Secret.wrap(api_key)
         # Checked here too, for clients built without settings; the key is never echoed.
-        if not isinstance(api_key, str) or not api_key or any(c.isspace() for c in api_key):
-            raise ValueError("api_key must be the complete key: a non-empty string, no spaces")
+        problem = api_key.problem() if isinstance(api_key, Secret) else "must be a string"
+        if problem:
+            raise ValueError(f"api_key {problem}")
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"base_url must be an absolute http(s) URL, not {base_url!r}")
@@ -139,16 +133,20 @@ class OrdersClient:
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_page_number = max_page_number
+        self.max_response_bytes = max_response_bytes
+        self.deadline = deadline
         self._sleep = sleep
         # Shared with the other clients of a lookup pool: a 429 holds them all (rate_gate.py).
         self._gate = gate
         self._auth = BearerAuth(api_key)
         self.session = session or requests.Session()
-        adapter = HTTPAdapter(max_retries=0)
+        adapter = BoundedAdapter(max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.headers["Accept"] = "application/json"
+        # Only what answers.read_body decodes itself, with its size limit (no br, no zstd).
+        self.session.headers["Accept-Encoding"] = "gzip, deflate"
 
     @classmethod
     @sensitive_variables("options", "overrides")
@@ -163,7 +161,7 @@ class OrdersClient:
     def settings_options() -> dict[str, Any]:
         """The constructor's keyword arguments as ``DJANGO_ORDERS`` gives them.
 
-        The dict holds the API key: never log it or put it on a command line.
+        The dict holds the API key (as a ``Secret``): never log it or put it on a command line.
         """
         options: dict[str, Any] = {
             "api_key": orders_settings.API_KEY,
@@ -171,6 +169,8 @@ class OrdersClient:
             "timeout": orders_settings.TIMEOUT,
             "max_retries": orders_settings.MAX_RETRIES,
             "max_page_number": orders_settings.MAX_PAGE_NUMBER,
+            "max_response_bytes": orders_settings.MAX_RESPONSE_BYTES,
+            "deadline": orders_settings.REQUEST_DEADLINE,
         }
         return options
 
@@ -349,8 +349,8 @@ class OrdersClient:
 
     def _post_once(self, path: str, body: bytes) -> _Answer:
         started = time.monotonic()
-        response = self._send(path, body)
-        request_id = response.headers.get("X-Request-Id")
+        response, content, unreadable = self._send(path, body)
+        request_id = _request_id(response)
         logger.debug(
             "POST %s -> %s in %.0f ms (request id %s)",
             path,
@@ -359,21 +359,23 @@ class OrdersClient:
             request_id,
         )
         if 200 <= response.status_code < 300:
-            try:
-                data, plain = _decode_json(response.content)
-                return _Answer(data, response.status_code, request_id, plain)
-            except ValueError as exc:
-                raise InvalidResponse(
-                    f"POST {path} answered {response.status_code} with a body that is not JSON "
-                    f"({_why_not_json(exc, response.content)})",
-                    status_code=response.status_code,
-                    request_id=request_id,
-                    response=response,
-                ) from None
+            reason = unreadable
+            if reason is None:
+                try:
+                    data, plain = decode_answer(content)
+                    return _Answer(data, response.status_code, request_id, plain)
+                except ValueError as exc:
+                    reason = f"a body that is not JSON ({why_not_json(exc, content)})"
+            raise InvalidResponse(
+                f"POST {path} answered {response.status_code} with {reason}",
+                status_code=response.status_code,
+                request_id=request_id,
+                response=response,
+            )
         raise error_from_response(path, response, request_id, self._auth.scrub)
 
-    def _send(self, path: str, body: bytes) -> requests.Response:
-        """One HTTP exchange; requests' exceptions become ``RequestNotSent``/``OutcomeUnknown``."""
+    def _send(self, path: str, body: bytes) -> tuple[requests.Response, bytes, str | None]:
+        """One bounded HTTP exchange (``exchange.send_bounded``)."""
         request = requests.Request(
             "POST",
             f"{self.base_url}{path}",
@@ -381,21 +383,22 @@ class OrdersClient:
             headers={"Content-Type": "application/json"},
             auth=self._auth,
         )
-        prepared: requests.PreparedRequest | None = None
-        try:
-            prepared = self.session.prepare_request(request)
-            # What Session.request does, minus following redirects (see the module docstring).
-            environment = self.session.merge_environment_settings(
-                prepared.url, {}, None, None, None
-            )
-            return self.session.send(
-                prepared, timeout=self.timeout, allow_redirects=False, **environment
-            )
-        except requests.exceptions.RequestException as exc:
-            raise network_error(path, exc, self._auth.scrub) from None
-        finally:
-            if prepared is not None and "Authorization" in prepared.headers:
-                prepared.headers["Authorization"] = f"Bearer {HIDDEN}"
+        return send_bounded(
+            self.session,
+            request,
+            path=path,
+            timeout=self.timeout,
+            deadline=self.deadline,
+            limit=self.max_response_bytes,
+            scrub=self._auth.scrub,
+            scrub_body=self._auth.scrub_bytes,
+        )
+
+
+def _request_id(response: requests.Response) -> str | None:
+    """``X-Request-Id``, cut to what the database keeps (a service may send anything)."""
+    value = response.headers.get("X-Request-Id")
+    return value[:REQUEST_ID_LENGTH] if value else value
 
 
 def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
@@ -407,39 +410,3 @@ def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
             request_id=answer.request_id,
         )
     return inner
-
-
-def _decode_json(body: bytes) -> tuple[Any, bool]:
-    """An answer's body as JSON as RFC 8259 defines it: ``NaN`` and ``Infinity`` refused.
-
-    Python's decoder accepts those words, but they are not JSON, and neither database stores
-    them in a JSON column (SQLite's ``JSON_VALID`` check, PostgreSQL's ``json`` type): a record
-    holding one got as far as its page's write and failed there with an ``IntegrityError``
-    naming neither the record nor the cause. Refused here, such an answer is what any other
-    body that is not JSON is: an ``InvalidResponse`` (a page read retries it, then the run
-    fails saying why). The check costs nothing on ordinary bodies: the hook runs only for
-    those three words.
-
-    The bytes are read as RFC 8259 has them, UTF-8 (UTF-16 and -32 detected), whatever charset
-    the Content-Type names; bytes that are not are an ``InvalidResponse`` too, where
-    ``response.json()`` replaced them with U+FFFD and the mirror would have stored altered text.
-
-    Returns the value and whether msgspec decoded it (``page_parsing.decode_plain``: the same
-    value, faster, for bodies without floats); any other body takes the standard decoder.
-    """
-    value = decode_plain(body)
-    if value is not NOT_PLAIN:
-        return value, True
-    return json.loads(body, parse_constant=_refuse_constant), False
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _why_not_json(exc: ValueError, body: bytes) -> str:
-    """The decoder's reason, and where the body does not even start like JSON (a web page, an
-    empty answer) the likely cause."""
-    if body.lstrip()[:1] not in (b"{", b"["):
-        return f"{exc}; is BASE_URL the address of the API?"
-    return str(exc)

@@ -18,8 +18,16 @@ from django.core.signals import setting_changed
 from django.views.decorators.debug import sensitive_variables
 
 from .exceptions import OrdersConfigurationError
+from .secret import Secret
 
 SETTINGS_NAME = "DJANGO_ORDERS"
+#: The defaults of the answer bounds, also ``OrdersClient``'s when built without settings.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_REQUEST_DEADLINE = 60.0
+#: Slack between the longest page read and the sync lease (``lease.lease_duration``).
+LEASE_MARGIN = timedelta(seconds=60)
+#: The longest Retry-After the client waits between two tries (``client.MAX_RETRY_AFTER``).
+LONGEST_CLIENT_WAIT = 60.0
 
 DEFAULTS: dict[str, Any] = {
     # Required: the application's opaque secret key; never parsed, never logged.
@@ -30,6 +38,12 @@ DEFAULTS: dict[str, Any] = {
     "TIMEOUT": (3.05, 30),
     # Retries for 429, 5xx and network errors, only where a retry is safe.
     "MAX_RETRIES": 3,
+    # The largest answer read, in bytes, compressed and decompressed; a larger one is refused
+    # as an invalid answer. A full page of 256 orders is about 1 MB.
+    "MAX_RESPONSE_BYTES": DEFAULT_MAX_RESPONSE_BYTES,
+    # Seconds one HTTP exchange may take in all (connect, send, wait, read), whatever TIMEOUT
+    # says per socket operation: a server trickling its answer cannot hold a request longer.
+    "REQUEST_DEADLINE": DEFAULT_REQUEST_DEADLINE,
     # Records per /page request, 1..256.
     "PAGE_SIZE": 100,
     # The provider's page window (api-notes.md): a walk ends at this page number. None: no cap.
@@ -171,12 +185,17 @@ def _validate_base_url(value: Any) -> None:
 @sensitive_variables("value")
 def _validate_api_key(value: Any) -> None:
     # The key is opaque: only its presence and shape as a header value are checked. Its text
-    # never appears in the message.
-    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
-        raise OrdersConfigurationError(
-            f"{setting_name('API_KEY')} must be the complete key as one string without "
-            "spaces or line breaks (check for a stray newline from the environment file)."
-        )
+    # never appears in the message, and only the Secret's own methods look at it.
+    problem = value.problem() if isinstance(value, Secret) else None
+    if problem is None and not isinstance(value, Secret):
+        problem = "must be the complete key as one string"
+    if problem:
+        raise OrdersConfigurationError(f"{setting_name('API_KEY')} {problem}.")
+
+
+def longest_exchange(deadline: float, retries: int) -> timedelta:
+    """The longest one client call can take: every try to the deadline, every wait between."""
+    return timedelta(seconds=deadline * (retries + 1) + LONGEST_CLIENT_WAIT * retries)
 
 
 @sensitive_variables("value")
@@ -190,6 +209,13 @@ def validate(name: str, value: Any) -> None:
         _validate_timeout(value)
     elif name == "MAX_RETRIES":
         _validate_int(name, value, 0, 10)
+    elif name == "MAX_RESPONSE_BYTES":
+        _validate_int(name, value, 64 * 1024)
+    elif name == "REQUEST_DEADLINE":
+        if not _positive_number(value):
+            raise OrdersConfigurationError(
+                f"{setting_name(name)} must be a positive number of seconds, not {value!r}."
+            )
     elif name in ("PAGE_SIZE",):
         _validate_int(name, value, 1, MAX_PAGE_SIZE)
     elif name == "MAX_PAGE_NUMBER":
@@ -202,7 +228,7 @@ def validate(name: str, value: Any) -> None:
     elif name == "SYNC_HELPER":
         if value == "process":
             raise OrdersConfigurationError(
-                f'{setting_name("SYNC_HELPER")} "process" was removed (issue 22): with pages '
+                f'{setting_name("SYNC_HELPER")} "process" was removed: with pages '
                 "parsed by msgspec the page helper process was no faster than the helper "
                 'thread (benchmarks/README.md). Set it to "thread" or remove the setting.'
             )
@@ -239,12 +265,16 @@ class OrdersSettings:
 
     @property
     def user_settings(self) -> dict[str, Any]:
+        """``DJANGO_ORDERS`` with the key as a ``Secret``: callers keep this dict in locals,
+        which Django's debug page prints."""
         value = getattr(settings, SETTINGS_NAME, {}) or {}
         if not isinstance(value, dict):
             # The type only: a misplaced key string must not end up in the message.
             raise OrdersConfigurationError(
                 f"{SETTINGS_NAME} must be a dict, not {type(value).__name__}."
             )
+        if value.get("API_KEY") not in (None, ""):
+            value = {**value, "API_KEY": Secret.wrap(value["API_KEY"])}
         return value
 
     # Locals hold setting values, the key among them; Django's error reports print locals.

@@ -75,6 +75,7 @@ from .order_requests import (
     insert_request,
     key_expired,
     mark_expired,
+    record_unexpected,
     refuse_outer_transaction,
     request_body,
     send_and_record,
@@ -247,7 +248,14 @@ def resume_order_requests(
             summary.needs_review += expire_pending(requests.filter(pk=pk), now)
             continue
         summary.resent += 1
-        outcome = send_and_record(client, request, using, fixed_now=fixed_now)
+        try:
+            outcome = send_and_record(client, request, using, fixed_now=fixed_now)
+        except Exception as exc:
+            # One request must not stop the run: recorded on it (if the database lets us),
+            # and the run goes on with the next.
+            summary.still_pending += 1
+            record_unexpected(request, exc, using, fixed_now=fixed_now)
+            continue
         state = outcome.request.state
         if state == State.SUCCEEDED:
             summary.succeeded += 1

@@ -8,6 +8,7 @@ server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means wh
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -16,6 +17,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
+from .answers import decode_json, storable_text
 from .exceptions import (
     AuthenticationFailed,
     OrdersAPIError,
@@ -27,6 +29,15 @@ from .exceptions import (
     RequestRejected,
     ServerError,
 )
+
+#: The longest ``X-Request-Id`` and error ``code`` kept: the lengths of their columns.
+REQUEST_ID_LENGTH = 128
+ERROR_CODE_LENGTH = 128
+#: The longest error ``message`` or ``param`` kept; a longer one is cut with a marker.
+MESSAGE_LENGTH = 2000
+#: The longest ``Retry-After`` believed, in seconds; any longer (``1e12``, ``inf``, a date in
+#: year 9999) is read as this. The services cap what they do with it further.
+RETRY_AFTER_CEILING = 24 * 3600.0
 
 #: Raised before a byte is sent: a bad URL or header, refused or unresolvable, no handshake.
 _NOT_SENT_ERRORS = (
@@ -83,9 +94,10 @@ def error_from_response(
     status = response.status_code
     error: dict[str, Any] = {}
     try:
-        # As RFC 8259 has it (NaN refused): the error object is stored with the request, and
-        # neither database's JSON column takes what is not JSON.
-        body = json.loads(response.content, parse_constant=_refuse_constant)
+        # As RFC 8259 has it (NaN refused, NULs and lone surrogates made storable): the error
+        # object is stored with the request, and neither database's JSON column takes what is
+        # not JSON. Nesting bounded: a 503 whose body is too deep is still a retryable 503.
+        body = decode_json(response.content)
     except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
@@ -94,19 +106,20 @@ def error_from_response(
         error = inner if isinstance(inner, dict) else {"message": str(inner)}
     # Every field kept (detail, url, fix_code, cause... and any new one), scrubbed: a service
     # that echoes the credential back must not put it in our errors or the stored request.
-    error = _scrubbed(error, scrub)
+    error = _bounded(_scrubbed(error, scrub))
 
     def text(name: str) -> str | None:
         value = error.get(name)
         return value if isinstance(value, str) and value else None
 
     code, message, param = text("code"), text("message"), text("param")
+    code = code[:ERROR_CODE_LENGTH] if code else code  # message and param: cut by _bounded
     if message is None:
         kind = "no JSON error body" if body is None else "an error body without a message"
         message = f"POST {path} answered {status} {response.reason or ''}".rstrip()
         message = f"{message} with {kind}"
     if 300 <= status < 400:
-        location = scrub(response.headers.get("Location", "")) or "nowhere"
+        location = shorten(scrub(response.headers.get("Location", ""))) or "nowhere"
         message = (
             f"POST {path} was redirected ({status}) to {location}; redirects are not followed. "
             'Set DJANGO_ORDERS["BASE_URL"] to the API\'s final address.'
@@ -132,8 +145,33 @@ def error_from_response(
     return RequestRejected(message, **kwargs)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+#: The largest error object stored whole (as JSON text); a larger one keeps only what names
+#: the error, each text cut with a marker.
+ERROR_BODY_LENGTH = 64 * 1024
+_NAMING_FIELDS = ("type", "code", "message", "param", "request_id", "url")
+
+
+def _bounded(error: dict[str, Any]) -> dict[str, Any]:
+    """``error`` with every text cut to ``MESSAGE_LENGTH`` (a 5 MB message stays a few
+    thousand characters, with a marker) and, if still larger than ``ERROR_BODY_LENGTH``, only
+    the fields that name the error kept."""
+    error = _shortened(error)
+    size = len(json.dumps(error, ensure_ascii=False))
+    if size <= ERROR_BODY_LENGTH:
+        return error
+    kept = {name: error[name] for name in _NAMING_FIELDS if isinstance(error.get(name), str)}
+    kept["truncated"] = f"the error object was {size:,} characters; only {', '.join(kept)} kept"
+    return kept
+
+
+def _shortened(value: Any) -> Any:
+    if isinstance(value, str):
+        return shorten(value)
+    if isinstance(value, dict):
+        return {shorten(str(k), 200): _shortened(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shortened(v) for v in value]
+    return value
 
 
 def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -161,9 +199,23 @@ def retry_after_seconds(response: requests.Response) -> float | None:
     except ValueError:
         try:
             when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
-        seconds = when.timestamp() - time.time()
-    if seconds != seconds:  # NaN
+        try:
+            seconds = when.timestamp() - time.time()
+        except (OverflowError, ValueError):
+            return RETRY_AFTER_CEILING
+    if math.isnan(seconds):
         return None
-    return max(seconds, 0.0)
+    return min(max(seconds, 0.0), RETRY_AFTER_CEILING)
+
+
+def shorten(text: str | None, limit: int = MESSAGE_LENGTH) -> str | None:
+    """``text`` cut to ``limit`` characters with a marker saying how long it was, and made
+    storable (no NUL, no lone surrogate): a service's error message ends up in a database
+    column, a log line and an admin page, and a 5 MB one must not."""
+    if text is None:
+        return None
+    if len(text) > limit:
+        text = f"{text[:limit]}... [cut: {len(text):,} characters in all]"
+    return storable_text(text)

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from .conf import orders_settings
+from .conf import LEASE_MARGIN, longest_exchange, orders_settings
 from .exceptions import OrdersError, SyncAlreadyRunning
 from .models import SyncLease
 
@@ -31,6 +31,14 @@ class LeaseLost(OrdersError):
     Raised by ``renew`` inside a page's transaction, so that page is rolled back and the run
     stops rather than walk alongside the new holder.
     """
+
+
+def lease_duration() -> timedelta:
+    """``SYNC_LEASE``, or longer when one page read may take longer: the lease is renewed once a
+    page, and a walk only waiting on a slow answer (every try to ``REQUEST_DEADLINE``, every
+    wait between tries) must not lose it to another host."""
+    longest = longest_exchange(orders_settings.REQUEST_DEADLINE, orders_settings.MAX_RETRIES)
+    return max(orders_settings.SYNC_LEASE, longest + LEASE_MARGIN)
 
 
 def make_owner() -> str:
@@ -46,7 +54,7 @@ class Lease:
     ) -> None:
         self.resource = resource
         self.owner = owner or make_owner()
-        self.duration = duration or orders_settings.SYNC_LEASE
+        self.duration = duration or lease_duration()
 
     def __repr__(self) -> str:
         return f"<Lease {self.resource} owner={self.owner}>"

@@ -265,6 +265,14 @@ class SyncRun(models.Model):
     unchanged = models.PositiveIntegerField(_("unchanged"), default=0)
     refreshed = models.PositiveIntegerField(_("refreshed by lookup"), default=0)
     refresh_waiting = models.PositiveIntegerField(_("waiting for refresh"), default=0)
+    skipped = models.PositiveIntegerField(
+        _("set aside"),
+        default=0,
+        help_text=_("Records the database refused; the walk went on without them."),
+    )
+    problems = models.TextField(
+        _("problems"), blank=True, help_text=_("Why each record set aside was refused.")
+    )
     end_reason = models.CharField(_("walk ended by"), max_length=32, blank=True)
     outcome = models.CharField(
         _("outcome"), max_length=16, choices=Outcome.choices, default=Outcome.RUNNING

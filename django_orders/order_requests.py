@@ -26,10 +26,10 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce
@@ -38,22 +38,32 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from .client import MAX_RETRY_AFTER, OrdersClient
+from .client import OrdersClient
 from .conf import orders_settings, setting_name
-from .exceptions import InvalidRecord, OrdersAPIError, RateLimited, RequestRejected
+from .errormap import shorten
+from .exceptions import (
+    InvalidRecord,
+    InvalidResponse,
+    OrdersAPIError,
+    OrdersError,
+    RequestRejected,
+)
 from .mirror import customer_row, order_row
 from .models import Customer, Order, OrderRequest
 from .parsing import ParsedOrder, parse_order
+from .request_timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
+    CLAIM_MARGIN,  # noqa: F401
+    MAX_BACKOFF,  # noqa: F401
+    backoff,
+    claim_duration,
+    column_text,
+    next_attempt,
+)
 from .signals import order_created
 
 logger = logging.getLogger("django_orders.order_requests")
 
 State = OrderRequest.State
-#: The longest wait between two resends of one request, whatever its attempts.
-MAX_BACKOFF = timedelta(hours=1)
-#: Slack added to the longest possible send when claiming a request.
-CLAIM_MARGIN = timedelta(seconds=60)
-
 OUTER_TRANSACTION_MESSAGE = (
     "create_order() must not run inside transaction.atomic(): the order request has to be "
     "committed before the order is sent, and a rollback after the send would erase the "
@@ -88,6 +98,8 @@ def get_client() -> OrdersClient:
         orders_settings.BASE_URL,
         orders_settings.TIMEOUT,
         orders_settings.MAX_RETRIES,
+        orders_settings.MAX_RESPONSE_BYTES,
+        orders_settings.REQUEST_DEADLINE,
     )
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != config:
@@ -133,22 +145,6 @@ def stored_body(request: OrderRequest) -> dict[str, Any] | None:
         return None
     body.pop("request_meta", None)
     return body
-
-
-def claim_duration() -> timedelta:
-    """Longer than the longest send the client can make: every try, every Retry-After wait."""
-    timeout = orders_settings.TIMEOUT
-    per_try = sum(timeout) if isinstance(timeout, tuple) else 2 * timeout
-    retries = orders_settings.MAX_RETRIES
-    return timedelta(seconds=per_try * (retries + 1) + MAX_RETRY_AFTER * retries) + CLAIM_MARGIN
-
-
-def backoff(attempts: int, error: BaseException | None = None) -> timedelta:
-    """Per-request exponential backoff: RESUME_BACKOFF, doubled per attempt, capped."""
-    delay = min(orders_settings.RESUME_BACKOFF * 2 ** max(attempts - 1, 0), MAX_BACKOFF)
-    if isinstance(error, RateLimited) and error.retry_after:
-        delay = max(delay, timedelta(seconds=error.retry_after))
-    return delay
 
 
 def key_expired(order_request: OrderRequest, now: datetime) -> bool:
@@ -262,7 +258,14 @@ def send_and_record(
     *,
     fixed_now: datetime | None = None,
 ) -> Outcome:
-    """Send the stored payload (this process holds the claim) and record what came back."""
+    """Send the stored payload (this process holds the claim) and record what came back.
+
+    Once the send may have reached the service, whatever happens next ends in a recorded
+    outcome with ``first_sent_at`` set: an answer that cannot be parsed or stored (a timestamp
+    past year 9999 in UTC, a value the database refuses) is recorded as an
+    ``InvalidResponse`` and the request stays pending, resent with its key until
+    ``KEY_LIFETIME`` says otherwise. Nothing but a recorded outcome leaves this function.
+    """
     sent_at = fixed_now or timezone.now()
     try:
         answer = client.create_order(request.payload)
@@ -278,7 +281,41 @@ def send_and_record(
     except InvalidRecord as exc:
         # The order exists upstream but its answer breaks the spec: a person has to look.
         return _record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
-    return _record_success(request, parsed, sent_at, using, fixed_now)
+    except Exception as exc:
+        return _record_error(
+            request, _unusable(exc, "parsed"), State.PENDING, sent_at, using, fixed_now
+        )
+    try:
+        return _record_success(request, parsed, sent_at, using, fixed_now)
+    except Exception as exc:
+        # The success's transaction rolled back (nothing of it is stored): record the attempt.
+        return _record_error(
+            request, _unusable(exc, "stored"), State.PENDING, sent_at, using, fixed_now
+        )
+
+
+def record_unexpected(
+    request: OrderRequest, exc: Exception, using: str, *, fixed_now: datetime | None = None
+) -> None:
+    """Record an error that escaped ``send_and_record`` (the database failing under it) on
+    the request, pending, its claim released; logged, never raised, if that fails too."""
+    logger.error("Order request %s failed unexpectedly", request.pk, exc_info=exc)
+    sent_at = fixed_now or timezone.now()
+    error = _unusable(exc, "handled")
+    try:
+        _record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+    except Exception:
+        logger.exception("Could not record the failure of order request %s", request.pk)
+
+
+def _unusable(exc: Exception, step: str) -> InvalidResponse:
+    """An unexpected failure handling a create's answer, as the library's own error."""
+    if not isinstance(exc, OrdersError | DatabaseError):
+        logger.warning("The answer to an order request could not be %s", step, exc_info=exc)
+    return InvalidResponse(
+        f"POST /orders/create answered with an order that could not be {step} "
+        f"({type(exc).__name__}: {shorten(str(exc), 500)})"
+    )
 
 
 def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime]:
@@ -364,30 +401,48 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
     db_changes: dict[str, Any] = {}
+    request_first_sent = request.first_sent_at
     if getattr(error, "may_have_reached_server", True):
         # Anything but RequestNotSent: the service may have seen the key, KEY_LIFETIME runs.
         db_changes["first_sent_at"], request_first_sent = _first_sent(request, sent_at)
+    status = getattr(error, "status_code", None)
     changes: dict[str, Any] = {
         "state": state,
         "attempts": attempts,
         "last_attempt_at": sent_at,
-        "next_attempt_at": now + backoff(attempts, error) if state == State.PENDING else None,
+        "next_attempt_at": None,
         "claimed_until": None,
-        "last_status_code": getattr(error, "status_code", None),
-        "last_error_code": getattr(error, "code", None) or "",
-        "last_error": f"{type(error).__name__}: {error}",
+        "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
+        "last_error_code": column_text("last_error_code", getattr(error, "code", None)),
+        "last_error": column_text("last_error", f"{type(error).__name__}: {error}"),
         # The service's whole error object (detail, documentation url...); {} for an error
         # that is not an answer of the service, so an earlier answer's body is not left over.
+        # Bounded by errormap (texts cut with a marker, at most ERROR_BODY_LENGTH).
         "last_error_body": getattr(error, "error_body", None) or {},
-        "last_request_id": getattr(error, "request_id", None) or "",
+        "last_request_id": column_text("last_request_id", getattr(error, "request_id", None)),
         "updated_at": now,
     }
+    if state == State.PENDING:
+        delay = backoff(attempts, error)
+        changes["next_attempt_at"] = next_attempt(request_first_sent, now, delay)
     # Guarded by the state: never turn a request another worker completed back into pending.
     rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-    if rows.update(**changes, **db_changes):
+    try:
+        updated = rows.update(**changes, **db_changes)
+    except DatabaseError:
+        # Should a value still be refused, the attempt is recorded without the error's text:
+        # first_sent_at and the claim's release are what keep the key's lifecycle moving.
+        logger.exception("Could not record the error of order request %s in full", request.pk)
+        changes.update(
+            last_error_code="",
+            last_request_id="",
+            last_error=type(error).__name__,
+            last_error_body={},
+        )
+        updated = rows.update(**changes, **db_changes)
+    if updated:
         apply(request, changes)
-        if db_changes:
-            request.first_sent_at = request_first_sent
+        request.first_sent_at = request_first_sent
     else:
         request.refresh_from_db(using=using)
     log = logger.warning if state == State.PENDING else logger.error

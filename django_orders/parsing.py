@@ -58,7 +58,7 @@ def parse_timestamp(value: Any, *, field: str = "timestamp") -> datetime:
         # hour 24, which newer Pythons read as the next midnight, never goes to it.
         try:
             return datetime.fromisoformat(value).astimezone(UTC)
-        except ValueError:
+        except (ValueError, OverflowError):
             pass
     return _build(value, field, groups)
 
@@ -96,7 +96,13 @@ def _build(value: str, field: str, groups: tuple[str | None, ...]) -> datetime:
         )
     except ValueError as exc:
         raise InvalidRecord(f"{field} is not a real date and time: {value!r} ({exc})") from None
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        # 9999-12-31T23:59:59-01:00 or 0001-01-01T00:00:00+01:00: real, but not in UTC.
+        raise InvalidRecord(
+            f"{field} is outside the dates that can be stored in UTC: {value!r}"
+        ) from None
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -35,9 +35,10 @@ from .conf import orders_settings
 from .exceptions import InvalidRecord
 from .lease import Lease
 from .lookups import Lookup, lookup_orders
-from .mirror import MirrorResult, store_orders, store_records
+from .mirror import MirrorResult, store_orders
 from .models import TERMINAL_STATUSES, Order, SyncRun
 from .order_requests import refuse_outer_transaction
+from .pagewrite import REFUSALS, set_aside, write_page
 from .parsing import ParsedOrder, parse_order, parse_record
 from .prefetch import fetched_ahead, page_walk
 from .signals import order_first_seen, order_status_changed
@@ -48,7 +49,7 @@ logger = logging.getLogger("django_orders.sync")
 #: Called with the run after each page and each refresh lookup has committed.
 ProgressCallback = Callable[[SyncRun], None]
 
-_PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed"]
+_PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed", "skipped"]
 
 
 @dataclass
@@ -62,17 +63,21 @@ class RefreshResult:
     missing: list[str] = field(default_factory=list)
 
 
-#: What a resource name may be: it becomes part of the URL path (``/<resource>/page``).
-RESOURCE_NAME = re.compile(r"[a-z0-9_]+")
+#: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
+#: is stored in columns of this length (``SyncRun``, ``SyncLease``, ``RemoteRecord``).
+RESOURCE_NAME = re.compile(r"[a-z0-9_]{1,64}")
 
 
 def check_resource(resource: Any, collection: Any = None) -> str:
     """The collection property of ``resource``'s pages; ``ValueError`` naming the fix if the
     resource name is not a plain name, or the resource is unknown and no collection is given."""
     if not isinstance(resource, str) or not RESOURCE_NAME.fullmatch(resource):
+        shown = (
+            resource[:80] + "..." if isinstance(resource, str) and len(resource) > 80 else resource
+        )
         raise ValueError(
-            "resource must be a name of lower-case letters, digits and underscores, "
-            f"not {resource!r}"
+            "resource must be a name of at most 64 lower-case letters, digits and underscores, "
+            f"not {shown!r}"
         )
     if collection is None:
         if resource not in COLLECTIONS:
@@ -168,7 +173,9 @@ def _run(walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
-    run.save(update_fields=["outcome", "finished_at", "refresh_waiting", *_PROGRESS_FIELDS])
+    run.save(
+        update_fields=["outcome", "finished_at", "refresh_waiting", "problems", *_PROGRESS_FIELDS]
+    )
 
 
 def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progress) -> int:
@@ -184,22 +191,30 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         seen_ids.update(fresh)
         records = list(fresh.values())
         now = timezone.now()
-        with transaction.atomic():
-            if is_orders:
-                result = store_orders(records, now=now, known_customers=known_customers)
-            else:
-                result = store_records(walk.resource, records, now=now)
-            run.pages += 1
-            run.seen += len(fresh)
-            _add_counts(run, result)
-            SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
-            lease.renew(now=now)
-            transaction.on_commit(partial(_send_signals, result), robust=True)
+        commit = partial(_commit_page, run, lease, len(fresh), run.problems, now)
+        # One transaction; record by record only if the database refuses one (pagewrite).
+        write_page(
+            walk.resource, records, run, now=now, known_customers=known_customers, commit=commit
+        )
         if is_orders:
             nonterminal_seen += sum(r.status not in TERMINAL_STATUSES for r in records)
         if progress is not None:
             progress(run)
     return nonterminal_seen
+
+
+def _commit_page(run, lease, seen, problems_before, now, results: list[MirrorResult]) -> None:
+    """Inside a page's transaction: progress, lease and signals commit with its rows."""
+    run.pages += 1
+    run.seen += seen
+    for result in results:
+        _add_counts(run, result)
+        transaction.on_commit(partial(_send_signals, result), robust=True)
+    values = _progress_values(run)
+    if run.problems != problems_before:
+        values["problems"] = run.problems
+    SyncRun.objects.filter(pk=run.pk).update(**values)
+    lease.renew(now=now)
 
 
 def _pages_ahead(walk: PageWalk) -> Iterator[list]:
@@ -332,15 +347,28 @@ def _store_lookup(
     if parsed.id != order_id:
         raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
-    with transaction.atomic():
-        result = store_orders([parsed], now=now, refreshed=True)
-        if run is not None:
-            run.refreshed += 1
-            _add_counts(run, result)
-            SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
-        if lease is not None:
-            lease.renew(now=now)
-        transaction.on_commit(partial(_send_signals, result), robust=True)
+    try:
+        with transaction.atomic():
+            result = store_orders([parsed], now=now, refreshed=True)
+            if run is not None:
+                run.refreshed += 1
+                _add_counts(run, result)
+                SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
+            if lease is not None:
+                lease.renew(now=now)
+            transaction.on_commit(partial(_send_signals, result), robust=True)
+    except REFUSALS as exc:
+        if run is None:
+            raise
+        # As a page's record (pagewrite): set aside, and to the back of the refresh queue.
+        set_aside(run, f"lookup of order {order_id}", exc)
+        with transaction.atomic():
+            Order.objects.filter(pk=order_id).update(refreshed_at=now)
+            values = _progress_values(run)
+            SyncRun.objects.filter(pk=run.pk).update(**values, problems=run.problems)
+            if lease is not None:
+                lease.renew(now=now)
+        return MirrorResult()
     return result
 
 

@@ -227,6 +227,21 @@ class CheckoutSettingsSerializer(StrictSerializer):
         return _check_url(value)
 
 
+def _unstorable(text: str) -> str | None:
+    """Why ``text`` cannot be stored and sent as it is (the checks DRF's ``CharField`` makes on
+    every other text field), or None. A lone surrogate cannot even be encoded as UTF-8."""
+    if "\x00" in text:
+        return "must not contain NUL characters"
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        return "must be valid Unicode text (a lone surrogate is not)"
+    return None
+
+
+def _shown(key: str) -> str:
+    """A key as an error path, printable whatever it holds."""
+    return key[:40].encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")
+
+
 class CustomDataField(serializers.Field):
     """A flat object of string keys to string values, within the provider's size limits."""
 
@@ -239,12 +254,16 @@ class CustomDataField(serializers.Field):
         for key, value in data.items():
             if not isinstance(key, str):
                 errors[str(key)] = ["Keys must be strings."]
+            elif _unstorable(key):
+                errors[_shown(key)] = [f"Keys {_unstorable(key)}."]
             elif len(key.encode()) > CUSTOM_DATA_KEY_MAX_BYTES:
                 errors[key[:40]] = [
                     f"Keys must be at most {CUSTOM_DATA_KEY_MAX_BYTES} bytes of UTF-8."
                 ]
             elif not isinstance(value, str):
                 errors[key] = [f"Values must be strings, not {type(value).__name__}."]
+            elif _unstorable(value):
+                errors[key] = [f"Values {_unstorable(value)}."]
         if errors:
             raise serializers.ValidationError(errors)
         size = len(json.dumps(dict(data), ensure_ascii=False, separators=(",", ":")).encode())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from tests.fixtures.hostile import hostile_server  # noqa: F401  (a fixture)
 from tests.fixtures.sandbox import *  # noqa: F403  (sandbox, sandbox_no_cap, sandbox_api_key)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -15,12 +15,16 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
 from django.db import transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..answers import MAX_JSON_DEPTH, nesting_depth_exceeds
 from ..paginators import EstimatedCountPaginator
+from .search import bounded_search_term
 
 # (background, text) per known value; anything else is shown as it is, in neutral colours.
 BADGE_COLOURS: dict[str, tuple[str, str]] = {
@@ -67,11 +71,33 @@ def pretty_json(value: Any) -> SafeString:
 
 
 def pretty_json_text(text: str) -> SafeString:
-    """Stored JSON text pretty-printed; text that is not JSON is shown escaped as it is."""
+    """Stored JSON text pretty-printed; text that is not JSON, or nested deeper than the
+    client accepts (a row stored before that limit, or by hand), is shown escaped as it is:
+    decoding and indenting such text recurses once a level, and a page must not fail on it."""
+    if not isinstance(text, str) or nesting_depth_exceeds(text, MAX_JSON_DEPTH):
+        return format_html('<pre class="orders-json">{}</pre>', text)
     try:
         return pretty_json(json.loads(text))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return format_html('<pre class="orders-json">{}</pre>', text)
+
+
+def bounded_json(text: str | None) -> Any:
+    """Stored JSON text decoded, or ``{}`` when it is not JSON or nests deeper than the client
+    accepts (see ``pretty_json_text``)."""
+    if not isinstance(text, str) or nesting_depth_exceeds(text, MAX_JSON_DEPTH):
+        return {}
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+
+
+def raw_as_text() -> Cast:
+    """The ``raw`` column as its stored text, for detail pages: the admin never decodes
+    ``raw`` through the model field (``JSONField`` would, on loading the row), so a record
+    nested very deep is shown as text rather than failing the page."""
+    return Cast("raw", output_field=TextField())
 
 
 def local_datetime(value: datetime | None) -> str:
@@ -119,6 +145,9 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
     @transaction.non_atomic_requests
     def changelist_view(self, request: HttpRequest, extra_context: Any = None):
         return super().changelist_view(request, extra_context)
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):
+        return super().get_search_results(request, queryset, bounded_search_term(search_term))
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..models import Customer, Order
-from .base import ReadOnlyModelAdmin, local_datetime, pretty_json
+from .base import ReadOnlyModelAdmin, local_datetime, pretty_json_text, raw_as_text
 from .orders import status_badge
 
 #: Orders shown on a customer's page; the rest are one link away in the orders list.
@@ -64,7 +64,16 @@ class CustomerAdmin(ReadOnlyModelAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).annotate(order_total=order_count_subquery())
+        # The list never needs the raw records (nor should decode them: see raw_as_text).
+        queryset = super().get_queryset(request).defer("raw")
+        return queryset.annotate(order_total=order_count_subquery())
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
+        customer = super().get_object(request, object_id, from_field)
+        if customer is not None:
+            stored = Customer.objects.filter(pk=customer.pk).values_list(raw_as_text())
+            customer.raw_text = stored.get()[0]
+        return customer
 
     @admin.display(description=_("orders"))
     def order_count(self, obj: Customer) -> int:
@@ -72,12 +81,14 @@ class CustomerAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("raw record"))
     def raw_record(self, obj: Customer) -> SafeString:
-        return pretty_json(obj.raw)
+        return pretty_json_text(obj.raw_text)
 
     @admin.display(description=_("newest orders"))
     def recent_orders(self, obj: Customer) -> SafeString | str:
         orders = list(
-            Order.objects.filter(customer=obj).order_by("-initiated_at", "-id")[:MAX_ORDERS_SHOWN]
+            Order.objects.filter(customer=obj)
+            .defer("raw")
+            .order_by("-initiated_at", "-id")[:MAX_ORDERS_SHOWN]
         )
         if not orders:
             return _("No orders.")

@@ -166,6 +166,10 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
     def payload_pretty(self, obj: OrderRequest) -> SafeString:
         return pretty_json_text(obj.payload)
 
+    def get_queryset(self, request: HttpRequest):
+        # Listed with their orders (list_select_related): not with the orders' raw records.
+        return super().get_queryset(request).select_related("order").defer("order__raw")
+
     def has_resend_permission(self, request: HttpRequest) -> bool:
         return has_model_permission(request, OrderRequest, "change")
 

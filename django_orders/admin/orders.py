@@ -28,9 +28,11 @@ from ..money import format_money
 from .base import (
     ReadOnlyModelAdmin,
     badge,
+    bounded_json,
     compact_datetime,
     has_model_permission,
-    pretty_json,
+    pretty_json_text,
+    raw_as_text,
 )
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
@@ -109,17 +111,23 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     def get_queryset(self, request: HttpRequest):
         # The queryset class gives the date hierarchy its indexed period probes.
         queryset = PeriodProbingQuerySet(self.model, using=router.db_for_read(self.model))
+        # The list never needs the raw records (nor should decode them: see raw_as_text).
+        queryset = queryset.select_related("customer").defer("raw", "customer__raw")
         return queryset.order_by(*self.get_ordering(request))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
         # The detail page shows the customer: fetch it with the order, not in a second query.
-        queryset = self.get_queryset(request).select_related("customer")
+        queryset = self.get_queryset(request).annotate(raw_text=raw_as_text())
         model = queryset.model
         field = model._meta.pk if from_field is None else model._meta.get_field(from_field)
         try:
-            return queryset.get(**{field.name: field.to_python(object_id)})
+            order = queryset.get(**{field.name: field.to_python(object_id)})
         except (model.DoesNotExist, ValidationError, ValueError):
             return None
+        # Decoded here, within bounds, for what reads it (the line items table): loading the
+        # deferred field would decode it through JSONField, recursing once per level.
+        order.raw = bounded_json(order.raw_text)
+        return order
 
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
         return search_orders(queryset, search_term), False
@@ -180,7 +188,7 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
         return format_html(
             "<details><summary>{}</summary>{}</details>",
             _("Show the record as the service sent it"),
-            pretty_json(obj.raw),
+            pretty_json_text(obj.raw_text),
         )
 
     @admin.display(description=_("order requests"))

@@ -51,6 +51,8 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "refresh_waiting",
         "end_reason",
         "error",
+        "skipped",
+        "problems",
     )
     readonly_fields = fields
 

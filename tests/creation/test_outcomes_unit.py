@@ -152,9 +152,12 @@ def test_success_and_replay_header(mocked, order_input):
 
 
 def test_claim_outlasts_the_longest_send(settings):
-    # (3.05 + 30) s per try, 4 tries, up to 3 Retry-After waits of 60 s, plus a margin.
+    # Each try bounded by REQUEST_DEADLINE (60 s; the timeouts bound single socket reads, not
+    # a trickling answer), 4 tries, up to 3 Retry-After waits of 60 s, plus a margin.
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test"}
-    assert claim_duration() == timedelta(seconds=33.05 * 4 + 180 + 60)
+    assert claim_duration() == timedelta(seconds=60 * 4 + 180 + 60)
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "REQUEST_DEADLINE": 10}
+    assert claim_duration() == timedelta(seconds=10 * 4 + 180 + 60)
 
 
 def test_api_key_never_in_errors_rows_or_logs(mocked, order_input, caplog):

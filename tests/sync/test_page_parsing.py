@@ -158,20 +158,23 @@ def test_plain_depth_is_accepted_one_more_is_not():
 
 @pytest.mark.parametrize("body", [b"[NaN]", b'{"a": Infinity}', b"[-Infinity]"])
 def test_the_client_still_refuses_nan_and_infinity(body):
-    from django_orders import client
+    from django_orders.answers import decode_answer
 
     with pytest.raises(ValueError, match="is not a JSON value"):
-        client._decode_json(body)
+        decode_answer(body)
 
 
 def test_the_client_marks_plain_bodies_only():
-    from django_orders import client
+    from django_orders.answers import decode_answer
 
-    assert client._decode_json(b'{"page": {"orders": [{"n": 1}]}}') == (
+    assert decode_answer(b'{"page": {"orders": [{"n": 1}]}}') == (
         {"page": {"orders": [{"n": 1}]}},
         True,
     )
-    assert client._decode_json(b'{"n": 1.5}') == ({"n": 1.5}, False)
+    assert decode_answer(b'{"n": 1.5}') == ({"n": 1.5}, False)
+    # NUL and lone surrogates: the standard decoder and its replacement by U+FFFD (issue 18).
+    assert decode_answer(b'{"n": "a\\u0000"}') == ({"n": "a\ufffd"}, False)
+    assert decode_answer(b'{"n": "\\ud800"}') == ({"n": "\ufffd"}, False)
 
 
 # --- timestamps ----------------------------------------------------------------------------------

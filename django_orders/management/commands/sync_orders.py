@@ -25,8 +25,10 @@ EXIT_AUTH_FAILED = 4
 def resource_name(value: str) -> str:
     """An argparse type: a resource name as it may appear in the URL path."""
     if not RESOURCE_NAME.fullmatch(value):
+        shown = value[:80] + "..." if len(value) > 80 else value
         raise ArgumentTypeError(
-            f"expected a name of lower-case letters, digits and underscores, not {value!r}"
+            "expected a name of at most 64 lower-case letters, digits and underscores, "
+            f"not {shown!r}"
         )
     return value
 
@@ -159,6 +161,14 @@ class Command(BaseCommand):
         display.end_line()
         if verbosity >= 1:
             self.stdout.write(self.style.SUCCESS(self.summary(run, time.monotonic() - started)))
+        if run.skipped:
+            # On stderr, which cron mails: the walk went on, but these records are missing.
+            self.stderr.write(
+                self.style.WARNING(
+                    f"{run.skipped} record(s) set aside, refused by the database "
+                    f"(sync run {run.pk}):\n{run.problems}"
+                )
+            )
 
     @staticmethod
     def summary(run: SyncRun, seconds: float) -> str:

@@ -100,7 +100,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         sandbox = SandboxServer(
-            options["sandbox_db"], orders_settings.API_KEY, port=base_url.port or 80
+            options["sandbox_db"], orders_settings.API_KEY.reveal(), port=base_url.port or 80
         ).start()
         try:
             added = sandbox.seed(options["seed"])

@@ -1,0 +1,109 @@
+"""Writing one page of a walk, and what happens when the database refuses a record of it.
+
+A page is written in one short transaction with the run's progress and the lease renewal (the
+statement counts in ``sync``'s docstring). If the database refuses that write because of the
+data (a value a column cannot hold: an integrity or data error, or text the driver cannot
+encode), the page is written again record by record, each in a savepoint of one transaction:
+the records it takes are stored, those it refuses are set aside, counted on the ``SyncRun``
+(``skipped``) with the reason (``problems``), and the walk goes on. Without this, one bad record
+would roll its whole page back on every run, forever, and nothing after it would be mirrored.
+
+Errors of the database itself (locked, connection lost, a deadlock) are not the data's fault:
+they fail the run as before, so that nothing is set aside for a reason that would pass on the
+next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import DataError, IntegrityError, transaction
+
+from .answers import storable_text
+from .mirror import MirrorResult, store_orders, store_records
+from .models import SyncRun
+
+logger = logging.getLogger("django_orders.sync")
+
+#: What the database raises for a value it will not store.
+REFUSALS = (DataError, IntegrityError, UnicodeError)
+#: Reasons listed in ``SyncRun.problems``; past this, only counted.
+MAX_PROBLEMS_LISTED = 50
+#: The longest reason kept for one record.
+REASON_LENGTH = 300
+
+
+def write_page(
+    resource: str,
+    records: Sequence[Any],
+    run: SyncRun,
+    *,
+    now: datetime,
+    known_customers: set[str],
+    commit: Callable[[list[MirrorResult]], None],
+) -> list[MirrorResult]:
+    """Store a page's ``records`` and, in the same transaction, call ``commit`` with what was
+    written (the caller saves the run's progress and renews the lease there)."""
+    new_customers = _new_customers(resource, records, known_customers)
+    saved = {k: v for k, v in vars(run).items() if k != "_state"}
+    try:
+        with transaction.atomic():
+            results = [_store(resource, records, now, known_customers)]
+            commit(results)
+        return results
+    except REFUSALS as exc:
+        # Rolled back: so are the customers' rows, and whatever commit() counted on the run.
+        known_customers.difference_update(new_customers)
+        vars(run).update(saved)
+        logger.warning(
+            "%s page %d: the database refused the page (%s); writing it record by record",
+            resource,
+            run.pages + 1,
+            _reason(exc),
+        )
+    with transaction.atomic():
+        results = []
+        for record in records:
+            added = _new_customers(resource, [record], known_customers)
+            try:
+                with transaction.atomic():
+                    results.append(_store(resource, [record], now, known_customers))
+            except REFUSALS as exc:
+                known_customers.difference_update(added)
+                set_aside(run, f"{resource} page {run.pages + 1}, id {record.id}", exc)
+        commit(results)
+    return results
+
+
+def set_aside(run: SyncRun, where: str, exc: BaseException) -> None:
+    """Count a refused record on ``run`` and note why (the caller saves the run)."""
+    run.skipped += 1
+    logger.error("Set aside %s: the database refused it (%s)", where, _reason(exc))
+    lines = run.problems.count("\n") + 1 if run.problems else 0
+    if lines < MAX_PROBLEMS_LISTED:
+        line = f"{where}: {_reason(exc)}"
+        run.problems = f"{run.problems}\n{line}" if run.problems else line
+    elif lines == MAX_PROBLEMS_LISTED:
+        run.problems += "\n... more set aside: see the count and the logs."
+
+
+def _store(resource: str, records: Sequence[Any], now: datetime, known: set[str]) -> MirrorResult:
+    if resource == "orders":
+        return store_orders(records, now=now, known_customers=known)
+    return store_records(resource, records, now=now)
+
+
+def _new_customers(resource: str, records: Sequence[Any], known: set[str]) -> set[str]:
+    if resource != "orders":
+        return set()
+    return {record.customer.id for record in records} - known
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(storable_text(str(exc)).split()) or type(exc).__name__
+    if len(text) > REASON_LENGTH:
+        text = text[:REASON_LENGTH] + "..."
+    return f"{type(exc).__name__}: {text}"

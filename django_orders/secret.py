@@ -1,0 +1,110 @@
+"""``Secret``: the API key as a value that never shows itself.
+
+Why a type and not only ``sensitive_variables``: Django cleanses the locals it marks only while
+``DEBUG`` is off (``SafeExceptionReporterFilter.is_active``). With ``DEBUG = True`` the
+technical 500 page prints every local of every frame with ``repr``, so any frame that holds the
+key as a plain string (a client being built, the settings being validated, the options for
+the page helper process) would show it to whoever sees the page. Held as a ``Secret``, the key
+prints as ``<Secret [hidden]>`` everywhere: ``repr``, ``str``, f-strings, ``pprint``, logs.
+
+Only two places unwrap it (``reveal()``): the ``Authorization`` header builder of the client,
+and the page helper process's job, which is pickled onto the helper's stdin (never its command
+line or environment). The checks below return descriptions instead of raising, so no frame
+that holds the plain text is ever part of a traceback.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+HIDDEN = "[hidden]"
+
+
+class Secret:
+    """A credential whose text is only available through ``reveal()``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if isinstance(value, Secret):
+            value = value._value
+        self._value = value
+
+    @classmethod
+    def wrap(cls, value: Any) -> Any:
+        """``value`` as a ``Secret`` if it is a string, else unchanged (validation says why)."""
+        return cls(value) if isinstance(value, str) else value
+
+    def reveal(self) -> str:
+        """The plain text: only for the one place that must send it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"<Secret {HIDDEN}>"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        return hmac.compare_digest(_bytes(self._value), _bytes(other._value))
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled only onto the page helper process's stdin.
+        return (Secret, (self._value,))
+
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` holds the key (keys shorter than 4 characters are never searched:
+        they would match everywhere and say nothing)."""
+        return len(self._value) >= 4 and self._value in text
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the key replaced, for messages built from what a server said."""
+        return text.replace(self._value, HIDDEN) if self.found_in(text) else text
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """``scrub`` for a body as it arrived (UTF-8): a service that echoes the key back must
+        not leave it in a body that error reports and debuggers print."""
+        if len(self._value) < 4:
+            return data
+        key = self._value.encode("utf-8", "surrogatepass")
+        return data.replace(key, HIDDEN.encode()) if key in data else data
+
+    def problem(self) -> str | None:
+        """What makes the key unusable as a header value, in words that never quote it.
+
+        HTTP header values are Latin-1 at most (``http.client`` encodes them so and raises
+        ``UnicodeEncodeError`` deep in the send otherwise), and control characters or
+        whitespace are either refused by ``http.client`` or, worse, sent and then rejected by
+        the service as a 401 that reads like a wrong key.
+        """
+        value = self._value
+        if not isinstance(value, str) or not value.strip():
+            return "must be the complete key as one non-empty string"
+        if any(c.isspace() for c in value):
+            return (
+                "must be the complete key as one string without spaces or line breaks "
+                "(check for a stray newline from the environment file)"
+            )
+        if any(ord(c) > 0xFF for c in value):
+            return (
+                "holds characters an HTTP header cannot carry (outside Latin-1): check that "
+                "the whole key was copied, and nothing else (quotes, ellipses)"
+            )
+        if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+            return "holds control characters, which an HTTP header cannot carry"
+        return None
+
+
+def _bytes(value: str) -> bytes:
+    return value.encode("utf-8", "surrogatepass")
