@@ -9,6 +9,7 @@ cap) seeded with ``--orders`` and ``--small`` orders. For each backend, in a chi
 fresh database (a SQLite file in a temporary directory; the PostgreSQL database ``orders_bench``,
 created and dropped here), it measures in the same run:
 
+- wire floor: walking every page (size 256) and decoding it, nothing else (best of the samples);
 - floor (b): walking every page (size 256) and parsing every record, writing nothing;
 - sync: ``sync_orders(page_size=256)`` into an empty mirror, ``MAX_PAGE_NUMBER`` None;
 - re-sync: the same again with nothing changed upstream (rows written must be 0);
@@ -25,8 +26,7 @@ The floor and the sync (and a scaled naive loop) are each measured ``--repeat`` 
 sample swings by 10 to 20 % from run to run.
 
 Peak memory: ``tracemalloc`` peak and peak resident set of a whole ``sync_orders`` on SQLite for
-``--small`` and for ``--orders`` orders, each in its own process with a fresh database, and the
-peak resident set of its page helper process.
+``--small`` and for ``--orders`` orders, each in its own process with a fresh database.
 """
 
 from __future__ import annotations
@@ -200,17 +200,20 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         )
         + " Commits: the part of the sync's time spent in its page commits (median).",
         "",
-        "| backend | sync (helper process, the default) | floor (b): fetch + parse, the fastest "
-        "of the medians of (helper thread, one page after the other, helper process) "
+        f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
+        "",
+        "| backend | sync | wire floor: fetch + decode (best) | parse floor (b): fetch + "
+        "parse, the faster of the medians of (helper thread, one page after the other) "
         f"| naive (a){', scaled' if options.naive_scaled else ''} "
-        "| speedup vs (a) (target >= 20x) | sync / floor (target <= 2x) "
-        '| sync with SYNC_HELPER "thread" (/ floor) '
-        "| re-sync | rows written by re-sync (target 0) | statements per page (target <= 6) |",
+        "| speedup vs (a) (target >= 20x) | sync / wire floor (target <= 2x) "
+        "| re-sync (/ wire floor, target <= 1.3x) | rows written by re-sync (target 0) "
+        "| statements per page (target <= 6) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     bounds: list[str] = []
     for backend, r in results.items():
         sync = median(r["sync_samples"])
+        wire = min(r["wire_samples"])
         ways = r["floor_samples"]
         floor = min(median(samples) for samples in ways.values())
         naive_samples = [seconds / r["naive_records"] * n for seconds in r["naive_samples"]]
@@ -219,11 +222,12 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         lines.append(
             f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s; "
             f"commits {median(r['commit_samples']):.1f} s "
+            f"| {wire:.1f} s ({', '.join(f'{w:.1f}' for w in r['wire_samples'])}) "
             f"| {floor:.1f} s ({', '.join(f'{median(way):.1f} s' for way in ways.values())}) "
             f"| {spread(naive_samples)} "
-            f"| {naive / sync:.1f}x | {sync / floor:.2f}x "
-            f"| {r['sync_thread_seconds']:.1f} s ({r['sync_thread_seconds'] / floor:.2f}x) "
-            f"| {r['resync_seconds']:.1f} s | {r['resync_rows_written']} "
+            f"| {naive / sync:.1f}x | {sync / wire:.2f}x "
+            f"| {r['resync_seconds']:.1f} s ({r['resync_seconds'] / wire:.2f}x) "
+            f"| {r['resync_rows_written']} "
             f"| {r['statements_per_page']} (re-sync {r['resync_statements_per_page']}) |"
         )
     lines += [
@@ -233,7 +237,6 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
     ]
     if memory:
         low, high = memory[small]["peak_mb"], memory[n]["peak_mb"]
-        helper_low, helper_high = memory[small]["helper_rss_mb"], memory[n]["helper_rss_mb"]
         rss_low, rss_high = memory[small]["rss_mb"], memory[n]["rss_mb"]
         lines += [
             "",
@@ -243,8 +246,6 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
             f"| sync_orders (tracemalloc) | {low:.1f} MB | {high:.1f} MB | {high - low:.1f} MB |",
             f"| sync_orders process (peak RSS, the interpreter and Django included) "
             f"| {rss_low:.1f} MB | {rss_high:.1f} MB | {rss_high - rss_low:.1f} MB |",
-            f"| page helper process (peak RSS, the interpreter included) | {helper_low:.1f} MB "
-            f"| {helper_high:.1f} MB | {helper_high - helper_low:.1f} MB |",
         ]
     return "\n".join(lines)
 
@@ -273,10 +274,8 @@ def write_readme(table: str) -> None:
         "orders a plain `INSERT` of their own: a page with new and changed orders is six "
         "statements there), the run's progress, the lease renewal (a page whose records are "
         "all unchanged needs only the read and the two updates).\n\n"
-        "What the sync does for it (issue 6): pages are fetched and parsed one ahead by the "
-        "page helper process (`SYNC_HELPER`), so the writer does not share the interpreter "
-        'with the parser; the `SYNC_HELPER "thread"` column is the same sync with the '
-        "helper on a thread of the sync's process. PostgreSQL commits the walk's pages with "
+        "What the sync does for it (issue 6): pages are fetched and parsed one ahead by a "
+        "helper thread (a helper process until issue 22). PostgreSQL commits the walk's pages with "
         "`synchronous_commit` off (a cache of upstream; order creation stays durable), reads "
         "stored fingerprints of customers and orders in one statement with `id = ANY(ARRAY(...))` "
         "(the `IN (SELECT ...)` form was planned as a sequential scan of the growing table), "
@@ -290,9 +289,11 @@ def write_readme(table: str) -> None:
         "an 8 MiB page cache "
         "(SQLite's default of 2,000 KiB holds less than the mirror's random-key indexes), and "
         "in WAL mode checkpoints every 40,000 WAL pages during a walk instead of every 1,000. "
-        "The page helper encodes records with CPython's C JSON encoder built once (the same "
-        "text as `json.dumps`) and reads the common timestamp forms with "
-        "`datetime.fromisoformat` once the strict pattern has matched.\n"
+        "Pages whose numbers are all integers are decoded by msgspec and parsed in bulk "
+        "(`page_parsing.py`): canonical text by msgspec's sorted encoding (byte for byte "
+        "`json.dumps`'s), a page's timestamps checked by one regular expression and read by "
+        "one msgspec call. The wire floor is the walk with the client's decoding and nothing "
+        "else, the best of the samples.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -361,10 +362,7 @@ def measure_memory() -> dict:
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert run.seen == int(os.environ["BENCH_ORDERS"]), run.seen
-    # The page helper process is this process's only child by then (waited for): its peak
-    # resident set, in KiB on Linux.
-    helper_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"peak_mb": peak / 2**20, "helper_rss_mb": helper_kib / 2**10}
+    return {"peak_mb": peak / 2**20}
 
 
 def measure_rss() -> dict:
@@ -381,16 +379,14 @@ def measure_rss() -> dict:
 def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """Fetch and parse every page, write nothing: what any sync must at least spend.
 
-    Measured three ways, each ``repeat`` times: one page after the other; pipelined on a
-    helper thread (which fetches and parses the next page while the current one is consumed);
-    and through the page helper process, as ``sync_orders`` walks by default (its start
-    included). The fastest of the three medians is the floor (b): the fastest fetch-and-parse
-    this machine does.
+    Measured two ways, each ``repeat`` times: one page after the other; and pipelined on a
+    helper thread (which fetches and parses the next page while the current one is consumed),
+    as ``sync_orders`` walks. The faster of the two medians is the floor (b).
     """
     from django_orders.client import OrdersClient
-    from django_orders.helper_process import fetched_in_process
-    from django_orders.parsing import parse_order, parse_page
-    from django_orders.prefetch import fetched_ahead, page_walk
+    from django_orders.page_parsing import parse_fetched
+    from django_orders.parsing import parse_order
+    from django_orders.prefetch import fetched_ahead
 
     expected = int(os.environ["BENCH_ORDERS"])
     with OrdersClient.from_settings(base_url=url) as client:
@@ -398,22 +394,14 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
         def sequential() -> int:
             count = 0
             for page in client.iter_pages("orders", page_size=PAGE_SIZE):
-                parsed = parse_page(
-                    page.records, parse_order, page_number=page.number, resource="orders"
-                )
-                count += len(parsed)
+                count += len(parse_fetched(page, parse_order, resource="orders"))
             return count
 
         def thread() -> int:
             pages = fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order)
             return sum(len(parsed) for parsed in pages)
 
-        def process() -> int:
-            walk = page_walk(client, "orders", "orders", PAGE_SIZE)
-            options = {**OrdersClient.settings_options(), "base_url": url}
-            return sum(len(parsed) for parsed in fetched_in_process(walk, options))
-
-        ways = {"helper thread": thread, "sequential": sequential, "helper process": process}
+        ways = {"helper thread": thread, "sequential": sequential}
         samples: dict[str, list[float]] = {way: [] for way in ways}
         for _ in range(repeat):
             for way, walk_pages in ways.items():
@@ -421,6 +409,22 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
                 count = walk_pages()
                 samples[way].append(time.perf_counter() - started)
                 assert count == expected, (way, count)
+    return samples
+
+
+def wire_floor(url: str, repeat: int) -> list[float]:
+    """Fetch every page and decode its JSON (the client's decoder and its envelope checks),
+    nothing else: what no sync can go below, whatever it does with the records."""
+    from django_orders.client import OrdersClient
+
+    expected = int(os.environ["BENCH_ORDERS"])
+    samples = []
+    with OrdersClient.from_settings(base_url=url) as client:
+        for _ in range(repeat):
+            started = time.perf_counter()
+            count = sum(len(page.records) for page in client.iter_pages("orders"))
+            samples.append(time.perf_counter() - started)
+            assert count == expected, count
     return samples
 
 
@@ -529,13 +533,6 @@ def commit_time(connection) -> Iterator[list[float]]:
         del wrapper._commit
 
 
-def override_orders_settings(**values):
-    from django.conf import settings
-    from django.test import override_settings
-
-    return override_settings(DJANGO_ORDERS={**settings.DJANGO_ORDERS, **values})
-
-
 def measure_timing() -> dict:
     from django.db import connection
 
@@ -544,6 +541,7 @@ def measure_timing() -> dict:
 
     orders = int(os.environ["BENCH_ORDERS"])
     repeat = int(os.environ["BENCH_REPEAT"])
+    wire = wire_floor(os.environ["BENCH_URL"], repeat)
     floors = walk_floor(os.environ["BENCH_URL"], repeat)
 
     # The first sync runs on the fresh database, each later one into the emptied mirror.
@@ -568,14 +566,6 @@ def measure_timing() -> dict:
         resync_seconds = time.perf_counter() - started
     rows_written = rerun.created + rerun.updated
 
-    # The same sync with the page helper on a thread (SYNC_HELPER = "thread"), for comparison.
-    empty_mirror(connection)
-    with override_orders_settings(SYNC_HELPER="thread"):
-        started = time.perf_counter()
-        threaded = sync_orders(page_size=PAGE_SIZE)
-        sync_thread_seconds = time.perf_counter() - started
-    assert threaded.created == orders, threaded.created
-
     naive_samples: list[float] = []
     for _ in range(int(os.environ["BENCH_NAIVE_REPEAT"])):
         empty_mirror(connection)
@@ -585,7 +575,7 @@ def measure_timing() -> dict:
         "floor_samples": floors,
         "sync_samples": sync_samples,
         "commit_samples": commit_samples,
-        "sync_thread_seconds": sync_thread_seconds,
+        "wire_samples": wire,
         "resync_seconds": resync_seconds,
         "resync_rows_written": rows_written if again.mirror_writes == 0 else f"{rows_written}*",
         "resync_mirror_statements": again.mirror_writes,

@@ -26,6 +26,8 @@ from typing import Any
 import urllib3
 import urllib3.connection
 
+from .page_parsing import NOT_PLAIN, decode_plain
+
 #: Objects and arrays nested deeper than this are refused: real answers nest about 6 deep.
 MAX_JSON_DEPTH = 64
 #: Bytes read from the socket at a time.
@@ -259,6 +261,21 @@ def decode_json(body: bytes | str) -> Any:
     if _UNSTORABLE.search(data):
         value = storable(value)
     return value
+
+
+def decode_answer(body: bytes) -> tuple[Any, bool]:
+    """``decode_json(body)``, and whether msgspec decoded it (``Page.plain``).
+
+    A body without NUL or surrogate escapes goes to ``page_parsing.decode_plain`` first: it
+    reads only bodies without floats nested at most ``PLAIN_DEPTH`` (< ``MAX_JSON_DEPTH``)
+    deep, the same values as ``decode_json``, without its nesting scan of the text. Anything
+    else is ``decode_json``'s, errors and replacements included.
+    """
+    if not _UNSTORABLE.search(body):
+        value = decode_plain(body)
+        if value is not NOT_PLAIN:
+            return value, True
+    return decode_json(body), False
 
 
 def _refuse_constant(name: str) -> Any:

@@ -38,7 +38,7 @@ import requests
 from django.views.decorators.debug import sensitive_variables
 
 from . import __version__
-from .answers import decode_json, why_not_json
+from .answers import decode_answer, why_not_json
 from .conf import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_DEADLINE,
@@ -90,6 +90,8 @@ class _Answer:
     data: Any
     status_code: int
     request_id: str | None
+    #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
+    plain: bool = False
 
 
 class OrdersClient:
@@ -159,8 +161,7 @@ class OrdersClient:
     def settings_options() -> dict[str, Any]:
         """The constructor's keyword arguments as ``DJANGO_ORDERS`` gives them.
 
-        The page helper process builds its client from these, since it runs without Django
-        settings. The dict holds the API key (as a ``Secret``): never put it on a command line.
+        The dict holds the API key (as a ``Secret``): never log it or put it on a command line.
         """
         options: dict[str, Any] = {
             "api_key": orders_settings.API_KEY,
@@ -262,6 +263,7 @@ class OrdersClient:
             records=records,
             request_id=answer.request_id,
             status_code=answer.status_code,
+            plain=answer.plain,
         )
 
     def iter_pages(
@@ -360,7 +362,8 @@ class OrdersClient:
             reason = unreadable
             if reason is None:
                 try:
-                    return _Answer(decode_json(content), response.status_code, request_id)
+                    data, plain = decode_answer(content)
+                    return _Answer(data, response.status_code, request_id, plain)
                 except ValueError as exc:
                     reason = f"a body that is not JSON ({why_not_json(exc, content)})"
             raise InvalidResponse(

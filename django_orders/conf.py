@@ -62,9 +62,9 @@ DEFAULTS: dict[str, Any] = {
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": timedelta(seconds=30),
     # Where a page walk fetches and parses the next page while the current one is written:
-    # "process" (a helper process, so that parsing does not compete with the writer for the
-    # interpreter) or "thread" (a helper thread in the sync's own process).
-    "SYNC_HELPER": "process",
+    # "thread", a helper thread of the sync's own process (the only value since 0.x: the
+    # helper process of earlier versions no longer paid for itself once parsing got cheap).
+    "SYNC_HELPER": "thread",
     # The currencies create_order accepts (lower case): the provider's, which all have two
     # minor-unit digits. Anything else would be stored and then refused upstream.
     "CURRENCIES": ("ghs", "usd", "gbp", "eur", "cny"),
@@ -83,7 +83,7 @@ MAX_PAGE_SIZE = 256
 #: More lookups in flight than this would be a load test of the provider, not a refresh.
 MAX_REFRESH_CONCURRENCY = 32
 #: The values of ``SYNC_HELPER``.
-SYNC_HELPERS = ("process", "thread")
+SYNC_HELPERS = ("thread",)
 
 
 def setting_name(name: str) -> str:
@@ -226,6 +226,12 @@ def validate(name: str, value: Any) -> None:
     elif name == "REFRESH_CONCURRENCY":
         _validate_int(name, value, 1, MAX_REFRESH_CONCURRENCY)
     elif name == "SYNC_HELPER":
+        if value == "process":
+            raise OrdersConfigurationError(
+                f'{setting_name("SYNC_HELPER")} "process" was removed: with pages '
+                "parsed by msgspec the page helper process was no faster than the helper "
+                'thread (benchmarks/README.md). Set it to "thread" or remove the setting.'
+            )
         if value not in SYNC_HELPERS:
             raise OrdersConfigurationError(
                 f"{setting_name('SYNC_HELPER')} must be one of "

@@ -141,8 +141,8 @@ class ParsedCustomer:
 
     ``raw_json`` and ``fingerprint`` are computed on first use: a walk needs them only for the
     first copy of each customer it meets (older orders' copies are skipped), and encoding every
-    copy would cost as much again as encoding the orders. A customer rebuilt from the page
-    helper process (``from_json``) has them already, and decodes ``raw`` only if asked.
+    copy would cost as much again as encoding the orders. A customer built from its canonical
+    text (``from_json``) has them already, and decodes ``raw`` only if asked.
     """
 
     __slots__ = (
@@ -218,10 +218,8 @@ class _ParsedRecordBase:
     """What every parsed record has: an id, its canonical JSON (sorted keys, stored as is), the
     hash of that JSON, and the decoded record ``raw``.
 
-    ``raw`` may be left out when ``raw_json`` is given: a record rebuilt from the page helper
-    process carries only its canonical JSON, and is decoded on first use. Decoding every record
-    again in the writer's process would cost what the helper saved, and only signal receivers
-    need the decoded record.
+    ``raw`` may be left out when ``raw_json`` is given: a record built from its canonical JSON
+    alone is decoded on first use (only signal receivers need the decoded record).
     """
 
     __slots__ = ("_raw", "fingerprint", "id", "raw_json")

@@ -1,9 +1,7 @@
 """Reading pages ahead of the writer on a helper thread, and retries of garbled page answers.
 
 Kept apart from the engine (sync.py) because it is about threads and the network, not about
-the mirror: the helper thread fetches and parses, and never touches the database. The page
-helper process (helper_process.py, the default) reuses ``run_ahead`` to read its frames and
-``page_walk`` to build the same walk on its side.
+the mirror: the helper thread fetches and parses, and never touches the database.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Any, TypeVar
 
 from .client import OrdersClient, PageWalk
 from .exceptions import InvalidResponse
-from .parsing import parse_page
+from .page_parsing import parse_fetched
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -44,9 +42,7 @@ def fetched_ahead(
 
     def parsed_pages() -> Iterator[list]:
         for page in walk:
-            parsed = parse_page(
-                page.records, parse, page_number=page.number, resource=walk.resource
-            )
+            parsed = parse_fetched(page, parse, resource=walk.resource)
             if prepare is not None:
                 prepare(parsed)
             yield parsed
@@ -118,10 +114,7 @@ def page_walk(
     page_size: int,
     max_pages: int | None = None,
 ) -> PageWalk:
-    """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried.
-
-    Built the same way in the sync's process and in the page helper process.
-    """
+    """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried."""
     walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
     # The walk only calls fetch_page, which RetryingPageReads provides.
     walk.client = RetryingPageReads(client)  # type: ignore[assignment]
@@ -147,7 +140,7 @@ class RetryingPageReads:
             except InvalidResponse as exc:
                 if attempt >= self.client.max_retries:
                     # The run's error then says which page stayed unreadable (args too, which
-                    # repr() and the helper process's pickling of the error read).
+                    # repr() reads).
                     exc.message = f"{resource} page {page_number}: {exc.message}"
                     exc.args = (str(exc),)
                     raise

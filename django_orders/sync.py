@@ -3,7 +3,7 @@
 The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page window):
 
 - No transaction waits on HTTP: a page is fetched and parsed first (one page ahead, by the page
-  helper process or a helper thread: ``SYNC_HELPER``), then written in one short
+  helper thread), then written in one short
   ``transaction.atomic()`` with the run's progress and the lease renewal: at most six
   statements whatever the page size (five, unless on SQLite a page holds both new orders and
   changed ones).
@@ -33,7 +33,6 @@ from django.utils import timezone
 from .client import COLLECTIONS, OrdersClient, PageWalk
 from .conf import orders_settings
 from .exceptions import InvalidRecord
-from .helper_process import HelperUnavailable, fetched_in_process
 from .lease import Lease
 from .lookups import Lookup, lookup_orders
 from .mirror import MirrorResult, store_orders
@@ -232,19 +231,12 @@ def _commit_page(run, lease, seen, problems_before, now, results: list[MirrorRes
 
 
 def _pages_ahead(walk: PageWalk) -> Iterator[list]:
-    """The walk's parsed pages, fetched and parsed ahead by a helper process or thread
-    (``SYNC_HELPER``). A helper process that cannot start is replaced by a thread."""
-    if orders_settings.SYNC_HELPER == "process":
-        try:
-            options = OrdersClient.settings_options()
-            options["max_page_number"] = walk.max_page_number  # moved by max_pages, maybe
-            return fetched_in_process(walk, options)
-        except HelperUnavailable as exc:
-            logger.warning(
-                "The page helper process could not start (%s); "
-                "fetching and parsing pages on a helper thread instead.",
-                exc,
-            )
+    """The walk's parsed pages, fetched and parsed ahead by a helper thread (``SYNC_HELPER``).
+
+    A helper process did this before issue 22, so that parsing would not compete with the
+    writer for the interpreter; with pages parsed by msgspec (``page_parsing``) it was no
+    faster than the thread on SQLite or PostgreSQL (benchmarks/README.md), and was removed.
+    """
     if walk.resource == "orders":
         return fetched_ahead(walk, parse_order, _encode_customers)
     return fetched_ahead(walk, parse_record)

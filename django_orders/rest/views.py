@@ -29,7 +29,7 @@ from ..models import Customer, Order, OrderRequest
 from ..order_requests import stored_error
 from .exceptions import error_response, exception_handler, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
-from .idempotency import HEADER, parse_key, scoped_reference
+from .idempotency import HEADER, caller_scope, parse_key, scoped_reference
 from .pagination import CustomerCursorPagination, OrderCursorPagination
 from .permissions import (
     CheckoutTarget,
@@ -213,7 +213,8 @@ def resolve_target(lookup: str) -> CheckoutTarget:
 
 
 class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
-    """Staff list orders; staff and owners read one and confirm it (see ``permissions``)."""
+    """Staff list every order and a buyer the orders of their own checkouts; staff and owners
+    read one and confirm it (see ``permissions``)."""
 
     queryset = Order.objects.select_related("customer")
     serializer_class = OrderSerializer
@@ -224,10 +225,22 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_permissions(self):
         if self.action == "list":
-            return [IsAuthenticated(), ViewModelPermissions()]
+            return [IsAuthenticated()]
         if self.action == "confirm":
             return [IsStaffOrOwnerToConfirm()]
         return [IsStaffOrOwner()]
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        user = self.request.user
+        if self.action == "list" and not user.has_perm("django_orders.view_order"):
+            # Not staff with view_order: the orders of this user's own API checkouts (their
+            # references carry the user's scope, idempotency.caller_scope), in one subquery.
+            own = OrderRequest.objects.filter(
+                reference__startswith=caller_scope(user), order__isnull=False
+            ).values("order_id")
+            queryset = queryset.filter(pk__in=own)
+        return queryset
 
     def get_object(self) -> CheckoutTarget:
         target = resolve_target(self.kwargs[self.lookup_field])

@@ -40,7 +40,7 @@ def test_defaults(configure):
     assert orders_settings.BASE_URL == BASE
     assert orders_settings.MAX_RESPONSE_BYTES == 16 * 1024 * 1024
     assert orders_settings.REQUEST_DEADLINE == 60
-    assert orders_settings.SYNC_HELPER == "process"
+    assert orders_settings.SYNC_HELPER == "thread"
     assert orders_settings.CURRENCIES == ("ghs", "usd", "gbp", "eur", "cny")
     assert timedelta(seconds=5) == orders_settings.CONFIRM_WAIT
     assert (orders_settings.REFRESH_LIMIT, orders_settings.REFRESH_CONCURRENCY) == (2000, 8)
@@ -176,6 +176,7 @@ INVALID = [
     ("RESUME_BACKOFF", 30),
     ("SYNC_HELPER", "processes"),
     ("SYNC_HELPER", None),
+    ("SYNC_HELPER", "process"),  # removed in issue 22: see test_sync_helper_process_was_removed
     ("CURRENCIES", ()),
     ("CURRENCIES", "eur"),
     ("CURRENCIES", ("EUR",)),
@@ -223,7 +224,6 @@ VALID = [
     ("BASE_URL", "https://api.example.com/v1/"),
     ("BASE_URL", "https://[::1]:8443"),
     ("API_KEY", "opaque-no-prefix"),
-    ("SYNC_HELPER", "process"),
     ("SYNC_HELPER", "thread"),
     ("REFRESH_CONCURRENCY", 1),
     ("REFRESH_CONCURRENCY", 32),
@@ -254,3 +254,12 @@ def test_is_set_reports_required_values_without_raising(settings):
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": ""}
     assert orders_settings.is_set("API_KEY")
     assert not orders_settings.is_set("BASE_URL")
+
+
+def test_sync_helper_process_was_removed_and_the_error_names_the_fix(configure):
+    configure(SYNC_HELPER="process")
+    with pytest.raises(OrdersConfigurationError) as caught:
+        orders_settings.SYNC_HELPER  # noqa: B018
+    message = str(caught.value)
+    assert 'DJANGO_ORDERS["SYNC_HELPER"] "process" was removed' in message
+    assert 'Set it to "thread" or remove the setting.' in message

@@ -247,17 +247,3 @@ def test_settings_frames_hide_the_key_in_error_reports(settings):
     report = error_report(exc)
     assert 'DJANGO_ORDERS["API_KEY"] must be the complete key' in report
     assert KEY not in report
-
-
-def test_helper_process_frames_hide_the_key_in_error_reports(monkeypatch):
-    from django_orders.helper_process import HelperUnavailable, fetched_in_process
-    from django_orders.paging import PageWalk
-
-    client = OrdersClient(api_key=KEY, base_url=BASE)
-    walk = PageWalk(client=client, resource="orders", collection="orders", page_size=10)
-    monkeypatch.setattr("sys.executable", "/usr/bin/uwsgi")  # refused before anything starts
-    exc = raised_by(lambda: fetched_in_process(walk, {"api_key": KEY, "base_url": BASE}))
-    assert isinstance(exc, HelperUnavailable)
-    report = error_report(exc)
-    assert "client_options" in report and "job" in report  # the frames and their locals
-    assert KEY not in report

@@ -48,11 +48,30 @@ def ids(response) -> list[str]:
     return [row["id"] for row in response.json()["results"]]
 
 
-def test_list_needs_view_order(shop, api):
+def test_the_list_is_every_order_for_view_order_and_a_buyers_own_for_others(shop, api, staff):
+    from django_orders.models import OrderRequest
+    from django_orders.rest.idempotency import scoped_reference
+
     assert api.get("/api/orders/").status_code == 403  # anonymous
-    assert client_for(make_user("buyer")).get("/api/orders/").status_code == 403
+    buyer, other = make_user("buyer"), make_user("other")
+    for n, (user, order_id) in enumerate([(buyer, "or_2"), (buyer, "or_4"), (other, "or_1")]):
+        OrderRequest.objects.create(
+            idempotency_key=f"k{n}",
+            reference=scoped_reference(user, f"key-{n}"),
+            payload="{}",
+            state=OrderRequest.State.SUCCEEDED,
+            order_id=order_id,
+        )
+    # A checkout outside the API with the same words in its reference is nobody's.
+    OrderRequest.objects.create(
+        idempotency_key="k9", reference=f"cart:{buyer.pk}", payload="{}", order_id="or_3"
+    )
+    assert ids(client_for(buyer).get("/api/orders/")) == ["or_2", "or_4"]
+    assert ids(client_for(other).get("/api/orders/")) == ["or_1"]
+    assert ids(client_for(buyer).get("/api/orders/?status=paid")) == []
     staff_without = client_for(make_user("clerk", "view_customer", staff=True))
-    assert staff_without.get("/api/orders/").status_code == 403
+    assert ids(staff_without.get("/api/orders/")) == []  # staff, but no order of their own
+    assert ids(staff.get("/api/orders/")) == ["or_1", "or_2", "or_3", "or_4"]
     assert staff_without.get("/api/customers/").status_code == 200
     orders_only = client_for(make_user("orders", "view_order", staff=True))
     assert orders_only.get("/api/customers/").status_code == 403
@@ -146,6 +165,28 @@ def test_queries_per_page_do_not_grow_with_the_page(staff, django_assert_num_que
     cursor = parse_qs(urlsplit(next_url).query)["cursor"][0]
     with django_assert_num_queries(1):
         assert len(ids(staff.get(f"/api/orders/?page_size=25&cursor={cursor}"))) == 5
+
+
+def test_a_buyers_list_is_one_query_too(django_assert_num_queries):
+    from django_orders.models import OrderRequest
+    from django_orders.rest.idempotency import scoped_reference
+
+    buyer = make_user("buyer")
+    owners = [customer(f"cu_b{index}", f"Buyer {index}") for index in range(12)]
+    for index, owner in enumerate(owners):
+        order(f"or_b{index:02d}", owner, index)
+        OrderRequest.objects.create(
+            idempotency_key=f"kb{index}",
+            reference=scoped_reference(buyer, f"key-{index}"),
+            payload="{}",
+            order_id=f"or_b{index:02d}",
+        )
+    client = client_for(buyer)
+    client.get("/api/orders/?page_size=2")  # the user's permissions, cached on the user
+    for size in (2, 10):
+        # The buyer's own orders are a subquery of the same statement.
+        with django_assert_num_queries(1):
+            assert len(ids(client.get(f"/api/orders/?page_size={size}"))) == size
 
 
 def test_customers_by_name_with_search(shop, staff):

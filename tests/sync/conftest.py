@@ -21,7 +21,7 @@ from django_orders.parsing import (
 
 #: The walks of ``capped`` and ``uncapped`` fetch pages on a helper thread: the ``sleeps``
 #: fixture records the client's backoff waits, and only a client in the test's own process can
-#: record them. test_helper_process.py walks through the helper process, the default.
+#: record them.
 IN_THREAD = {"SYNC_HELPER": "thread"}
 
 

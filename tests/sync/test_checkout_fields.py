@@ -4,13 +4,11 @@ for a timestamp that is present but unreadable, and written by the page upserts.
 
 from __future__ import annotations
 
-import pickle
 from datetime import UTC, datetime
 
 import pytest
 
 from django_orders.exceptions import InvalidRecord
-from django_orders.helper_process import _decode_orders, _encode_orders
 from django_orders.mirror import store_orders
 from django_orders.models import Customer, Order
 from django_orders.parsing import (
@@ -201,15 +199,6 @@ def test_parse_optional_timestamp():
     )
     with pytest.raises(InvalidRecord, match="paid_at must be"):
         parse_optional_timestamp(1700000000, field="paid_at")
-
-
-def test_the_helper_process_frames_carry_the_checkout_fields():
-    orders = [parse_order(checkout_record(1)), parse_order(checkout_record(2, number=None))]
-    sent = pickle.loads(pickle.dumps(_encode_orders(orders)))  # noqa: S301 (our own bytes)
-    received = _decode_orders(sent)
-    assert [checkout_values(o) for o in received] == [checkout_values(o) for o in orders]
-    assert received[1].number == ""
-    assert received[0].customer.fingerprint == orders[0].customer.fingerprint
 
 
 def stored_values(order_id):

@@ -62,9 +62,7 @@ def test_a_walk_ends_on_the_short_or_empty_page(server, reading, orders, pages):
     assert walk.end_reason == "last_page"
 
 
-@pytest.mark.parametrize("helper", ["thread", "process"])
-def test_a_sync_mirrors_every_order(server, settings, helper):
-    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "SYNC_HELPER": helper}
+def test_a_sync_mirrors_every_order(server):
     server.seed(25)
     run = sync_orders()
     assert (run.outcome, run.end_reason, run.pages, run.seen, run.created) == (
