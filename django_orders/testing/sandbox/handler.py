@@ -93,8 +93,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._require_post(method)
                 self._authenticate(app)
                 self._require_json(raw)
-                with app.pacing.answering():
-                    self._api(app, path, self._parse(raw))
+                self._api(app, path, self._parse(raw))
         except ApiError as exc:
             self._send(exc.reply())
         except (BrokenPipeError, ConnectionResetError):
@@ -180,7 +179,11 @@ class Handler(BaseHTTPRequestHandler):
         return payload
 
     def _api(self, app: SandboxApp, path: str, payload: dict[str, Any]) -> None:
-        app.pacing.delay()
+        # Counted as in flight while the latency passes, and no longer once the answer goes
+        # out: a client that sends its next request on receiving this answer never finds
+        # this one still counted.
+        with app.pacing.answering():
+            app.pacing.delay()
         retry_after = app.pacing.admit()
         if retry_after is not None:
             raise ApiError(

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 class Pacing:
     """Shared by all handler threads of one sandbox.
 
-    It also counts, for tests and benchmarks: ``peak_in_flight`` (the most API requests being
-    answered at once, which shows how many a client kept in flight) and ``rate_limited`` (429s
+    It also counts, for tests and benchmarks: ``peak_in_flight`` (the most API requests in
+    their latency at once, which shows how many a client kept in flight) and ``rate_limited`` (429s
     answered by the limit).
     """
 
@@ -46,7 +46,7 @@ class Pacing:
 
     @contextmanager
     def answering(self) -> Iterator[None]:
-        """Counts one API request as in flight while it is being answered."""
+        """Counts one API request as in flight (the handler holds it over the latency)."""
         with self._lock:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
