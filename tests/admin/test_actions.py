@@ -74,6 +74,8 @@ def test_resend_asks_for_confirmation_and_sends_nothing_yet(admin_client, pendin
     assert f'value="{pending_request.pk}"' in html
     assert f'name="{helpers.ACTION_CHECKBOX_NAME}" value="{done.pk}"' not in html
     assert 'name="post" value="yes"' in html
+    assert 'value="Yes, resend now"' in html and "&rsaquo; Resend now" in html
+    assert "resend-confirmation" in html  # the page's body class
     pending_request.refresh_from_db()
     assert (pending_request.state, pending_request.attempts) == (State.PENDING, 1)
 

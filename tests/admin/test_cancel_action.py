@@ -69,6 +69,10 @@ def test_the_confirmation_page_lists_the_orders_and_refuses_the_paid_one(
     assert "GHS 100.00" in page  # the total, formatted
     assert f"<li>{orders[2].id} (Paid)</li>" in page
     assert 'name="post" value="yes"' in page
+    assert 'name="action" value="cancel_orders"' in page
+    assert f'name="_selected_action" value="{orders[0].id}"' in page
+    assert 'value="Yes, cancel them"' in page and "&rsaquo; Cancel order" in page
+    assert "cancel-confirmation" in page  # the page's body class
     # Nothing sent yet.
     assert [live_orders.store.order(o.id)["status"] for o in orders[:2]] == [
         "requires_payment",
