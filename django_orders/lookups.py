@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from .client import OrdersClient
@@ -97,14 +98,21 @@ def lookup_orders(
     executor = ThreadPoolExecutor(
         max_workers=min(concurrency, len(ids)), thread_name_prefix="django-orders-lookup"
     )
+    # At most ``concurrency`` lookups are submitted at a time, a new one as each finishes: each
+    # ``wait`` then watches a handful of futures, not every one of a 2,000-order refresh.
+    queue = iter(ids)
     try:
-        pending: set[Future[Lookup]] = {executor.submit(_lookup, clients, i) for i in ids}
+        pending: set[Future[Lookup]] = {
+            executor.submit(_lookup, clients, i) for i in islice(queue, concurrency)
+        }
         while pending:
             done, pending = wait(pending, timeout=HEARTBEAT_SECONDS, return_when=FIRST_COMPLETED)
             if not done and heartbeat is not None:
                 heartbeat()
             for future in done:
-                yield future.result()
+                lookup = future.result()
+                pending.update(executor.submit(_lookup, clients, i) for i in islice(queue, 1))
+                yield lookup
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
         clients.close()
