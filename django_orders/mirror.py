@@ -27,7 +27,7 @@ from .models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
 
-#: The order's checkout columns (migration 0006), last in ``ORDER_COLUMNS``: derived from the
+#: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
 #: raw record like the others, so the fingerprint covers them too.
 CHECKOUT_COLUMNS = (
     "total",
@@ -61,7 +61,7 @@ ORDER_UPDATE = (
     "changed_at",
     *CHECKOUT_COLUMNS,
 )
-#: The contact columns (migration 0006) come last, as in ``ORDER_COLUMNS``.
+#: The contact columns come last, as in ``ORDER_COLUMNS``.
 CUSTOMER_COLUMNS = (
     "id",
     "guest",

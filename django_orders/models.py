@@ -61,8 +61,7 @@ class Customer(models.Model):
         verbose_name_plural = _("customers")
         ordering = ["name", "id"]
         indexes = [
-            # The admin's order search by e-mail (exact, any case: ``iexact``); built by
-            # migration 0011 (CONCURRENTLY on PostgreSQL).
+            # The admin's order search by e-mail (exact, any case: ``iexact``).
             models.Index(Upper("email_address"), name="orders_customer_email_idx"),
         ]
 
@@ -122,8 +121,8 @@ class Order(models.Model):
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),
             models.Index(fields=["completed_at"], name="orders_order_completed_idx"),
-            # The admin (built by migration 0011): sorting by total, the currency filter, and
-            # the search by the shop's number (exact; only orders that have one are indexed).
+            # The admin: sorting by total, the currency filter, and the search by the shop's
+            # number (exact; only orders that have one are indexed).
             models.Index(fields=["total"], name="orders_order_total_idx"),
             # The currency filter: its page, count and date probes, as status has its own.
             models.Index(fields=["currency", "-initiated_at"], name="orders_order_currency_idx"),

@@ -2,9 +2,8 @@
 
 The spec marks them optional, and the mirror keeps the raw record whole anyway: a value of the
 wrong type or size is read as "unknown" (``None`` or ``""``), never a failed page. Used by
-``parsing.parse_order`` (the sync, create and lookups) and by the backfill migration (0008), so
-a backfilled row equals a freshly synced one. Column sizes below are the model's: a longer value
-would be refused by the database, and a cut one would be a wrong one.
+``parsing.parse_order`` (the sync, create and lookups). Column sizes below are the model's: a
+longer value would be refused by the database, and a cut one would be a wrong one.
 
 Hot path: ``parse_order`` calls these for every order a sync reads (benchmarks/README.md,
 parsing), hence ``type(x) is dict`` rather than ``isinstance`` (decoded JSON holds plain dicts).

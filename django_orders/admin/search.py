@@ -4,10 +4,10 @@ Django's admin search ORs every search field per word: ``id = w OR customer.id =
 UPPER(customer.name) LIKE '%w%'``. The OR spans two tables, so PostgreSQL can only evaluate it
 row by row after joining every order to its customer (a full scan). Here the customer match
 (name or e-mail) is made on the small customer table first (a trigram GIN index on the name,
-migration 0002; ``UPPER(email_address)``, 0011) and handed to the order table as
-``customer_id = ANY(ARRAY(SELECT ...))``, which, ORed with ``id = term``, ``number = term`` and
-``customer_id = term``, becomes a BitmapOr of index scans (``number``: the partial index of
-0011). One query, whatever the term.
+made by the initial migration on PostgreSQL; ``UPPER(email_address)``, in ``Customer.Meta``) and
+handed to the order table as ``customer_id = ANY(ARRAY(SELECT ...))``, which, ORed with
+``id = term``, ``number = term`` and ``customer_id = term``, becomes a BitmapOr of index scans
+(``number``: the partial ``orders_order_number_idx``). One query, whatever the term.
 
 Semantics: the whole term matches an order id, the shop's order number or a customer id
 exactly, or a customer's e-mail address exactly but in any case; otherwise every word must

@@ -225,8 +225,8 @@ def test_facet_counts_are_off(admin_client, django_assert_num_queries):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_trgm index: PostgreSQL")
 def test_name_search_can_use_the_trigram_index(db):
-    # Migration 0002's index must match the SQL Django generates for icontains, or the planner
-    # could never use it. Sequential scans are priced out so the tiny test table shows it.
+    # The initial migration's trigram index must match the SQL Django generates for icontains, or
+    # the planner could never use it. Sequential scans are priced out so the tiny table shows it.
     from django_orders.admin.search import customers_named
 
     queryset = customers_named(["mensah"]).values("pk")

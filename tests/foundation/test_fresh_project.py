@@ -64,7 +64,9 @@ def test_a_fresh_project_checks_and_migrates(tmp_path):
 
     migrated = django("migrate", "--no-input", cwd=project)
     assert migrated.returncode == 0, migrated.stderr
-    assert "Applying django_orders.0001_initial... OK" in migrated.stdout
+    # One migration: the development ones were squashed before the first release.
+    ours = [line.strip() for line in migrated.stdout.splitlines() if "django_orders." in line]
+    assert ours == ["Applying django_orders.0001_initial... OK"]
 
     with sqlite3.connect(project / "db.sqlite3") as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}

@@ -67,7 +67,7 @@ def test_refresh_lookups_reset_the_setting_too(uncapped):
 
 @postgresql_only
 def test_no_prefix_search_indexes_on_mirror_keys_and_names():
-    """Migration 0003: the varchar_pattern_ops indexes are gone, the others are still there."""
+    """The initial migration drops the varchar_pattern_ops indexes here; the others stay."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT tablename, indexdef FROM pg_indexes "
