@@ -9,6 +9,7 @@ under its own permission check (``has_<name>_permission``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -124,11 +126,23 @@ def compact_datetime(value: datetime | None) -> SafeString | str:
     )
 
 
-def _timestamp_display(name: str, label: Any) -> Any:
-    """A detail-page display of the model's DateTimeField ``name`` in ``local_datetime`` form."""
+def grouped_number(value: int | None) -> str:
+    """A count with the active locale's thousands separators: ``1,234,567`` in English.
+
+    What ``django.contrib.humanize``'s ``intcomma`` gives, without needing that app installed.
+    Django's own display of an integer groups digits only when ``USE_THOUSAND_SEPARATOR`` is
+    on (it is off by default), so counts in the millions would read as ``1234567``.
+    """
+    if value is None:
+        return "-"
+    return number_format(value, force_grouping=True)
+
+
+def _field_display(name: str, label: Any, render: Callable[[Any], str]) -> Any:
+    """A detail-page display of the model field ``name``, its value passed through ``render``."""
 
     def display(obj: models.Model) -> str:
-        return local_datetime(getattr(obj, name))
+        return render(getattr(obj, name))
 
     display.short_description = label  # type: ignore[attr-defined]
     return display
@@ -142,6 +156,9 @@ def has_model_permission(request: HttpRequest, model: type[models.Model], action
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
     """View-only for everybody; counts that stay cheap on large tables."""
+
+    #: Integer fields shown on detail pages with thousands separators (``grouped_number``).
+    grouped_fields: tuple[str, ...] = ()
 
     paginator = EstimatedCountPaginator
     show_full_result_count = False
@@ -160,13 +177,29 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
     def __init__(self, model: type[models.Model], admin_site: admin.AdminSite) -> None:
         super().__init__(model, admin_site)
         # Detail pages show each DateTimeField through a display in local_datetime form (a
-        # readonly model field would be rendered with DATETIME_FORMAT instead).
+        # readonly model field would be rendered with DATETIME_FORMAT instead), and the
+        # grouped_fields through grouped_number.
         self._shown_as: dict[str, str] = {}
+        self._shown_help: dict[str, Any] = {}
         for field in model._meta.fields:
             if isinstance(field, models.DateTimeField):
-                shown = f"{field.name}_local"
-                self._shown_as[field.name] = shown
-                setattr(self, shown, _timestamp_display(field.name, field.verbose_name))
+                self._show_through(field, "local", local_datetime)
+            elif field.name in self.grouped_fields:
+                self._show_through(field, "grouped", grouped_number)
+
+    def _show_through(self, field: models.Field, suffix: str, render: Callable[[Any], str]) -> None:
+        shown = f"{field.name}_{suffix}"
+        self._shown_as[field.name] = shown
+        setattr(self, shown, _field_display(field.name, field.verbose_name, render))
+        if field.help_text:
+            self._shown_help[shown] = field.help_text
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):
+        # A display is not a model field, so the admin finds no help text for it (it looks one
+        # up by the model field's name). The form's Meta.help_texts is where it looks first, so
+        # the field's own help text is put there, under the display's name.
+        kwargs["help_texts"] = {**self._shown_help, **(kwargs.get("help_texts") or {})}
+        return super().get_form(request, obj, change, **kwargs)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         return [

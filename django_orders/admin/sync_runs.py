@@ -9,7 +9,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from ..models import SyncRun
-from .base import ReadOnlyModelAdmin, badge, compact_datetime
+from .base import ReadOnlyModelAdmin, badge, compact_datetime, grouped_number
 
 #: ``SyncRun.end_reason`` as staff read it.
 WALK_ENDS = {
@@ -29,11 +29,11 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "end_column",
         "error_column",
         "duration_column",
-        "pages",
+        "pages_column",
         "seen_column",
-        "created",
-        "updated",
-        "unchanged",
+        "created_column",
+        "updated_column",
+        "unchanged_column",
         "refreshed_column",
     )
     # Fixed-choice and date filters only: a free-text column would cost a DISTINCT scan.
@@ -62,6 +62,17 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "problems",
     )
     readonly_fields = fields
+    # The counts, on the detail page as in the list: with thousands separators.
+    grouped_fields = (
+        "pages",
+        "seen",
+        "created",
+        "updated",
+        "unchanged",
+        "refreshed",
+        "refresh_waiting",
+        "skipped",
+    )
 
     @admin.display(description=_("started"), ordering="started_at")
     def started_column(self, obj: SyncRun) -> SafeString | str:
@@ -87,14 +98,31 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         minutes, seconds = divmod(round(seconds), 60)
         return f"{minutes} min {seconds:02d} s"
 
-    # Short headers: the model's verbose names would push the last columns off the screen.
+    # The counts with thousands separators (grouped_number: a walk sees millions of records),
+    # under short headers: the model's verbose names would push the last columns off the screen.
+    @admin.display(description=_("pages"))
+    def pages_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.pages)
+
     @admin.display(description=_("seen"))
-    def seen_column(self, obj: SyncRun) -> int:
-        return obj.seen
+    def seen_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.seen)
+
+    @admin.display(description=_("created"))
+    def created_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.created)
+
+    @admin.display(description=_("updated"))
+    def updated_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.updated)
+
+    @admin.display(description=_("unchanged"))
+    def unchanged_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.unchanged)
 
     @admin.display(description=_("refreshed"))
-    def refreshed_column(self, obj: SyncRun) -> int:
-        return obj.refreshed
+    def refreshed_column(self, obj: SyncRun) -> str:
+        return grouped_number(obj.refreshed)
 
     @admin.display(description=_("error"))
     def error_column(self, obj: SyncRun) -> SafeString | str:

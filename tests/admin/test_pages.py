@@ -285,11 +285,11 @@ def test_sync_run_history(admin_client):
         "end_column",
         "error_column",
         "duration_column",
-        "pages",
+        "pages_column",
         "seen_column",
-        "created",
-        "updated",
-        "unchanged",
+        "created_column",
+        "updated_column",
+        "unchanged_column",
         "refreshed_column",
     ]
     assert listed_pks(response) == [str(running.pk), str(quick.pk), str(slow.pk)]
@@ -300,8 +300,8 @@ def test_sync_run_history(admin_client):
     assert values["resource"] == "orders"
     assert values["outcome_column"] == "Succeeded"
     assert values["duration_column"] == "12.5 s"
-    assert (values["pages"], values["seen_column"], values["created"]) == ("10", "1000", "40")
-    assert (values["updated"], values["unchanged"], values["refreshed_column"]) == ("7", "953", "3")
+    counts = ("pages", "seen", "created", "updated", "unchanged", "refreshed")
+    assert [values[f"{name}_column"] for name in counts] == ["10", "1,000", "40", "7", "953", "3"]
     assert values["end_column"] == "the provider&#x27;s page window"  # escaped, as text is
     assert text(rows[str(slow.pk)]["duration_column"]) == "2 min 05 s"
     assert text(rows[str(slow.pk)]["outcome_column"]) == "Failed"
