@@ -132,7 +132,8 @@ def run(iterations: int, warmup: int, journal: str) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_orders.order_requests import encode_payload, get_client
+    from django_orders.client.factory import get_client
+    from django_orders.creation.records import encode_payload
     from django_orders.services import create_order
 
     client = get_client()

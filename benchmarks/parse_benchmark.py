@@ -62,7 +62,7 @@ def fetch_bodies(orders: int) -> list[bytes]:
 
 
 def old_parse(bodies: list[bytes]) -> list:
-    from django_orders.parsing import parse_order, parse_page
+    from django_orders.mirror.parsing import parse_order, parse_page
 
     pages = []
     for number, body in enumerate(bodies, start=1):
@@ -73,14 +73,14 @@ def old_parse(bodies: list[bytes]) -> list:
 
 
 def new_parse(bodies: list[bytes]) -> list:
-    from django_orders.client import _decode_json
-    from django_orders.page_parsing import parse_fetched
-    from django_orders.paging import Page
-    from django_orders.parsing import parse_order
+    from django_orders.client.decoding import decode_answer
+    from django_orders.client.pages import Page
+    from django_orders.mirror.page_parsing import parse_fetched
+    from django_orders.mirror.parsing import parse_order
 
     pages = []
     for number, body in enumerate(bodies, start=1):
-        data, plain = _decode_json(body)
+        data, plain = decode_answer(body)
         page = Page(number, PAGE_SIZE, data["page"]["orders"], plain=plain)
         pages.append(parse_fetched(page, parse_order, resource="orders"))
         encode_customers(pages[-1])

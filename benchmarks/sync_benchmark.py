@@ -355,7 +355,7 @@ def child(mode: str, backend: str) -> None:
 def measure_memory() -> dict:
     import tracemalloc
 
-    from django_orders.sync import sync_orders
+    from django_orders.sync.engine import sync_orders
 
     tracemalloc.start()
     run = sync_orders(page_size=PAGE_SIZE)
@@ -369,7 +369,7 @@ def measure_rss() -> dict:
     """The sync's own peak resident set, without tracemalloc (whose bookkeeping would inflate
     it): tracemalloc sees only Python's allocations, not SQLite's page cache or the driver's
     buffers."""
-    from django_orders.sync import sync_orders
+    from django_orders.sync.engine import sync_orders
 
     run = sync_orders(page_size=PAGE_SIZE)
     assert run.seen == int(os.environ["BENCH_ORDERS"]), run.seen
@@ -383,22 +383,23 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     helper thread (which fetches and parses the next page while the current one is consumed),
     as ``sync_orders`` walks. The faster of the two medians is the floor (b).
     """
-    from django_orders.client import OrdersClient
-    from django_orders.page_parsing import parse_fetched
-    from django_orders.parsing import parse_order
-    from django_orders.prefetch import fetched_ahead
+    from django_orders.client.paging import iter_pages
+    from django_orders.client.transport import OrdersClient
+    from django_orders.mirror.page_parsing import parse_fetched
+    from django_orders.mirror.parsing import parse_order
+    from django_orders.sync.read_ahead import fetched_ahead
 
     expected = int(os.environ["BENCH_ORDERS"])
     with OrdersClient.from_settings(base_url=url) as client:
 
         def sequential() -> int:
             count = 0
-            for page in client.iter_pages("orders", page_size=PAGE_SIZE):
+            for page in iter_pages(client, "orders", page_size=PAGE_SIZE):
                 count += len(parse_fetched(page, parse_order, resource="orders"))
             return count
 
         def thread() -> int:
-            pages = fetched_ahead(client.iter_pages("orders", page_size=PAGE_SIZE), parse_order)
+            pages = fetched_ahead(iter_pages(client, "orders", page_size=PAGE_SIZE), parse_order)
             return sum(len(parsed) for parsed in pages)
 
         ways = {"helper thread": thread, "sequential": sequential}
@@ -415,14 +416,15 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
 def wire_floor(url: str, repeat: int) -> list[float]:
     """Fetch every page and decode its JSON (the client's decoder and its envelope checks),
     nothing else: what no sync can go below, whatever it does with the records."""
-    from django_orders.client import OrdersClient
+    from django_orders.client.paging import iter_pages
+    from django_orders.client.transport import OrdersClient
 
     expected = int(os.environ["BENCH_ORDERS"])
     samples = []
     with OrdersClient.from_settings(base_url=url) as client:
         for _ in range(repeat):
             started = time.perf_counter()
-            count = sum(len(page.records) for page in client.iter_pages("orders"))
+            count = sum(len(page.records) for page in iter_pages(client, "orders"))
             samples.append(time.perf_counter() - started)
             assert count == expected, count
     return samples
@@ -430,14 +432,15 @@ def wire_floor(url: str, repeat: int) -> list[float]:
 
 def naive(url: str) -> tuple[float, int]:
     """The loop one writes first: update_or_create per customer and per order."""
-    from django_orders.client import OrdersClient
+    from django_orders.client.paging import iter_pages
+    from django_orders.client.transport import OrdersClient
+    from django_orders.mirror.parsing import parse_order
     from django_orders.models import Customer, Order
-    from django_orders.parsing import parse_order
 
     started = time.perf_counter()
     count = 0
     with OrdersClient.from_settings(base_url=url) as client:
-        for page in client.iter_pages("orders", page_size=PAGE_SIZE):
+        for page in iter_pages(client, "orders", page_size=PAGE_SIZE):
             for record in page.records:
                 order = parse_order(record)
                 customer = order.customer
@@ -537,7 +540,7 @@ def measure_timing() -> dict:
     from django.db import connection
 
     from django_orders.models import Order
-    from django_orders.sync import sync_orders
+    from django_orders.sync.engine import sync_orders
 
     orders = int(os.environ["BENCH_ORDERS"])
     repeat = int(os.environ["BENCH_REPEAT"])

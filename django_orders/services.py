@@ -11,10 +11,11 @@ across an HTTP call. This module is the public entry point; the work lives in on
 
 from __future__ import annotations
 
-from .api_check import ApiCheck, check_api
-from .checkout import cancel_order, confirm_order
-from .creation import create_order, resend_order_request, resume_order_requests
-from .sync import refresh_orders, sync_orders
+from .client.check import ApiCheck, check_api
+from .creation.checkout import cancel_order, confirm_order
+from .creation.flow import create_order, resend_order_request, resume_order_requests
+from .sync.engine import sync_orders
+from .sync.refresh import refresh_orders
 
 __all__ = [
     "ApiCheck",

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from .checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order
+from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order
 from .exceptions import OrderNotCancellable, OrdersError
 from .models import Order, OrderStatus
 

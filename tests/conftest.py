@@ -52,7 +52,7 @@ def child_env(**extra: str) -> dict[str, str]:
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
     """Clients built from settings record their backoff waits here instead of sleeping."""
-    from django_orders.client import OrdersClient
+    from django_orders.client.transport import OrdersClient
 
     waits: list[float] = []
     original = OrdersClient.from_settings.__func__

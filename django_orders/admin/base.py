@@ -24,8 +24,8 @@ from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..answers import MAX_JSON_DEPTH, nesting_depth_exceeds
-from ..paginators import EstimatedCountPaginator
+from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
+from .paginator import EstimatedCountPaginator
 from .search import bounded_search_term
 
 # (background, text) per known value; anything else is shown as it is, in neutral colours.

@@ -1,7 +1,7 @@
 """Serializers: the checkout input (validated by the service), orders, customers and answers.
 
 The checkout serializer does not repeat the service's rules: ``create_order`` validates its
-input (``django_orders.validation``) before anything is stored or sent and raises
+input (``django_orders.creation.validation``) before anything is stored or sent and raises
 ``InvalidOrderRequest`` with per-field messages, which the exception handler answers with a
 400. This serializer only checks what the service cannot see: that the body is a JSON object
 whose top-level keys are ``create_order`` arguments (an unknown one would otherwise be a
@@ -16,7 +16,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .. import validation
+from ..creation import validation
 from ..models import Customer, Order
 
 

@@ -24,9 +24,9 @@ from rest_framework.response import Response
 
 from .. import services
 from ..conf import orders_settings
+from ..creation.records import stored_error
 from ..exceptions import OrderRequestPending, OrderRequestRejected
 from ..models import Customer, Order, OrderRequest
-from ..order_requests import stored_error
 from .exceptions import error_response, exception_handler, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
 from .idempotency import HEADER, caller_scope, parse_key, scoped_reference

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_orders import services
 from django_orders.exceptions import OrderRequestPending, OrdersError
 from django_orders.models import Order, OrderRequest
-from django_orders.sync import RefreshResult
+from django_orders.sync.refresh import RefreshResult
 from tests.fixtures.payloads import create_order_input
 
 from .factories import make_customer, make_order, make_request

@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_orders.admin.dates import PeriodProbingQuerySet
+from django_orders.admin.paginator import EstimatedCountPaginator
 from django_orders.models import Order
-from django_orders.paginators import EstimatedCountPaginator
 
 from .factories import (
     BASE_TIME,

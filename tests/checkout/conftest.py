@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import responses
 
-from django_orders.mirror import store_orders
+from django_orders.mirror.parsing import parse_order
+from django_orders.mirror.store import store_orders
 from django_orders.models import Order
-from django_orders.parsing import parse_order
 from django_orders.signals import order_status_changed
 from tests.creation.conftest import received  # noqa: F401  (the raw bodies the sandbox read)
 

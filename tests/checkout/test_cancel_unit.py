@@ -9,7 +9,7 @@ import requests
 from django.db import transaction
 from django.db.transaction import TransactionManagementError
 
-from django_orders.checkout import cancel_key
+from django_orders.creation.checkout import cancel_key
 from django_orders.exceptions import OrderNotCancellable, RequestRejected, ServerError
 from django_orders.models import Order
 from django_orders.services import cancel_order

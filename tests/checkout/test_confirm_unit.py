@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.checkout import MAX_CONFIRM_LOOKUPS, confirm_delays
+from django_orders.creation.checkout import MAX_CONFIRM_LOOKUPS, confirm_delays
 from django_orders.exceptions import OrdersNetworkError
 from django_orders.models import Order
 from django_orders.services import confirm_order

@@ -73,8 +73,8 @@ def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
 def no_client_sleep(sleeps) -> list[float]:
     """The client's retry backoff waits are recorded instead of slept (``sleeps`` in
     tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
-    from django_orders import order_requests
+    from django_orders.client import factory
 
-    order_requests._local.__dict__.pop("client", None)
+    factory._local.__dict__.pop("client", None)
     yield sleeps
-    order_requests._local.__dict__.pop("client", None)
+    factory._local.__dict__.pop("client", None)

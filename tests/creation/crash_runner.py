@@ -20,7 +20,7 @@ def main(point: str, kwargs_json: str) -> None:
     import django
 
     django.setup()
-    from django_orders.client import OrdersClient
+    from django_orders.client.transport import OrdersClient
     from django_orders.services import create_order
 
     original = OrdersClient.create_order

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_orders.creation import resume_order_requests
+from django_orders.creation.flow import resume_order_requests
 from django_orders.exceptions import (
     AuthenticationFailed,
     OrderRequestPending,

@@ -7,7 +7,7 @@ import pytest
 
 from django_orders.models import Order
 from django_orders.services import create_order
-from django_orders.sync import refresh_orders
+from django_orders.sync.refresh import refresh_orders
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from django_orders.client import OrdersClient
+from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import OrderRequestRejected, RequestRejected
 from django_orders.models import OrderRequest
 from django_orders.services import create_order

@@ -23,10 +23,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from django_orders.conf import orders_settings
+from django_orders.creation.validation import LINE_ITEM_TYPES, PRODUCT_TYPES, LineItemSerializer
 from django_orders.exceptions import InvalidOrderRequest
 from django_orders.models import Order, OrderRequest
 from django_orders.services import create_order
-from django_orders.validation import LINE_ITEM_TYPES, PRODUCT_TYPES, LineItemSerializer
 
 pytestmark = pytest.mark.django_db
 URL = "https://orders.test/orders/create"

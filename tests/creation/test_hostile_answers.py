@@ -10,11 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from django_orders import creation
 from django_orders.conf import orders_settings
+from django_orders.creation import flow as creation
+from django_orders.creation.records import MAX_BACKOFF, claim_duration
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import Customer, Order, OrderRequest
-from django_orders.order_requests import MAX_BACKOFF, claim_duration
 from django_orders.services import create_order, resume_order_requests
 from tests.fixtures.hostile import MIB, gzip_bomb, json_answer, text_answer, trickle
 
@@ -108,7 +108,7 @@ def test_an_unexpected_error_parsing_the_answer_keeps_the_request_pending(
     def broken(record):
         raise RuntimeError("a parser bug")
 
-    monkeypatch.setattr("django_orders.order_requests.parse_order", broken)
+    monkeypatch.setattr("django_orders.creation.records.parse_order", broken)
     hostile.script("/orders/create", json_answer(200, {"order": order()}))
     request = create_expecting_pending(order_input)
     assert request.state == State.PENDING

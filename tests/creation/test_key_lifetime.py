@@ -13,9 +13,9 @@ import responses
 from django.utils import timezone
 
 from django_orders.conf import orders_settings
+from django_orders.creation.records import claim, claim_duration, expired_q, key_expired
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import OrderRequest
-from django_orders.order_requests import claim, claim_duration, expired_q, key_expired
 from django_orders.services import create_order, resend_order_request, resume_order_requests
 from tests.creation.test_outcomes_unit import KEY, URL, order_answer
 

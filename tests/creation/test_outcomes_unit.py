@@ -10,6 +10,7 @@ import pytest
 import requests
 import responses
 
+from django_orders.creation.records import backoff, claim_duration
 from django_orders.exceptions import (
     OrderRequestPending,
     OrderRequestRejected,
@@ -17,7 +18,6 @@ from django_orders.exceptions import (
     RequestRejected,
 )
 from django_orders.models import OrderRequest
-from django_orders.order_requests import backoff, claim_duration
 from django_orders.services import create_order, resend_order_request
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import requests
 from django.db import connection
 
 from django_orders.exceptions import OrderRequestPending
-from django_orders.mirror import store_orders
+from django_orders.mirror.parsing import parse_order
+from django_orders.mirror.store import store_orders
 from django_orders.models import Customer, Order, OrderRequest
-from django_orders.parsing import parse_order
 from django_orders.services import create_order
 from django_orders.signals import order_created
 from tests.creation.test_outcomes_unit import KEY, URL, order_answer

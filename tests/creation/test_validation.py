@@ -7,10 +7,10 @@ import copy
 import pytest
 import responses
 
+from django_orders.creation.validation import line_item_price, validate_order_input
 from django_orders.exceptions import InvalidOrderRequest
 from django_orders.models import OrderRequest
 from django_orders.services import create_order
-from django_orders.validation import line_item_price, validate_order_input
 from tests.fixtures.payloads import CREATE_CUSTOMER as CUSTOMER
 from tests.fixtures.payloads import CREATE_LINE_ITEMS as LINE_ITEMS
 

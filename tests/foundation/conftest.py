@@ -18,7 +18,7 @@ import pytest
 import requests
 import responses
 
-from django_orders.client import OrdersClient
+from django_orders.client.transport import OrdersClient
 
 KEY = "sk_test_F0undation_s3cr3t_Qz7LmN2pR4vX"
 # Parts of the key that must not leak either (a truncated or split key is still a leak).

@@ -8,7 +8,8 @@ import pytest
 import requests
 
 import django_orders
-from django_orders.client import USER_AGENT, OrdersClient
+from django_orders.client.paging import iter_pages
+from django_orders.client.transport import USER_AGENT, OrdersClient
 from django_orders.exceptions import InvalidResponse, RequestRejected
 
 from .conftest import BASE, KEY, error, ok, page_of
@@ -173,4 +174,4 @@ def test_a_client_with_an_unusable_key_is_refused_without_echoing_it(api_key):
 def test_errors_on_page_one_are_not_swallowed(api, make_client):
     api.script("/orders/page", error(400, "parameter_invalid", "page_size is wrong"))
     with pytest.raises(RequestRejected):
-        list(make_client().iter_pages("orders", page_size=3))
+        list(iter_pages(make_client(), "orders", page_size=3))

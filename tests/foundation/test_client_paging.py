@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_orders.client import COLLECTIONS, PageWalk, collection_for
+from django_orders.client.pages import COLLECTIONS, collection_for
+from django_orders.client.paging import PageWalk, iter_pages
 from django_orders.exceptions import InvalidResponse, RequestRejected, ServerError
 
 from .conftest import error, page_of
@@ -19,7 +20,7 @@ WINDOW_400 = error(
 
 def walk(make_client, resource="orders", *, collection=None, page_size=5, **client_options):
     client = make_client(**client_options)
-    pages = client.iter_pages(resource, collection, page_size)
+    pages = iter_pages(client, resource, collection, page_size)
     return pages, list(pages)
 
 
@@ -68,12 +69,12 @@ def test_the_wrong_collection_property_is_not_mistaken_for_an_empty_page(api, ma
 def test_an_unknown_resource_needs_its_collection_named(api, make_client):
     client = make_client()
     with pytest.raises(ValueError, match="pass collection="):
-        client.iter_pages("refunds")
+        iter_pages(client, "refunds")
     with pytest.raises(ValueError, match="pass collection="):
         client.fetch_page("refunds", 1, 5)
     assert api.sent == []
     api.script("/refunds/page", page_of(1, 5, 1, collection="refunds"))
-    pages = list(client.iter_pages("refunds", "refunds", 5))
+    pages = list(iter_pages(client, "refunds", "refunds", 5))
     assert len(pages[0].records) == 1
     assert collection_for("payouts") == COLLECTIONS["payouts"] == "payouts"
 
@@ -81,7 +82,7 @@ def test_an_unknown_resource_needs_its_collection_named(api, make_client):
 def test_the_page_size_defaults_to_the_setting_and_stays_constant(api, make_client, settings):
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "PAGE_SIZE": 3}
     api.script("/orders/page", page_of(1, 3, 3), page_of(2, 3, 1))
-    pages = list(make_client().iter_pages("orders"))
+    pages = list(iter_pages(make_client(), "orders"))
     assert [p.size for p in pages] == [3, 3]
     assert {s.json["page_size"] for s in api.sent} == {3}
 
@@ -110,7 +111,7 @@ def test_page_number_and_size_out_of_bounds_raise_before_sending(api, make_clien
 @pytest.mark.parametrize("size", [0, 257, "10", 2.5])
 def test_iter_pages_checks_the_size_before_sending(api, make_client, size):
     with pytest.raises(ValueError, match="page_size"):
-        make_client().iter_pages("orders", page_size=size)
+        iter_pages(make_client(), "orders", page_size=size)
     assert api.sent == []
 
 
@@ -144,7 +145,7 @@ def test_a_400_past_the_window_ends_the_walk(api, make_client):
 
 def test_a_page_number_400_on_page_one_raises(api, make_client):
     api.script("/orders/page", error(400, "parameter_invalid", "page_number is wrong"))
-    walk_ = make_client(max_page_number=None).iter_pages("orders", page_size=5)
+    walk_ = iter_pages(make_client(max_page_number=None), "orders", page_size=5)
     with pytest.raises(RequestRejected) as caught:
         list(walk_)
     assert caught.value.is_page_out_of_window  # on page 1 it is still an error
@@ -155,7 +156,7 @@ def test_another_400_later_in_the_walk_raises(api, make_client):
     api.script(
         "/orders/page", page_of(1, 5, 5), error(400, "parameter_invalid", "page_size is wrong")
     )
-    walk_ = make_client().iter_pages("orders", page_size=5)
+    walk_ = iter_pages(make_client(), "orders", page_size=5)
     with pytest.raises(RequestRejected):
         list(walk_)
     assert walk_.end_reason is None and walk_.pages_read == 1
@@ -164,7 +165,7 @@ def test_another_400_later_in_the_walk_raises(api, make_client):
 def test_an_error_mid_walk_propagates_after_the_pages_already_read(api, make_client):
     api.script("/orders/page", page_of(1, 5, 5), error(503, "unavailable", "Down."))
     received = []
-    walk_ = make_client(max_retries=0).iter_pages("orders", page_size=5)
+    walk_ = iter_pages(make_client(max_retries=0), "orders", page_size=5)
     with pytest.raises(ServerError):
         for page in walk_:
             received.append(page.number)
@@ -174,7 +175,7 @@ def test_an_error_mid_walk_propagates_after_the_pages_already_read(api, make_cli
 
 def test_max_pages_ends_the_walk(api, make_client):
     api.script("/orders/page", page_of(1, 5, 5), page_of(2, 5, 5))
-    walk_ = make_client().iter_pages("orders", page_size=5, max_pages=2)
+    walk_ = iter_pages(make_client(), "orders", page_size=5, max_pages=2)
     assert len(list(walk_)) == 2 and len(api.sent) == 2
     assert walk_.end_reason == "max_pages"
 
@@ -182,12 +183,12 @@ def test_max_pages_ends_the_walk(api, make_client):
 @pytest.mark.parametrize("max_pages", [0, -1, True, 1.5, "2"])
 def test_max_pages_must_be_a_positive_whole_number(make_client, max_pages):
     with pytest.raises(ValueError, match="max_pages"):
-        make_client().iter_pages("orders", page_size=5, max_pages=max_pages)
+        iter_pages(make_client(), "orders", page_size=5, max_pages=max_pages)
 
 
 def test_iterating_a_walk_again_starts_over(api, make_client):
     api.script("/orders/page", page_of(1, 5, 5), page_of(2, 5, 1), page_of(1, 5, 2))
-    walk_ = make_client().iter_pages("orders", page_size=5)
+    walk_ = iter_pages(make_client(), "orders", page_size=5)
     assert len(list(walk_)) == 2
     assert len(list(walk_)) == 1
     assert walk_.pages_read == 1 and walk_.end_reason == "last_page"
@@ -196,7 +197,7 @@ def test_iterating_a_walk_again_starts_over(api, make_client):
 
 def test_pages_carry_number_size_request_id_and_status(api, make_client):
     api.script("/orders/page", page_of(1, 5, 2))
-    (page,) = list(make_client().iter_pages("orders", page_size=5))
+    (page,) = list(iter_pages(make_client(), "orders", page_size=5))
     assert (page.number, page.size, page.request_id, page.status_code) == (1, 5, "req_p1", 200)
     assert page.is_last
-    assert isinstance(make_client().iter_pages("orders", page_size=5), PageWalk)
+    assert isinstance(iter_pages(make_client(), "orders", page_size=5), PageWalk)

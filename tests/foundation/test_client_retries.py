@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from django_orders import client as client_module
-from django_orders.client import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
+from django_orders.client import transport as client_module
+from django_orders.client.transport import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
 from django_orders.exceptions import (
     OrdersAPIError,
     OutcomeUnknown,

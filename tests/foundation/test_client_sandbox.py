@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_orders.client import OrdersClient
+from django_orders.client.paging import iter_pages
+from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import AuthenticationFailed, InvalidResponse, RequestRejected
 from tests.fixtures.payloads import order_payload
 
@@ -61,7 +62,7 @@ def test_a_wrong_key_is_an_authentication_failure(sandbox, client_for):
 
 def test_a_walk_over_an_exact_multiple_reads_every_record_once(sandbox, client_for):
     sandbox.seed(30)
-    walk = client_for(sandbox).iter_pages("orders", page_size=10)
+    walk = iter_pages(client_for(sandbox), "orders", page_size=10)
     pages = list(walk)
     assert [len(p.records) for p in pages] == [10, 10, 10, 0]
     ids = [r["id"] for p in pages for r in p.records]
@@ -73,7 +74,7 @@ def test_a_walk_over_an_exact_multiple_reads_every_record_once(sandbox, client_f
 def test_other_resources_walk_with_their_collection(sandbox, client_for, resource):
     sandbox.seed(7)
     table = "balance_transactions" if resource == "balance_transactions" else "customers"
-    walk = client_for(sandbox).iter_pages(resource, page_size=256)
+    walk = iter_pages(client_for(sandbox), resource, page_size=256)
     pages = list(walk)
     assert sum(len(p.records) for p in pages) == sandbox.store.count(table) > 0
     assert walk.end_reason == "last_page"
@@ -81,7 +82,7 @@ def test_other_resources_walk_with_their_collection(sandbox, client_for, resourc
 
 def test_the_sandbox_page_window_ends_the_walk_without_an_error(sandbox, client_for):
     sandbox.seed(25)
-    walk = client_for(sandbox, max_page_number=None).iter_pages("orders", page_size=2)
+    walk = iter_pages(client_for(sandbox, max_page_number=None), "orders", page_size=2)
     pages = list(walk)
     assert len(pages) == 10  # page 11 answered 400
     assert walk.end_reason == "page_window"
@@ -89,7 +90,7 @@ def test_the_sandbox_page_window_ends_the_walk_without_an_error(sandbox, client_
 
 def test_max_page_number_stops_before_the_window_400(sandbox, client_for):
     sandbox.seed(25)
-    walk = client_for(sandbox, max_page_number=10).iter_pages("orders", page_size=2)
+    walk = iter_pages(client_for(sandbox, max_page_number=10), "orders", page_size=2)
     assert len(list(walk)) == 10
     assert walk.end_reason == "page_window"
 

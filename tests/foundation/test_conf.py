@@ -92,7 +92,7 @@ def test_importing_the_package_reads_no_settings():
     # machine) can import everything; only reading a required value fails, by name.
     code = (
         "import django; from django.conf import settings; settings.configure(); "
-        "import django_orders, django_orders.client, django_orders.conf, "
+        "import django_orders, django_orders.client.transport, django_orders.conf, "
         "django_orders.exceptions, django_orders.checks; "
         "from django_orders.conf import orders_settings; "
         "print(orders_settings.PAGE_SIZE); "

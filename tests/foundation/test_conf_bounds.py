@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from django_orders.checks import check_settings
-from django_orders.client import OrdersClient
+from django_orders.client.transport import OrdersClient
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrdersConfigurationError
 
@@ -44,7 +44,7 @@ def test_the_bounds_reach_the_client_built_from_settings(configure):
 
 
 def test_the_lease_outlasts_the_longest_page_read(configure):
-    from django_orders.lease import Lease, lease_duration
+    from django_orders.sync.lease import Lease, lease_duration
 
     # Defaults: 60 s x 4 tries + 3 waits of up to 60 s = 7 minutes, plus a minute: 8 < 10.
     configure()

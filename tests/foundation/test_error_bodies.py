@@ -9,6 +9,7 @@ import pickle
 
 import pytest
 
+from django_orders.client.paging import iter_pages
 from django_orders.exceptions import (
     AuthenticationFailed,
     RateLimited,
@@ -183,7 +184,7 @@ def window_400(**fields: str) -> tuple:
 )
 def test_the_page_window_400_ends_a_walk_with_and_without_param(api, make_client, fields):
     api.script("/orders/page", *[page_of(n, 10, 10) for n in range(1, 11)], window_400(**fields))
-    walk = make_client(max_page_number=None).iter_pages("orders", page_size=10)
+    walk = iter_pages(make_client(max_page_number=None), "orders", page_size=10)
     assert len(list(walk)) == 10
     assert walk.end_reason == "page_window" and len(api.sent) == 11
 
@@ -198,7 +199,7 @@ def test_the_page_window_400_ends_a_walk_with_and_without_param(api, make_client
 )
 def test_another_400_is_not_the_page_window(api, make_client, fields):
     api.script("/orders/page", page_of(1, 10, 10), window_400(**fields))
-    walk = make_client(max_page_number=None).iter_pages("orders", page_size=10)
+    walk = iter_pages(make_client(max_page_number=None), "orders", page_size=10)
     with pytest.raises(RequestRejected) as caught:
         list(walk)
     assert not caught.value.is_page_out_of_window

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_orders.client.paging import iter_pages
 from django_orders.exceptions import InvalidResponse
 from django_orders.services import check_api
 
@@ -34,7 +35,7 @@ def test_a_short_last_page_ends_the_walk_under_both_readings(api, make_client, r
     api.script(
         "/orders/page", *[reading_page(reading, n, 5, c) for n, c in ((1, 5), (2, 5), (3, 2))]
     )
-    walk = make_client().iter_pages("orders", page_size=5)
+    walk = iter_pages(make_client(), "orders", page_size=5)
     pages = list(walk)
     assert [len(p.records) for p in pages] == [5, 5, 2]
     assert [p.size for p in pages] == [5, 5, 5]  # the requested size, whatever the answer said
@@ -47,7 +48,7 @@ def test_an_exact_multiple_ends_on_the_empty_page_under_both_readings(api, make_
     api.script(
         "/orders/page", *[reading_page(reading, n, 5, c) for n, c in ((1, 5), (2, 5), (3, 0))]
     )
-    walk = make_client().iter_pages("orders", page_size=5)
+    walk = iter_pages(make_client(), "orders", page_size=5)
     assert [len(p.records) for p in walk] == [5, 5, 0]
     assert walk.end_reason == "last_page" and len(api.sent) == 3
 
@@ -55,7 +56,7 @@ def test_an_exact_multiple_ends_on_the_empty_page_under_both_readings(api, make_
 @pytest.mark.parametrize("reading", READINGS)
 def test_an_empty_account_is_one_empty_page(api, make_client, reading):
     api.script("/orders/page", reading_page(reading, 1, 5, 0))
-    walk = make_client().iter_pages("orders", page_size=5)
+    walk = iter_pages(make_client(), "orders", page_size=5)
     (page,) = list(walk)
     assert page.records == [] and page.is_last
     assert walk.end_reason == "last_page" and len(api.sent) == 1
@@ -96,7 +97,7 @@ def test_a_page_with_more_records_than_asked_for_is_refused(api, make_client, si
     if size is not None:
         body["page"]["size"] = size
     api.script("/orders/page", ok(body, request_id="req_big"))
-    walk = make_client().iter_pages("orders", page_size=5)
+    walk = iter_pages(make_client(), "orders", page_size=5)
     received = []
     with pytest.raises(InvalidResponse) as caught:
         received.extend(walk)

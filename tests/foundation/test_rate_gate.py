@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_orders.rate_gate import RateGate
+from django_orders.client.rate_gate import RateGate
 
 from .conftest import error, ok, page_of
 

@@ -10,7 +10,8 @@ import traceback
 import pytest
 import requests
 
-from django_orders.client import OrdersClient
+from django_orders.client.paging import iter_pages
+from django_orders.client.transport import OrdersClient
 from django_orders.conf import orders_settings
 from django_orders.exceptions import (
     AuthenticationFailed,
@@ -157,7 +158,7 @@ def test_successful_traffic_logs_no_key(sandbox, make_client, debug_logs):
     # The sandbox's key is the one under test here.
     sandbox.seed(3)
     client = make_client(api_key=sandbox.api_key, base_url=sandbox.url)
-    list(client.iter_pages("orders", page_size=2))
+    list(iter_pages(client, "orders", page_size=2))
     for record in debug_logs.records:
         assert sandbox.api_key not in record.getMessage()
     assert sandbox.api_key not in debug_logs.text

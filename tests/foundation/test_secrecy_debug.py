@@ -12,10 +12,10 @@ from django.utils.log import AdminEmailHandler
 from django.views.debug import ExceptionReporter
 
 from django_orders.checks import check_settings
-from django_orders.client import OrdersClient
+from django_orders.client.factory import get_client
+from django_orders.client.transport import OrdersClient
 from django_orders.conf import orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersConfigurationError
-from django_orders.order_requests import get_client
 from django_orders.secret import Secret
 from tests.fixtures.hostile import json_answer
 

@@ -20,12 +20,12 @@ CHECKOUT_URL = "/api/checkout/"
 def fresh_throttles_and_client(sleeps):
     """Throttle counters live in the cache: start each test from zero. The client's backoff
     waits are recorded instead of slept (``sleeps``), and the per-thread client is rebuilt."""
-    from django_orders import order_requests
+    from django_orders.client import factory
 
     cache.clear()
-    order_requests._local.__dict__.pop("client", None)
+    factory._local.__dict__.pop("client", None)
     yield
-    order_requests._local.__dict__.pop("client", None)
+    factory._local.__dict__.pop("client", None)
     cache.clear()
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.parsing import (
+from django_orders.mirror.parsing import (
     parse_optional_timestamp,
     parse_timestamp,
     read_number,

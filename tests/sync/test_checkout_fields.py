@@ -9,9 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_orders.exceptions import InvalidRecord
-from django_orders.mirror import store_orders
-from django_orders.models import Customer, Order
-from django_orders.parsing import (
+from django_orders.mirror.parsing import (
     parse_optional_timestamp,
     parse_order,
     parse_page,
@@ -20,6 +18,8 @@ from django_orders.parsing import (
     read_payment_url,
     read_total,
 )
+from django_orders.mirror.store import store_orders
+from django_orders.models import Customer, Order
 from django_orders.services import sync_orders
 
 from .conftest import TRANSACTION_CONTROL, assert_mirror_matches, store_orders_by_id

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_orders.lease import Lease
 from django_orders.models import Order, SyncRun
+from django_orders.sync.lease import Lease
 
 from .conftest import edit_raw_order
 

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from django_orders.conf import orders_settings
 from django_orders.exceptions import SyncAlreadyRunning
-from django_orders.lease import Lease, LeaseLost
 from django_orders.models import Order, SyncLease, SyncRun
 from django_orders.services import sync_orders
-from django_orders.sync import ABANDONED_RUN_ERROR
+from django_orders.sync.engine import ABANDONED_RUN_ERROR
+from django_orders.sync.lease import Lease, LeaseLost
 
 
 @pytest.mark.django_db

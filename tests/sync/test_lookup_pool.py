@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from django_orders import lookups
+from django_orders.client import lookups
+from django_orders.client.lookups import lookup_orders
 from django_orders.exceptions import ServerError
-from django_orders.lookups import lookup_orders
 from django_orders.models import Order, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 

@@ -19,8 +19,9 @@ from django.db import (
 )
 from django.utils import timezone
 
-from django_orders import mirror
-from django_orders.mirror import (
+from django_orders.mirror import store as mirror
+from django_orders.mirror.parsing import parse_order, parse_record, parse_timestamp
+from django_orders.mirror.store import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
     ORDER_COLUMNS,
@@ -31,9 +32,8 @@ from django_orders.mirror import (
     store_orders,
     store_records,
 )
+from django_orders.mirror.upsert import read_by_ids, upsert, write_read_rows
 from django_orders.models import Customer, Order, RemoteRecord
-from django_orders.parsing import parse_order, parse_record, parse_timestamp
-from django_orders.upsert import read_by_ids, upsert, write_read_rows
 
 from .conftest import statement_text
 

@@ -15,18 +15,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from django_orders.client import OrdersClient
+from django_orders.client.decoding import NOT_PLAIN, PLAIN_DEPTH, decode_plain
+from django_orders.client.pages import Page
+from django_orders.client.paging import iter_pages
+from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import InvalidRecord
-from django_orders.page_parsing import (
-    NOT_PLAIN,
-    PLAIN_DEPTH,
+from django_orders.mirror.page_parsing import (
     _timestamps,
     canonical_bytes,
-    decode_plain,
     parse_fetched,
 )
-from django_orders.paging import Page
-from django_orders.parsing import (
+from django_orders.mirror.parsing import (
     ParsedOrder,
     canonical_json,
     parse_order,
@@ -158,14 +157,14 @@ def test_plain_depth_is_accepted_one_more_is_not():
 
 @pytest.mark.parametrize("body", [b"[NaN]", b'{"a": Infinity}', b"[-Infinity]"])
 def test_the_client_still_refuses_nan_and_infinity(body):
-    from django_orders.answers import decode_answer
+    from django_orders.client.decoding import decode_answer
 
     with pytest.raises(ValueError, match="is not a JSON value"):
         decode_answer(body)
 
 
 def test_the_client_marks_plain_bodies_only():
-    from django_orders.answers import decode_answer
+    from django_orders.client.decoding import decode_answer
 
     assert decode_answer(b'{"page": {"orders": [{"n": 1}]}}') == (
         {"page": {"orders": [{"n": 1}]}},
@@ -403,7 +402,7 @@ def test_the_sandboxs_pages_are_plain_and_parse_as_before(sandbox_no_cap):
     sandbox_no_cap.seed(600)
     client = OrdersClient(api_key=sandbox_no_cap.api_key, base_url=sandbox_no_cap.url)
     pages = 0
-    for page in client.iter_pages("orders", page_size=256):
+    for page in iter_pages(client, "orders", page_size=256):
         assert page.plain
         new = parse_fetched(page, parse_order, resource="orders")
         old = parse_page(

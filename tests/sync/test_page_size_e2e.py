@@ -9,7 +9,8 @@ import io
 import pytest
 from django.core.management import call_command
 
-from django_orders.client import OrdersClient
+from django_orders.client.paging import iter_pages
+from django_orders.client.transport import OrdersClient
 from django_orders.models import Order, SyncRun
 from django_orders.services import check_api, sync_orders
 
@@ -57,7 +58,7 @@ def test_a_walk_ends_on_the_short_or_empty_page(server, reading, orders, pages):
         [10] * pages if reading == "echo" else expected_counts
     )
     with OrdersClient.from_settings() as client:
-        walk = client.iter_pages("orders", page_size=10)
+        walk = iter_pages(client, "orders", page_size=10)
         assert [len(page.records) for page in walk] == expected_counts
     assert walk.end_reason == "last_page"
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_orders.exceptions import InvalidRecord
-from django_orders.parsing import (
+from django_orders.mirror.parsing import (
     fingerprint,
     parse_order,
     parse_page,
@@ -147,7 +147,7 @@ def test_canonical_json_is_exactly_the_standard_librarys_text(record, accelerate
     with or without CPython's C encoder."""
     import json
 
-    from django_orders import parsing
+    from django_orders.mirror import parsing
 
     if not accelerated:
         monkeypatch.setattr(parsing, "_C_CANONICAL", None)

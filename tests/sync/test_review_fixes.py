@@ -16,10 +16,10 @@ from django.db import transaction
 from django.db.transaction import TransactionManagementError
 
 from django_orders.exceptions import InvalidRecord, RequestRejected
-from django_orders.lease import Lease
 from django_orders.models import Order, RemoteRecord, SyncLease, SyncRun
 from django_orders.services import refresh_orders, sync_orders
-from django_orders.sync import ABANDONED_RUN_ERROR
+from django_orders.sync.engine import ABANDONED_RUN_ERROR
+from django_orders.sync.lease import Lease
 
 from .conftest import IN_THREAD, edit_raw_order
 
@@ -224,9 +224,9 @@ def test_a_page_size_400_past_page_one_fails_the_walk(mocked):
 
 def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
     """Ctrl-C (any error in the writer) must not wait out the helper's retry or slow request."""
-    from django_orders import prefetch
-    from django_orders.paging import Page
-    from django_orders.parsing import parse_record
+    from django_orders.client.pages import Page
+    from django_orders.mirror.parsing import parse_record
+    from django_orders.sync import read_ahead as prefetch
 
     released = threading.Event()
     fetching_page_2 = threading.Event()

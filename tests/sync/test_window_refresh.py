@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from django_orders.exceptions import AuthenticationFailed
-from django_orders.mirror import store_orders
+from django_orders.mirror.parsing import parse_order
+from django_orders.mirror.store import store_orders
 from django_orders.models import TERMINAL_STATUSES, Order, SyncRun
-from django_orders.parsing import parse_order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.signals import order_status_changed
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_orders.models import Order
 from django_orders.services import sync_orders
-from django_orders.sync import refresh_orders
+from django_orders.sync.refresh import refresh_orders
 
 pytestmark = pytest.mark.django_db(transaction=True)
 postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
@@ -84,8 +84,8 @@ def test_no_prefix_search_indexes_on_mirror_keys_and_names():
 
 def test_shared_values_travel_once_and_land_on_every_row(uncapped):
     """The page's ``now`` (and a shared None) become one parameter, not 256 JSON fields."""
-    from django_orders.mirror import store_orders
-    from django_orders.parsing import parse_order
+    from django_orders.mirror.parsing import parse_order
+    from django_orders.mirror.store import store_orders
 
     records = [
         {

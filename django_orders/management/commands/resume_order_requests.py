@@ -19,7 +19,7 @@ from django_orders.services import resume_order_requests
 from ..arguments import whole_number
 
 if TYPE_CHECKING:
-    from django_orders.creation import ResumeSummary
+    from django_orders.creation.flow import ResumeSummary
 
 
 class Command(BaseCommand):

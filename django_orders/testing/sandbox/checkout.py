@@ -20,7 +20,7 @@ from .errors import Reply
 from .lifecycle import OrderNotPayable
 
 if TYPE_CHECKING:
-    from .server import SandboxApp
+    from .app import SandboxApp
 
 PREFIX = "/pay/"
 _ROUTE = re.compile(r"/pay/([A-Za-z0-9_]{1,128})(?:/(pay|cancel|invoice\.pdf))?")

@@ -17,7 +17,7 @@ from .lifecycle import OrderNotPayable
 from .service import check_page_size_reading
 
 if TYPE_CHECKING:
-    from .server import SandboxApp
+    from .app import SandboxApp
 
 PREFIX = "/__sandbox__/"
 _STATUS_PATH = re.compile(r"/__sandbox__/orders/([^/]+)/status")

@@ -24,7 +24,7 @@ from .faults import RESPONSE_KINDS, Fault
 from .service import API_PATHS, CREATE_PATH
 
 if TYPE_CHECKING:
-    from .server import SandboxApp, SandboxHTTPServer
+    from .app import AppServer, SandboxApp
 
 logger = logging.getLogger("django_orders.testing.sandbox")
 
@@ -41,7 +41,7 @@ class Handler(BaseHTTPRequestHandler):
     """One request per call; keep-alive (HTTP/1.1) like a real API front end."""
 
     protocol_version = "HTTP/1.1"
-    server: SandboxHTTPServer
+    server: AppServer
     server_version = "orders-sandbox"
     sys_version = ""
 

@@ -10,57 +10,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .app import DEFAULT_PAGE_CAP, AppServer, SandboxApp
 from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
 from .pacing import Pacing
-from .service import DEFAULT_ORDER_LIFETIME, Service, check_page_size_reading
+from .service import DEFAULT_ORDER_LIFETIME, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
 logger = logging.getLogger("django_orders.testing.sandbox")
 
-DEFAULT_PAGE_CAP = 10
 
-
-@dataclass
-class SandboxApp:
-    """Everything a request handler needs, shared by all handler threads."""
-
-    store: Store
-    api_key: str
-    page_cap: int | None = DEFAULT_PAGE_CAP
-    enable_control: bool = False
-    clock: Clock = field(default_factory=Clock)
-    faults: FaultRegistry = field(default_factory=FaultRegistry)
-    pacing: Pacing = field(default_factory=Pacing)
-    page_size_reading: str = "echo"
-    order_lifetime: float = DEFAULT_ORDER_LIFETIME
-    service: Service = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.service = Service(
-            self.store,
-            self.clock,
-            self.faults,
-            self.page_cap,
-            page_size_reading=self.page_size_reading,
-            order_lifetime=self.order_lifetime,
-        )
-
-
-class SandboxHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class SandboxHTTPServer(AppServer):
     def __init__(self, address: tuple[str, int], app: SandboxApp) -> None:
-        self.app = app
-        super().__init__(address, Handler)
+        super().__init__(address, Handler, app)
 
 
 class SandboxServer:

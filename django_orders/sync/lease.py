@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from .conf import LEASE_MARGIN, longest_exchange, orders_settings
-from .exceptions import OrdersError, SyncAlreadyRunning
-from .models import SyncLease
+from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
+from ..exceptions import OrdersError, SyncAlreadyRunning
+from ..models import SyncLease
 
 
 class LeaseLost(OrdersError):

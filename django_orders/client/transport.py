@@ -17,7 +17,7 @@ overwritten, because exceptions and responses keep that request and anything tha
 later (an error report, a debugger) must not find the key. The key itself is held as a
 ``Secret`` (``secret.py``), which no ``repr`` shows, not even Django's debug page.
 
-Every answer is bounded (``answers.py``): read as a stream, at most ``max_response_bytes``
+Every answer is bounded (``reading``): read as a stream, at most ``max_response_bytes``
 before and after decompression, the whole exchange within ``deadline`` seconds, JSON nested
 at most ``MAX_JSON_DEPTH`` deep. Whatever goes wrong on the wire surfaces as one of the
 library's exceptions, never as a bare error from requests, urllib3 or the JSON decoder.
@@ -37,44 +37,28 @@ from urllib.parse import urlsplit
 import requests
 from django.views.decorators.debug import sensitive_variables
 
-from . import __version__
-from .answers import decode_answer, why_not_json
-from .conf import (
+from .. import __version__
+from ..conf import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_DEADLINE,
     LONGEST_CLIENT_WAIT,
     orders_settings,
 )
-from .errormap import REQUEST_ID_LENGTH, error_from_response
-from .exceptions import (
+from ..exceptions import (
     InvalidResponse,
     OrdersNetworkError,
     OutcomeUnknown,
     RateLimited,
     ServerError,
 )
+from ..secret import Secret
+from .decoding import decode_answer, why_not_json
+from .errors import REQUEST_ID_LENGTH, error_from_response
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
-from .paging import (
-    COLLECTIONS,
-    Page,
-    PageWalk,
-    check_max_pages,
-    check_page_args,
-    check_page_shape,
-    collection_for,
-)
+from .pages import Page, check_page_args, check_page_shape, collection_for
 from .rate_gate import RateGate
-from .secret import Secret
 
-__all__ = [
-    "COLLECTIONS",
-    "USER_AGENT",
-    "BearerAuth",
-    "OrdersClient",
-    "Page",
-    "PageWalk",
-    "collection_for",
-]
+__all__ = ["USER_AGENT", "OrdersClient"]
 
 logger = logging.getLogger("django_orders.client")
 
@@ -264,32 +248,6 @@ class OrdersClient:
             request_id=answer.request_id,
             status_code=answer.status_code,
             plain=answer.plain,
-        )
-
-    def iter_pages(
-        self,
-        resource: str,
-        collection: str | None = None,
-        page_size: int | None = None,
-        *,
-        max_pages: int | None = None,
-    ) -> PageWalk:
-        """Walk ``/<resource>/page`` from page 1 with a constant page size (traversal rules 1-3).
-
-        Stops at the first page shorter than ``page_size``, at ``max_pages``, or at the page
-        window (``MAX_PAGE_NUMBER``, or a 400 past it). Deduplication is the caller's job
-        (rule 4): records created during a walk shift later pages.
-        """
-        page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
-        check_page_args(1, page_size)
-        check_max_pages(max_pages)
-        return PageWalk(
-            client=self,
-            resource=resource,
-            collection=collection or collection_for(resource),
-            page_size=page_size,
-            max_pages=max_pages,
-            max_page_number=self.max_page_number,
         )
 
     # --- transport ----------------------------------------------------------------------------

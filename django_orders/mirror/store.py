@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from django.utils import timezone
 
-from .models import Customer, Order, RemoteRecord
+from ..models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
 

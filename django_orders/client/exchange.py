@@ -17,10 +17,10 @@ import urllib3
 from django.views.decorators.debug import sensitive_variables
 from requests.adapters import HTTPAdapter
 
-from .answers import TRACKED_POOLS, AnswerTooLarge, Deadline, UnsupportedEncoding, read_body
-from .errormap import network_error
-from .exceptions import OutcomeUnknown
-from .secret import HIDDEN, Secret
+from ..exceptions import OutcomeUnknown
+from ..secret import HIDDEN, Secret
+from .errors import network_error
+from .reading import TRACKED_POOLS, AnswerTooLarge, Deadline, UnsupportedEncoding, read_body
 
 
 class BearerAuth(requests.auth.AuthBase):

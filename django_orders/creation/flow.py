@@ -53,9 +53,11 @@ from django.db import IntegrityError, router
 from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
-from .client import OrdersClient
-from .errormap import never_reached_the_api
-from .exceptions import (
+from ..client.errors import never_reached_the_api
+from ..client.factory import get_client
+from ..client.transport import OrdersClient
+from ..db import refuse_outer_transaction
+from ..exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
     OrderRequestRejected,
@@ -63,8 +65,8 @@ from .exceptions import (
     OrdersConfigurationError,
     ReferenceConflict,
 )
-from .models import Order, OrderRequest
-from .order_requests import (
+from ..models import Order, OrderRequest
+from .records import (
     Outcome,
     State,
     claim,
@@ -73,12 +75,10 @@ from .order_requests import (
     expire_pending,
     expired_q,
     free,
-    get_client,
     insert_request,
     key_expired,
     mark_expired,
     record_unexpected,
-    refuse_outer_transaction,
     request_body,
     send_and_record,
     stored_body,

@@ -12,9 +12,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .client import OrdersClient, PageWalk
-from .exceptions import InvalidResponse
-from .page_parsing import parse_fetched
+from ..client.paging import PageWalk, iter_pages
+from ..client.transport import OrdersClient
+from ..exceptions import InvalidResponse
+from ..mirror.page_parsing import parse_fetched
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -115,7 +116,7 @@ def page_walk(
     max_pages: int | None = None,
 ) -> PageWalk:
     """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried."""
-    walk = client.iter_pages(resource, collection, page_size, max_pages=max_pages)
+    walk = iter_pages(client, resource, collection, page_size, max_pages=max_pages)
     # The walk only calls fetch_page, which RetryingPageReads provides.
     walk.client = RetryingPageReads(client)  # type: ignore[assignment]
     return walk

@@ -21,47 +21,30 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 from django.db import router, transaction
-from django.db.models import F
 from django.utils import timezone
 
-from .client import COLLECTIONS, OrdersClient, PageWalk
-from .conf import orders_settings
-from .exceptions import InvalidRecord
+from ..client.pages import COLLECTIONS
+from ..client.paging import PageWalk
+from ..client.transport import OrdersClient
+from ..conf import orders_settings
+from ..db import refuse_outer_transaction
+from ..mirror.announce import announce
+from ..mirror.parsing import ParsedOrder, parse_order, parse_record
+from ..mirror.store import MirrorResult
+from ..mirror.upsert import walk_write_settings
+from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
-from .lookups import Lookup, lookup_orders
-from .mirror import MirrorResult, store_orders
-from .models import TERMINAL_STATUSES, Order, SyncRun
-from .order_requests import refuse_outer_transaction
-from .pagewrite import REFUSALS, set_aside, write_page
-from .parsing import ParsedOrder, parse_order, parse_record
-from .prefetch import fetched_ahead, page_walk
-from .signals import order_first_seen, order_status_changed
-from .upsert import walk_write_settings
+from .pagewrite import write_page
+from .progress import PROGRESS_FIELDS, ProgressCallback, add_counts, progress_values
+from .read_ahead import fetched_ahead, page_walk
+from .refresh import refresh_outside_walk
 
 logger = logging.getLogger("django_orders.sync")
-
-#: Called with the run after each page and each refresh lookup has committed.
-ProgressCallback = Callable[[SyncRun], None]
-
-_PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed", "skipped"]
-
-
-@dataclass
-class RefreshResult:
-    """What ``refresh_orders`` did. ``missing`` lists ids the service answered 404 for."""
-
-    refreshed: int = 0
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    missing: list[str] = field(default_factory=list)
-
 
 #: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
 #: is stored in columns of this length (``SyncRun``, ``SyncLease``, ``RemoteRecord``).
@@ -182,12 +165,12 @@ def _run(walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         if walk.resource == "orders":
-            _refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
+            refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
     run.save(
-        update_fields=["outcome", "finished_at", "refresh_waiting", "problems", *_PROGRESS_FIELDS]
+        update_fields=["outcome", "finished_at", "refresh_waiting", "problems", *PROGRESS_FIELDS]
     )
 
 
@@ -221,9 +204,9 @@ def _commit_page(run, lease, seen, problems_before, now, results: list[MirrorRes
     run.pages += 1
     run.seen += seen
     for result in results:
-        _add_counts(run, result)
-        transaction.on_commit(partial(_send_signals, result), robust=True)
-    values = _progress_values(run)
+        add_counts(run, result)
+        transaction.on_commit(partial(announce, result), robust=True)
+    values = progress_values(run)
     if run.problems != problems_before:
         values["problems"] = run.problems
     SyncRun.objects.filter(pk=run.pk).update(**values)
@@ -256,162 +239,6 @@ def _encode_customers(orders: list[ParsedOrder]) -> None:
         if customer.id not in done:
             done.add(customer.id)
             customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
-
-
-#: How many unknown order ids the refresh's warning names.
-UNKNOWN_SHOWN = 5
-
-
-def _refresh_outside_walk(
-    run: SyncRun,
-    lease: Lease,
-    seen_ids: set[str],
-    nonterminal_seen: int,
-    limit: int,
-    progress: ProgressCallback | None,
-) -> None:
-    """Look up non-terminal orders the walk did not see (they left the page window).
-
-    Candidates are read completely before the first lookup, so no query or transaction is open
-    during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
-    over several runs every waiting order gets its turn. ``REFRESH_CONCURRENCY`` lookups are in
-    flight at once (``lookups``); each order is written in its own transaction as it comes.
-    """
-    pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
-    waiting = max(0, pending.count() - nonterminal_seen)
-    candidates: list[str] = []
-    if limit and waiting:
-        queue = pending.order_by(F("refreshed_at").asc(nulls_first=True), "initiated_at", "id")
-        for order_id in queue.values_list("id", flat=True).iterator(chunk_size=2000):
-            if order_id not in seen_ids:
-                candidates.append(order_id)
-                if len(candidates) >= limit:
-                    break
-    unknown: list[str] = []
-    for lookup in lookup_orders(candidates, heartbeat=lease.renew):
-        result = _store_lookup(lookup, lease=lease, run=run)
-        if result is None:
-            unknown.append(lookup.order_id)
-        elif progress is not None:
-            progress(run)
-    run.refresh_waiting = max(0, waiting - len(candidates))
-    if unknown:
-        # Lookups finish in any order; the warning names them in queue order.
-        unknown.sort(key={order_id: n for n, order_id in enumerate(candidates)}.__getitem__)
-        # One line a run, not one an order: a mirror synced against another account or
-        # environment than the one that created its orders would print up to refresh_limit.
-        shown = ", ".join(unknown[:UNKNOWN_SHOWN])
-        more = f" and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
-        logger.warning(
-            "%d order(s) of the refresh queue are unknown to the service (404) and were left as "
-            "they are, at the back of the queue: %s%s",
-            len(unknown),
-            shown,
-            more,
-        )
-
-
-def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
-    """Look up each order by id and store it, each in its own short transaction.
-
-    For the admin's "refresh from the API" action (at most 100 ids). ``REFRESH_CONCURRENCY``
-    lookups are in flight at once. An id the service does not know (404) is reported in
-    ``missing``, not fatal; any other error propagates, with the lookups that finished before it
-    already stored. Raises ``TransactionManagementError`` inside
-    ``transaction.atomic()``, before any lookup: each lookup's write must commit on its own,
-    and no lookup may run inside the caller's transaction.
-    """
-    refuse_outer_transaction(router.db_for_write(Order))
-    summary = RefreshResult()
-    unique_ids = list(dict.fromkeys(order_ids))
-    with walk_write_settings(Order):
-        for lookup in lookup_orders(unique_ids):
-            result = _store_lookup(lookup)
-            if result is None:
-                summary.missing.append(lookup.order_id)
-                continue
-            summary.refreshed += 1
-            summary.created += result.created
-            summary.updated += result.updated
-            summary.unchanged += result.unchanged
-    # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
-    summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
-    return summary
-
-
-def _store_lookup(
-    lookup: Lookup, *, lease: Lease | None = None, run: SyncRun | None = None
-) -> MirrorResult | None:
-    """Write one lookup's order in its own short transaction; ``None`` for an unknown order."""
-    order_id, record = lookup.order_id, lookup.record
-    if record is None:
-        logger.info("Order %s is unknown to the service (404); left as it is", order_id)
-        now = timezone.now()
-        with transaction.atomic():
-            # Stamped so that it goes to the back of the refresh queue instead of blocking it.
-            Order.objects.filter(pk=order_id).update(refreshed_at=now)
-            if lease is not None:
-                lease.renew(now=now)
-        return None
-    try:
-        parsed = parse_order(record)
-    except InvalidRecord as exc:
-        raise InvalidRecord(f"lookup of order {order_id}: {exc}") from None
-    if parsed.id != order_id:
-        raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
-    now = timezone.now()
-    try:
-        with transaction.atomic():
-            result = store_orders([parsed], now=now, refreshed=True)
-            if run is not None:
-                run.refreshed += 1
-                _add_counts(run, result)
-                SyncRun.objects.filter(pk=run.pk).update(**_progress_values(run))
-            if lease is not None:
-                lease.renew(now=now)
-            transaction.on_commit(partial(_send_signals, result), robust=True)
-    except REFUSALS as exc:
-        if run is None:
-            raise
-        # As a page's record (pagewrite): set aside, and to the back of the refresh queue.
-        set_aside(run, f"lookup of order {order_id}", exc)
-        with transaction.atomic():
-            Order.objects.filter(pk=order_id).update(refreshed_at=now)
-            values = _progress_values(run)
-            SyncRun.objects.filter(pk=run.pk).update(**values, problems=run.problems)
-            if lease is not None:
-                lease.renew(now=now)
-        return MirrorResult()
-    return result
-
-
-def _add_counts(run: SyncRun, result: MirrorResult) -> None:
-    run.created += result.created
-    run.updated += result.updated
-    run.unchanged += result.unchanged
-
-
-def _progress_values(run: SyncRun) -> dict[str, int]:
-    return {name: getattr(run, name) for name in _PROGRESS_FIELDS}
-
-
-def _send_signals(result: MirrorResult) -> None:
-    """Sent after commit, so a receiver never sees a row that a rollback would take back.
-
-    ``send_robust``: one failing receiver neither stops the others nor the sync.
-    """
-    responses = []
-    if order_first_seen.has_listeners(Order):
-        for order in result.first_seen:
-            responses += order_first_seen.send_robust(sender=Order, order=order)
-    if order_status_changed.has_listeners(Order):
-        for order, previous in result.status_changes:
-            responses += order_status_changed.send_robust(
-                sender=Order, order=order, previous_status=previous, status=order.status
-            )
-    for receiver, response in responses:
-        if isinstance(response, Exception):
-            logger.error("Signal receiver %r failed: %r", receiver, response)
 
 
 def _record_failure(run: SyncRun, exc: BaseException) -> None:

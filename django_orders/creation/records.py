@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,24 +33,23 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce
 from django.db.models.sql import InsertQuery
-from django.db.transaction import TransactionManagementError
 from django.utils import timezone
-from django.views.decorators.debug import sensitive_variables
 
-from .client import OrdersClient
-from .conf import orders_settings, setting_name
-from .errormap import shorten
-from .exceptions import (
+from ..client.errors import shorten
+from ..client.transport import OrdersClient
+from ..conf import orders_settings, setting_name
+from ..exceptions import (
     InvalidRecord,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,
     RequestRejected,
 )
-from .mirror import customer_row, order_row
-from .models import Customer, Order, OrderRequest
-from .parsing import ParsedOrder, parse_order
-from .request_timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
+from ..mirror.parsing import ParsedOrder, parse_order
+from ..mirror.store import customer_row, order_row
+from ..models import Customer, Order, OrderRequest
+from ..signals import order_created
+from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
     CLAIM_MARGIN,  # noqa: F401
     MAX_BACKOFF,  # noqa: F401
     backoff,
@@ -59,54 +57,10 @@ from .request_timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable fro
     column_text,
     next_attempt,
 )
-from .signals import order_created
 
 logger = logging.getLogger("django_orders.order_requests")
 
 State = OrderRequest.State
-OUTER_TRANSACTION_MESSAGE = (
-    "create_order() must not run inside transaction.atomic(): the order request has to be "
-    "committed before the order is sent, and a rollback after the send would erase the "
-    "idempotency key of an order that already exists upstream. If ATOMIC_REQUESTS is on, "
-    "decorate the checkout view with @transaction.non_atomic_requests (and keep your own "
-    "writes in short atomic blocks before and after the call)."
-)
-
-
-def refuse_outer_transaction(using: str) -> None:
-    """Raise ``TransactionManagementError`` inside ``atomic()`` (see the module docstring).
-
-    The same rule as ``atomic(durable=True)``: pytest-django's and TestCase's own per-test
-    blocks are allowed, any other enclosing block is not.
-    """
-    connection = connections[using]
-    if connection.in_atomic_block:
-        if any(not getattr(b, "_from_testcase", False) for b in connection.atomic_blocks):
-            raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
-    elif not connection.get_autocommit():
-        raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
-
-
-_local = threading.local()
-
-
-@sensitive_variables("config", "cached")  # the key is in both; error reports print locals
-def get_client() -> OrdersClient:
-    """One client per thread, rebuilt when the settings change, to reuse kept-alive sockets."""
-    config = (
-        orders_settings.API_KEY,
-        orders_settings.BASE_URL,
-        orders_settings.TIMEOUT,
-        orders_settings.MAX_RETRIES,
-        orders_settings.MAX_RESPONSE_BYTES,
-        orders_settings.REQUEST_DEADLINE,
-    )
-    cached = getattr(_local, "client", None)
-    if cached is None or cached[0] != config:
-        if cached is not None:
-            cached[1].close()
-        _local.client = (config, OrdersClient.from_settings())
-    return _local.client[1]
 
 
 def encode_payload(key: str, data: Mapping[str, Any]) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .client import OrdersClient
-from .exceptions import OrdersError
+from ..exceptions import OrdersError
+from .transport import OrdersClient
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ gives us an order id and nothing else we believe: the status comes from a server
 (``POST /orders/lookup``), never from query parameters. The payment may land a moment after
 the customer is sent back, so while the order is still ``requires_payment`` it is looked up
 again a bounded number of times within ``wait`` (``CONFIRM_WAIT``). Each lookup is written to
-the mirror by the sync's own refresh write (``sync._store_lookup``), which also sends the
+the mirror by the refresh write the sync uses too (``mirror.refresh``), which also sends the
 signals after commit. Only orders this shop created or mirrors are looked up: anything else is
 ``Order.DoesNotExist`` (a 404 for a view), so the service cannot be used as an oracle for
 arbitrary ids.
@@ -30,15 +30,16 @@ from functools import partial
 
 from django.db import router, transaction
 
-from .client import OrdersClient
-from .conf import orders_settings
-from .exceptions import InvalidRecord, OrderNotCancellable, RequestRejected
-from .lookups import Lookup
-from .mirror import MirrorResult, store_orders
-from .models import TERMINAL_STATUSES, Order, OrderStatus
-from .order_requests import refuse_outer_transaction
-from .parsing import parse_order
-from .sync import _send_signals, _store_lookup
+from ..client.lookups import Lookup
+from ..client.transport import OrdersClient
+from ..conf import orders_settings
+from ..db import refuse_outer_transaction
+from ..exceptions import InvalidRecord, OrderNotCancellable, RequestRejected
+from ..mirror.announce import announce
+from ..mirror.parsing import parse_order
+from ..mirror.refresh import store_lookup
+from ..mirror.store import MirrorResult, store_orders
+from ..models import TERMINAL_STATUSES, Order, OrderStatus
 
 __all__ = ["cancel_order", "confirm_delays", "confirm_order"]
 
@@ -135,7 +136,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
         raise InvalidRecord(f"cancel of order {order_id} answered with order {parsed.id}")
     with transaction.atomic():
         result = store_orders([parsed], refreshed=True)
-        transaction.on_commit(partial(_send_signals, result), robust=True)
+        transaction.on_commit(partial(announce, result), robust=True)
     return _read(order_id)
 
 
@@ -160,7 +161,7 @@ def _after_refusal(client: OrdersClient, order_id: str, error: RequestRejected) 
 
 
 def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
-    """One lookup with ``client``, stored by the sync's own refresh write (``_store_lookup``:
+    """One lookup with ``client``, stored by the sync's own refresh write (``mirror.refresh``:
     one short transaction, signals after commit); ``None`` when the service answers 404.
 
     Not ``lookup_orders``: that pool builds clients of its own, and here the client (and its
@@ -172,7 +173,7 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
         if exc.status_code != 404:
             raise
         record = None
-    return _store_lookup(Lookup(order_id, record))
+    return store_lookup(Lookup(order_id, record))
 
 
 def _read(order_id: str) -> Order:

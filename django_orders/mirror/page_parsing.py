@@ -30,11 +30,11 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
-from .paging import Page
+from ..client.pages import Page
 from .parsing import (
     ParsedCustomer,
     ParsedOrder,
@@ -45,37 +45,7 @@ from .parsing import (
 )
 from .record_fields import read_contact, read_number, read_payment_url, read_total
 
-#: Bodies nested deeper than this (the envelope's ``{"page": {"orders": [{`` is 4) are left to
-#: the Python decoder, which refuses them past ``MAX_JSON_DEPTH``. Real pages nest about 9 deep.
-#: msgspec's type for it is built at import, and its cost doubles with every level (12: 0.1 s).
-PLAIN_DEPTH = 12
-
-
-def _plain_json(depth: int) -> Any:
-    """JSON without floats, nested at most ``depth`` deep, as a msgspec type."""
-    value: Any = Union[None, bool, int, str]  # noqa: UP007 (a runtime type for msgspec)
-    for _ in range(depth):
-        value = Union[None, bool, int, str, list[value], dict[str, value]]  # noqa: UP007
-    return value
-
-
-_DECODER = msgspec.json.Decoder(_plain_json(PLAIN_DEPTH))
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
-
-#: What ``decode_plain`` returns for a body it leaves to the Python decoder.
-NOT_PLAIN = object()
-
-
-def decode_plain(body: bytes) -> Any:
-    """``body`` decoded by msgspec, or ``NOT_PLAIN`` (see the module docstring).
-
-    What it returns equals what ``json.loads`` returns for the same body: RFC 8259 JSON in
-    UTF-8, integers of any size, the last of duplicate keys.
-    """
-    try:
-        return _DECODER.decode(body)
-    except (msgspec.DecodeError, ValueError, RecursionError):  # not UTF-8: a ValueError
-        return NOT_PLAIN
 
 
 def canonical_bytes(record: Any) -> bytes:

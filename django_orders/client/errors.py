@@ -17,8 +17,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from .answers import decode_json, storable_text
-from .exceptions import (
+from ..exceptions import (
     AuthenticationFailed,
     OrdersAPIError,
     OrdersNetworkError,
@@ -29,6 +28,7 @@ from .exceptions import (
     RequestRejected,
     ServerError,
 )
+from .decoding import decode_json, storable_text
 
 #: The longest ``X-Request-Id`` and error ``code`` kept: the lengths of their columns.
 REQUEST_ID_LENGTH = 128

@@ -1,35 +1,24 @@
-"""Reading an answer within bounds, and decoding it into JSON the mirror can store.
+"""Reading an answer within bounds: what stands between a broken or hostile service and the app.
 
-Split from ``client.py``: this is what stands between a broken or hostile service and the rest
-of the app. Every answer is read as a stream, its size counted before and after decompression
+Every answer is read as a stream, its size counted before and after decompression
 (``MAX_RESPONSE_BYTES``), under a deadline for the whole exchange (``REQUEST_DEADLINE``: a
 watchdog shuts the connection's socket when it passes, whatever phase the exchange is in, since
-connect and read timeouts bound each socket operation, not their sum). The body is then
-decoded as RFC 8259 JSON, nesting bounded (``MAX_JSON_DEPTH``), and the two things in valid
-JSON that no database column takes are made storable: lone surrogates (``"\\ud83d"``) and NUL
-characters (``"\\u0000"``) become U+FFFD, in keys and values alike. Replaced, not removed: an
-id ``"or_1\\u0000"`` must not become another order's ``"or_1"``, and the mark stays visible.
+connect and read timeouts bound each socket operation, not their sum). Decoding the bytes that
+were read is ``decoding``'s job.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import socket
 import threading
 import zlib
 from collections.abc import Callable
-from itertools import accumulate
 from typing import Any
 
 import urllib3
 import urllib3.connection
 
-from .page_parsing import NOT_PLAIN, decode_plain
-
-#: Objects and arrays nested deeper than this are refused: real answers nest about 6 deep.
-MAX_JSON_DEPTH = 64
 #: Bytes read from the socket at a time.
 CHUNK = 64 * 1024
 #: Seconds between two shots of a watchdog whose deadline passed (the socket may be replaced
@@ -204,105 +193,3 @@ def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
         return out
 
     return decode
-
-
-# --- JSON -----------------------------------------------------------------------------------------
-
-#: Only what matters to nesting: quotes (to skip strings) and brackets.
-_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
-_QUOTED = re.compile(rb'"[^"]*"')
-_DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
-#: Escapes that decode to text no database stores: NUL, and (lone) surrogates.
-_UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def nesting_depth_exceeds(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether the JSON text nests objects and arrays deeper than ``limit``.
-
-    Done on the text, before decoding: the standard decoder recurses once per level and
-    raises ``RecursionError`` (or exhausts a thread's small stack) long before it says
-    anything useful. All in C but the last step: escaped backslashes and quotes are dropped,
-    then everything but quotes and brackets, then the strings (a bracket inside one is not
-    nesting); what is left is brackets only, a few per record.
-    """
-    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-    if data.count(b"[") + data.count(b"{") <= limit:
-        return False
-    skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
-    brackets = _QUOTED.sub(b"", skeleton).replace(b'"', b"")  # an unclosed one: not JSON anyway
-    depth = 0
-    for start in range(0, len(brackets), 65536):  # a slice at a time: a bomb fails fast
-        levels = list(
-            accumulate(map(_DELTA.__getitem__, brackets[start : start + 65536]), initial=depth)
-        )
-        if max(levels) > limit:
-            return True
-        depth = levels[-1]
-    return False
-
-
-def decode_json(body: bytes | str) -> Any:
-    """An answer's body as JSON as RFC 8259 defines it, made storable; ``ValueError`` if not.
-
-    ``NaN`` and ``Infinity`` are refused (neither database stores them in a JSON column), as is
-    nesting deeper than ``MAX_JSON_DEPTH``. The bytes are read as RFC 8259 has them, UTF-8
-    (UTF-16 and -32 detected), whatever charset the Content-Type names. Lone surrogates and
-    NULs are replaced (see the module docstring): only answers whose text holds
-    such an escape are walked, so the cost on ordinary answers is one regular-expression scan.
-    """
-    if nesting_depth_exceeds(body):
-        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        value = json.loads(body, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-    if _UNSTORABLE.search(data):
-        value = storable(value)
-    return value
-
-
-def decode_answer(body: bytes) -> tuple[Any, bool]:
-    """``decode_json(body)``, and whether msgspec decoded it (``Page.plain``).
-
-    A body without NUL or surrogate escapes goes to ``page_parsing.decode_plain`` first: it
-    reads only bodies without floats nested at most ``PLAIN_DEPTH`` (< ``MAX_JSON_DEPTH``)
-    deep, the same values as ``decode_json``, without its nesting scan of the text. Anything
-    else is ``decode_json``'s, errors and replacements included.
-    """
-    if not _UNSTORABLE.search(body):
-        value = decode_plain(body)
-        if value is not NOT_PLAIN:
-            return value, True
-    return decode_json(body), False
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def storable_text(text: str) -> str:
-    """``text`` with NULs and lone surrogates replaced by U+FFFD (see the module docstring)."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
-
-
-def storable(value: Any) -> Any:
-    """A decoded JSON value with every key and string made ``storable_text``."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, dict):
-        return {storable_text(k): storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [storable(v) for v in value]
-    return value
-
-
-def why_not_json(exc: ValueError, body: bytes) -> str:
-    """The decoder's reason, and where the body does not even start like JSON (a web page, an
-    empty answer) the likely cause."""
-    if body.lstrip()[:1] not in (b"{", b"["):
-        return f"{exc}; is BASE_URL the address of the API?"
-    return str(exc)[:300]

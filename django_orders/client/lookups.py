@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .client import OrdersClient
-from .conf import orders_settings
-from .exceptions import RequestRejected
+from ..conf import orders_settings
+from ..exceptions import RequestRejected
 from .rate_gate import RateGate
+from .transport import OrdersClient
 
 __all__ = ["Lookup", "lookup_orders"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from django.db import DataError, IntegrityError, transaction
 
-from .answers import storable_text
-from .mirror import MirrorResult, store_orders, store_records
-from .models import SyncRun
+from ..client.decoding import storable_text
+from ..mirror.store import MirrorResult, store_orders, store_records
+from ..models import SyncRun
 
 logger = logging.getLogger("django_orders.sync")
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from .conf import orders_settings
-from .exceptions import InvalidOrderRequest
+from ..conf import orders_settings
+from ..exceptions import InvalidOrderRequest
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")

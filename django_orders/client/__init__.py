@@ -1,0 +1,12 @@
+"""The transport layer: the one place that speaks HTTP to the service.
+
+No Django models and no ORM here. ``transport`` sends one request (session, auth, timeouts,
+size limits, retries, error mapping); ``paging`` walks ``/page`` endpoints on top of it;
+``factory.get_client`` is how the rest of the app gets a client built from settings.
+"""
+
+from .pages import Page
+from .paging import PageWalk, iter_pages
+from .transport import OrdersClient
+
+__all__ = ["OrdersClient", "Page", "PageWalk", "iter_pages"]

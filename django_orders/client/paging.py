@@ -1,0 +1,110 @@
+"""The ``/page`` traversal of api-spec.md (rules 1-3) plus the provider's page window.
+
+This module decides *which* page to ask for next and when a walk is over; the transport
+(``OrdersClient.fetch_page``) decides how to ask. It imports the transport, never the reverse.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conf import orders_settings
+from ..exceptions import RequestRejected
+from .pages import Page, check_page_args, collection_for, is_whole
+from .transport import OrdersClient
+
+logger = logging.getLogger("django_orders.paging")
+
+
+@dataclass
+class PageWalk:
+    """An iterable walk over a ``/page`` endpoint following the spec's traversal rules.
+
+    After iteration ``end_reason`` says why the walk stopped:
+
+    - ``"last_page"``: a page shorter than the page size (rule 2): everything was seen;
+    - ``"max_pages"``: the caller's ``max_pages`` was reached;
+    - ``"page_window"``: the provider's page window ended the walk, either at
+      ``MAX_PAGE_NUMBER`` or at a 400 that rejected a page number past it. Older records are
+      unreachable by paging, which is not a failure.
+
+    It stays ``None`` while the walk runs and when an error ended it. Iterating again starts a
+    new walk from page 1.
+    """
+
+    client: OrdersClient
+    resource: str
+    collection: str
+    page_size: int
+    max_pages: int | None = None
+    max_page_number: int | None = None
+    end_reason: str | None = field(default=None, init=False)
+    pages_read: int = field(default=0, init=False)
+
+    def __iter__(self) -> Iterator[Page]:
+        self.end_reason = None
+        self.pages_read = 0
+        number = 1
+        while True:
+            if self.max_pages is not None and self.pages_read >= self.max_pages:
+                self.end_reason = "max_pages"
+                return
+            if self.max_page_number is not None and number > self.max_page_number:
+                self.end_reason = "page_window"
+                return
+            try:
+                page = self.client.fetch_page(
+                    self.resource, number, self.page_size, collection=self.collection
+                )
+            except RequestRejected as exc:
+                # On page 1 a 400 means the request itself is wrong: that must surface.
+                if number > 1 and exc.is_page_out_of_window:
+                    logger.info(
+                        "%s: page %d is past the provider's page window; walk ends there",
+                        self.resource,
+                        number,
+                    )
+                    self.end_reason = "page_window"
+                    return
+                raise
+            self.pages_read += 1
+            yield page
+            if page.is_last:
+                self.end_reason = "last_page"
+                return
+            number += 1
+
+
+def iter_pages(
+    client: OrdersClient,
+    resource: str,
+    collection: str | None = None,
+    page_size: int | None = None,
+    *,
+    max_pages: int | None = None,
+) -> PageWalk:
+    """Walk ``/<resource>/page`` from page 1 with a constant page size (traversal rules 1-3).
+
+    Stops at the first page shorter than ``page_size``, at ``max_pages``, or at the page
+    window (``client.max_page_number``, or a 400 past it). Deduplication is the caller's job
+    (rule 4): records created during a walk shift later pages.
+    """
+    page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
+    check_page_args(1, page_size)
+    check_max_pages(max_pages)
+    return PageWalk(
+        client=client,
+        resource=resource,
+        collection=collection or collection_for(resource),
+        page_size=page_size,
+        max_pages=max_pages,
+        max_page_number=client.max_page_number,
+    )
+
+
+def check_max_pages(max_pages: Any) -> None:
+    if max_pages is not None and (not is_whole(max_pages) or max_pages < 1):
+        raise ValueError(f"max_pages must be a whole number of at least 1, not {max_pages!r}")

@@ -1,0 +1,1 @@
+"""Order creation and checkout: persist the idempotency key, send, record, recover."""

@@ -1,0 +1,1 @@
+"""The data layer: upstream records parsed into mirror rows, written a page at a time."""

@@ -1,0 +1,61 @@
+"""One looked-up order into the mirror, in its own short transaction.
+
+Shared by the sync's refresh of orders outside the page window and by checkout's
+``confirm_order``/``cancel_order``: the same parse, the same write, the same signals after
+commit. ``within`` lets a caller add its own bookkeeping (a sync run's counts, the lease) to
+that transaction, so it commits or rolls back with the order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..client.lookups import Lookup
+from ..exceptions import InvalidRecord
+from ..models import Order
+from .announce import announce
+from .parsing import parse_order
+from .store import MirrorResult, store_orders
+
+logger = logging.getLogger("django_orders.sync")
+
+#: Called inside the write's transaction with what was stored (``None``: an unknown order).
+Within = Callable[[MirrorResult | None, datetime], None]
+
+
+def store_lookup(lookup: Lookup, *, within: Within | None = None) -> MirrorResult | None:
+    """Write one lookup's order in its own short transaction; ``None`` for an unknown order."""
+    order_id, record = lookup.order_id, lookup.record
+    if record is None:
+        logger.info("Order %s is unknown to the service (404); left as it is", order_id)
+        stamp_refreshed(order_id, within=within)
+        return None
+    try:
+        parsed = parse_order(record)
+    except InvalidRecord as exc:
+        raise InvalidRecord(f"lookup of order {order_id}: {exc}") from None
+    if parsed.id != order_id:
+        raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
+    now = timezone.now()
+    with transaction.atomic():
+        result = store_orders([parsed], now=now, refreshed=True)
+        if within is not None:
+            within(result, now)
+        transaction.on_commit(partial(announce, result), robust=True)
+    return result
+
+
+def stamp_refreshed(order_id: str, *, within: Within | None = None) -> None:
+    """Mark an order refreshed without a new record: it goes to the back of the refresh queue
+    instead of blocking it (an unknown order, or one the database refused)."""
+    now = timezone.now()
+    with transaction.atomic():
+        Order.objects.filter(pk=order_id).update(refreshed_at=now)
+        if within is not None:
+            within(None, now)

@@ -1,0 +1,23 @@
+"""A sync run's counters: what is written to its row with every page and refresh lookup."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..mirror.store import MirrorResult
+from ..models import SyncRun
+
+#: Called with the run after each page and each refresh lookup has committed.
+ProgressCallback = Callable[[SyncRun], None]
+
+PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed", "skipped"]
+
+
+def add_counts(run: SyncRun, result: MirrorResult) -> None:
+    run.created += result.created
+    run.updated += result.updated
+    run.unchanged += result.unchanged
+
+
+def progress_values(run: SyncRun) -> dict[str, int]:
+    return {name: getattr(run, name) for name in PROGRESS_FIELDS}

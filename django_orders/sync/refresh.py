@@ -1,0 +1,147 @@
+"""Refreshing orders by lookup: those the page walk cannot reach, and the admin's action.
+
+Lookups run ``REFRESH_CONCURRENCY`` at a time (``client.lookups``); each order is written in
+its own short transaction as it comes (``mirror.refresh``), with the run's counts and the
+lease renewal in that same transaction when a sync run does the refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import router
+from django.db.models import F
+
+from ..client.lookups import Lookup, lookup_orders
+from ..db import refuse_outer_transaction
+from ..mirror.refresh import stamp_refreshed, store_lookup
+from ..mirror.store import MirrorResult
+from ..mirror.upsert import walk_write_settings
+from ..models import TERMINAL_STATUSES, Order, SyncRun
+from .lease import Lease
+from .pagewrite import REFUSALS, set_aside
+from .progress import ProgressCallback, add_counts, progress_values
+
+logger = logging.getLogger("django_orders.sync")
+
+
+@dataclass
+class RefreshResult:
+    """What ``refresh_orders`` did. ``missing`` lists ids the service answered 404 for."""
+
+    refreshed: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    missing: list[str] = field(default_factory=list)
+
+
+#: How many unknown order ids the refresh's warning names.
+UNKNOWN_SHOWN = 5
+
+
+def refresh_outside_walk(
+    run: SyncRun,
+    lease: Lease,
+    seen_ids: set[str],
+    nonterminal_seen: int,
+    limit: int,
+    progress: ProgressCallback | None,
+) -> None:
+    """Look up non-terminal orders the walk did not see (they left the page window).
+
+    Candidates are read completely before the first lookup, so no query or transaction is open
+    during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
+    over several runs every waiting order gets its turn. ``REFRESH_CONCURRENCY`` lookups are in
+    flight at once (``lookups``); each order is written in its own transaction as it comes.
+    """
+    pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
+    waiting = max(0, pending.count() - nonterminal_seen)
+    candidates: list[str] = []
+    if limit and waiting:
+        queue = pending.order_by(F("refreshed_at").asc(nulls_first=True), "initiated_at", "id")
+        for order_id in queue.values_list("id", flat=True).iterator(chunk_size=2000):
+            if order_id not in seen_ids:
+                candidates.append(order_id)
+                if len(candidates) >= limit:
+                    break
+    unknown: list[str] = []
+    for lookup in lookup_orders(candidates, heartbeat=lease.renew):
+        result = _store_for_run(lookup, run, lease)
+        if result is None:
+            unknown.append(lookup.order_id)
+        elif progress is not None:
+            progress(run)
+    run.refresh_waiting = max(0, waiting - len(candidates))
+    if unknown:
+        # Lookups finish in any order; the warning names them in queue order.
+        unknown.sort(key={order_id: n for n, order_id in enumerate(candidates)}.__getitem__)
+        # One line a run, not one an order: a mirror synced against another account or
+        # environment than the one that created its orders would print up to refresh_limit.
+        shown = ", ".join(unknown[:UNKNOWN_SHOWN])
+        more = f" and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
+        logger.warning(
+            "%d order(s) of the refresh queue are unknown to the service (404) and were left as "
+            "they are, at the back of the queue: %s%s",
+            len(unknown),
+            shown,
+            more,
+        )
+
+
+def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
+    """Look up each order by id and store it, each in its own short transaction.
+
+    For the admin's "refresh from the API" action (at most 100 ids). ``REFRESH_CONCURRENCY``
+    lookups are in flight at once. An id the service does not know (404) is reported in
+    ``missing``, not fatal; any other error propagates, with the lookups that finished before it
+    already stored. Raises ``TransactionManagementError`` inside
+    ``transaction.atomic()``, before any lookup: each lookup's write must commit on its own,
+    and no lookup may run inside the caller's transaction.
+    """
+    refuse_outer_transaction(router.db_for_write(Order))
+    summary = RefreshResult()
+    unique_ids = list(dict.fromkeys(order_ids))
+    with walk_write_settings(Order):
+        for lookup in lookup_orders(unique_ids):
+            result = store_lookup(lookup)
+            if result is None:
+                summary.missing.append(lookup.order_id)
+                continue
+            summary.refreshed += 1
+            summary.created += result.created
+            summary.updated += result.updated
+            summary.unchanged += result.unchanged
+    # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
+    summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
+    return summary
+
+
+def _store_for_run(lookup: Lookup, run: SyncRun, lease: Lease) -> MirrorResult | None:
+    """``store_lookup`` with the run's counts and the lease renewal in the order's transaction.
+
+    A record the database refuses is set aside as a page's record is (``pagewrite``), and the
+    order goes to the back of the refresh queue.
+    """
+
+    def count(result: MirrorResult | None, now: datetime) -> None:
+        if result is not None:
+            run.refreshed += 1
+            add_counts(run, result)
+            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run))
+        lease.renew(now=now)
+
+    try:
+        return store_lookup(lookup, within=count)
+    except REFUSALS as exc:
+        set_aside(run, f"lookup of order {lookup.order_id}", exc)
+
+        def note(result: MirrorResult | None, now: datetime) -> None:
+            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)
+            lease.renew(now=now)
+
+        stamp_refreshed(lookup.order_id, within=note)
+        return MirrorResult()

@@ -1,0 +1,60 @@
+"""What every request handler of the sandbox shares: the app's state and the server holding it.
+
+Apart from ``server`` so that the handlers (``handler``, ``checkout``, ``control``) can name
+these types without importing the server that imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .clock import Clock
+from .faults import FaultRegistry
+from .pacing import Pacing
+from .service import DEFAULT_ORDER_LIFETIME, Service
+from .store import Store
+
+DEFAULT_PAGE_CAP = 10
+
+
+@dataclass
+class SandboxApp:
+    """Everything a request handler needs, shared by all handler threads."""
+
+    store: Store
+    api_key: str
+    page_cap: int | None = DEFAULT_PAGE_CAP
+    enable_control: bool = False
+    clock: Clock = field(default_factory=Clock)
+    faults: FaultRegistry = field(default_factory=FaultRegistry)
+    pacing: Pacing = field(default_factory=Pacing)
+    page_size_reading: str = "echo"
+    order_lifetime: float = DEFAULT_ORDER_LIFETIME
+    service: Service = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.service = Service(
+            self.store,
+            self.clock,
+            self.faults,
+            self.page_cap,
+            page_size_reading=self.page_size_reading,
+            order_lifetime=self.order_lifetime,
+        )
+
+
+class AppServer(ThreadingHTTPServer):
+    """A threaded HTTP server whose handlers reach the sandbox's state as ``self.server.app``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        app: SandboxApp,
+    ) -> None:
+        self.app = app
+        super().__init__(address, handler)
