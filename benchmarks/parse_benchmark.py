@@ -9,7 +9,10 @@ the bytes the service sent, then times, alternating round by round, on the same 
 
 - old: ``json.loads`` of the body, then ``parse_page(records, parse_order)`` (the parser
   before issue 22, still the path for bodies that are not plain);
-- new: the client's decoder (``page_parsing.decode_plain``, msgspec) and ``parse_fetched``.
+- generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
+  lists) and ``parse_fetched`` (the parser of issue 22's first round);
+- typed: the sync's decoder (``order_structs.decode_orders_page``: msgspec into the order
+  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``.
 
 Both also encode and hash each page's distinct customers, as the sync's page helper does
 (``sync._encode_customers``). No network, no database in the timed part. Prints the median CPU
@@ -72,7 +75,23 @@ def old_parse(bodies: list[bytes]) -> list:
     return pages
 
 
-def new_parse(bodies: list[bytes]) -> list:
+def typed_parse(bodies: list[bytes]) -> list:
+    from django_orders.client.order_structs import decode_orders_page
+    from django_orders.client.pages import Page
+    from django_orders.mirror.page_parsing import parse_fetched
+    from django_orders.mirror.parsing import parse_order
+
+    pages = []
+    for number, body in enumerate(bodies, start=1):
+        envelope = decode_orders_page(body)
+        assert envelope is not None, "a page the schema did not fit"
+        page = Page(number, PAGE_SIZE, envelope.page.orders, plain=True, typed=True)
+        pages.append(parse_fetched(page, parse_order, resource="orders"))
+        encode_customers(pages[-1])
+    return pages
+
+
+def generic_parse(bodies: list[bytes]) -> list:
     from django_orders.client.decoding import decode_answer
     from django_orders.client.pages import Page
     from django_orders.mirror.page_parsing import parse_fetched
@@ -104,17 +123,16 @@ def timed(parse, bodies: list[bytes]) -> float:
     return time.process_time() - started
 
 
-def same_values(bodies: list[bytes]) -> bool:
+def same_values(bodies: list[bytes], new_parse) -> bool:
     names = ("id", "status", "initiated_at", "completed_at", "fingerprint", "raw_json")
     names += ("total", "currency", "number", "payment_url", "paid_at", "canceled_at")
     for body in bodies:
         for a, b in zip(old_parse([body])[0], new_parse([body])[0], strict=True):
-            if any(getattr(a, n) != getattr(b, n) for n in (*names, "expires_at")):
+            if any(getattr(a, n) != getattr(b, n) for n in (*names, "expires_at", "raw")):
                 return False
-            if (a.customer.raw_json, a.customer.fingerprint) != (
-                b.customer.raw_json,
-                b.customer.fingerprint,
-            ):
+            customer = ("id", "guest", "name", "email_address", "phone_number", "raw")
+            customer += ("raw_json", "fingerprint")
+            if any(getattr(a.customer, n) != getattr(b.customer, n) for n in customer):
                 return False
     return True
 
@@ -128,10 +146,11 @@ def main() -> None:
     bodies = fetch_bodies(options.orders)
     count = sum(body.count(b'"initiated_at"') for body in bodies)
     assert count == options.orders, count
-    samples: dict[str, list[float]] = {"old": [], "new": []}
+    parsers = {"old": old_parse, "generic": generic_parse, "typed": typed_parse}
+    samples: dict[str, list[float]] = {name: [] for name in parsers}
     for _ in range(options.rounds):
-        samples["old"].append(timed(old_parse, bodies))
-        samples["new"].append(timed(new_parse, bodies))
+        for name, parse in parsers.items():
+            samples[name].append(timed(parse, bodies))
     per_order = {k: statistics.median(v) / count * 1e6 for k, v in samples.items()}
     load = os.getloadavg()[0]
     print(
@@ -141,12 +160,14 @@ def main() -> None:
     )
     for name, label in (
         ("old", "json.loads + parse_page"),
-        ("new", "msgspec + parse_fetched"),
+        ("generic", "msgspec generic decode + parse_fetched"),
+        ("typed", "msgspec typed decode + parse_fetched"),
     ):
         rounds = ", ".join(f"{s / count * 1e6:.1f}" for s in samples[name])
         print(f"  {label}: {per_order[name]:.2f} us/order (rounds: {rounds})")
-    print(f"  ratio old/new: {per_order['old'] / per_order['new']:.2f}x")
-    print(f"  same values: {same_values(bodies)}")
+    print(f"  ratio generic/typed: {per_order['generic'] / per_order['typed']:.2f}x")
+    for name in ("generic", "typed"):
+        print(f"  {name}: same values as old: {same_values(bodies, parsers[name])}")
 
 
 if __name__ == "__main__":

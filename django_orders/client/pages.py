@@ -28,13 +28,18 @@ class Page:
     number: int
     #: The requested page size (not the answer's ``page.size``, which may be the count).
     size: int
-    records: list[dict[str, Any]]
+    #: The records as decoded dicts; on a ``typed`` page, the decoder's order structs.
+    records: list[Any]
     request_id: str | None = None
     #: The HTTP status of the answer (``check_orders_api`` reports it).
     status_code: int | None = None
     #: The body had no float and was decoded by msgspec (``page_parsing``): its records'
     #: canonical text can be msgspec's sorted encoding, which is then exactly ``canonical_json``.
     plain: bool = False
+    #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and decoded with the order
+    #: schema (``client.order_structs``): ``records`` are its ``OrderStruct``s, not dicts
+    #: (``order_structs.to_records`` gives the dicts, the same values).
+    typed: bool = False
 
     @property
     def is_last(self) -> bool:

@@ -55,6 +55,7 @@ from ..secret import Secret
 from .decoding import decode_answer, why_not_json
 from .errors import REQUEST_ID_LENGTH, error_from_response
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
+from .order_structs import OrdersPageStruct, decode_orders_page
 from .pages import Page, check_page_args, check_page_shape, collection_for
 from .rate_gate import RateGate
 
@@ -76,6 +77,8 @@ class _Answer:
     request_id: str | None
     #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
     plain: bool = False
+    #: ``data`` is an ``OrdersPageStruct`` (``fetch_page(..., typed=True)``).
+    typed: bool = False
 
 
 class OrdersClient:
@@ -216,14 +219,25 @@ class OrdersClient:
         return _unwrap(answer, "/orders/cancel", "order")
 
     def fetch_page(
-        self, resource: str, page_number: int, page_size: int, *, collection: str | None = None
+        self,
+        resource: str,
+        page_number: int,
+        page_size: int,
+        *,
+        collection: str | None = None,
+        typed: bool = False,
     ) -> Page:
-        """One ``POST /<resource>/page`` request, bounds checked before anything is sent."""
+        """One ``POST /<resource>/page`` request, bounds checked before anything is sent.
+
+        ``typed`` (the sync, for ``orders``): decode the body with the order schema when it
+        fits (``client.order_structs``), so that ``records`` are typed structs (``Page.typed``);
+        a body that does not fit is decoded as without it.
+        """
         collection = collection or collection_for(resource)
         check_page_args(page_number, page_size)
         path = f"/{resource}/page"
         body = json.dumps({"page_number": page_number, "page_size": page_size})
-        answer = self._post(path, body)
+        answer = self._post(path, body, typed=typed and collection == "orders")
 
         def invalid(what: str) -> InvalidResponse:
             return InvalidResponse(
@@ -232,15 +246,21 @@ class OrdersClient:
                 request_id=answer.request_id,
             )
 
-        page = answer.data.get("page") if isinstance(answer.data, dict) else None
-        if not isinstance(page, dict):
-            raise invalid("without the 'page' envelope")
-        records = page.get(collection)
-        if not isinstance(records, list):
-            raise invalid(f"without the '{collection}' list in 'page'")
-        if not all(isinstance(r, dict) for r in records):
-            raise invalid(f"with a non-object in '{collection}'")
-        check_page_shape(page, records, page_number, page_size, invalid)
+        if answer.typed:
+            # The schema vouched for the envelope, the list and every record's type.
+            envelope: OrdersPageStruct = answer.data
+            records: list[Any] = envelope.page.orders
+            check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
+        else:
+            page = answer.data.get("page") if isinstance(answer.data, dict) else None
+            if not isinstance(page, dict):
+                raise invalid("without the 'page' envelope")
+            records = page.get(collection)  # type: ignore[assignment]
+            if not isinstance(records, list):
+                raise invalid(f"without the '{collection}' list in 'page'")
+            if not all(isinstance(r, dict) for r in records):
+                raise invalid(f"with a non-object in '{collection}'")
+            check_page_shape(page, records, page_number, page_size, invalid)
         return Page(
             number=page_number,
             size=page_size,
@@ -248,11 +268,19 @@ class OrdersClient:
             request_id=answer.request_id,
             status_code=answer.status_code,
             plain=answer.plain,
+            typed=answer.typed,
         )
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> _Answer:
+    def _post(
+        self,
+        path: str,
+        body: str | bytes,
+        *,
+        retry_read_timeout: bool = True,
+        typed: bool = False,
+    ) -> _Answer:
         # Encoded once: every attempt sends the same bytes (a create's idempotency key and
         # payload must match exactly, or the service answers 422).
         data = body.encode() if isinstance(body, str) else body
@@ -261,7 +289,7 @@ class OrdersClient:
             if self._gate is not None:
                 self._gate.wait(self._sleep)
             try:
-                return self._post_once(path, data)
+                return self._post_once(path, data, typed)
             except (RateLimited, ServerError, OrdersNetworkError) as exc:
                 if not self._should_retry(exc, attempt, retry_read_timeout):
                     raise
@@ -305,7 +333,7 @@ class OrdersClient:
         ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter"
 
-    def _post_once(self, path: str, body: bytes) -> _Answer:
+    def _post_once(self, path: str, body: bytes, typed: bool = False) -> _Answer:
         started = time.monotonic()
         response, content, unreadable = self._send(path, body)
         request_id = _request_id(response)
@@ -319,6 +347,9 @@ class OrdersClient:
         if 200 <= response.status_code < 300:
             reason = unreadable
             if reason is None:
+                envelope = decode_orders_page(content) if typed else None
+                if envelope is not None:
+                    return _Answer(envelope, response.status_code, request_id, True, True)
                 try:
                     data, plain = decode_answer(content)
                     return _Answer(data, response.status_code, request_id, plain)

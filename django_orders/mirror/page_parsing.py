@@ -34,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from ..client.order_structs import CustomerStruct, LineItemGroup, Money, to_records
 from ..client.pages import Page
 from .parsing import (
     ParsedCustomer,
@@ -43,7 +44,19 @@ from .parsing import (
     parse_page,
     parse_record,
 )
-from .record_fields import read_contact, read_number, read_payment_url, read_total
+from .record_fields import (
+    CURRENCY_MAX,
+    EMAIL_MAX,
+    NUMBER_MAX,
+    PHONE_MAX,
+    TOTAL_MAX,
+    TOTAL_MIN,
+    checked_payment_url,
+    read_contact,
+    read_number,
+    read_payment_url,
+    read_total,
+)
 
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
 
@@ -66,6 +79,30 @@ class _PlainCustomer(ParsedCustomer):
     def raw_json(self) -> str:
         if self._json is None:
             self._json = _ENCODE(self._raw).decode()
+        return self._json
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = _hash(self.raw_json.encode())
+        return self._fingerprint
+
+
+class _TypedCustomer(ParsedCustomer):
+    """A customer of a typed page (``Page.typed``): its struct, encoded when first asked."""
+
+    __slots__ = ("_struct",)
+
+    def __init__(
+        self, struct: CustomerStruct, id: str, guest: bool, name: str, email: str, phone: str
+    ) -> None:
+        super().__init__(id, guest, name, None, email, phone)  # type: ignore[arg-type]
+        self._struct = struct
+
+    @property
+    def raw_json(self) -> str:
+        if self._json is None:
+            self._json = _ENCODE(self._struct).decode()
         return self._json
 
     @property
@@ -191,6 +228,108 @@ def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
     return parsed
 
 
+def _typed_orders(orders: list[Any]) -> list[ParsedOrder] | None:
+    """``_orders`` for a typed page: the schema has checked every type but the ones the parser
+    requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them)."""
+    texts: list[str] = []
+    add = texts.append
+    for order in orders:
+        order_id = order.id
+        status = order.status
+        customer = order.customer
+        initiated_at = order.initiated_at
+        if not (
+            type(order_id) is str
+            and 3 < len(order_id) <= 64
+            and order_id.startswith("or_")
+            and type(status) is str
+            and 0 < len(status) <= 64
+            and type(initiated_at) is str
+            and type(customer) is CustomerStruct
+        ):
+            return None
+        customer_id = customer.id
+        if not (
+            type(customer_id) is str
+            and 3 < len(customer_id) <= 64
+            and customer_id.startswith("cu_")
+        ):
+            return None
+        add(initiated_at)
+        # The schema types them str, None or UNSET: a str is a timestamp to read.
+        if type(order.completed_at) is str:
+            add(order.completed_at)
+        if type(order.paid_at) is str:
+            add(order.paid_at)
+        if type(order.canceled_at) is str:
+            add(order.canceled_at)
+        if type(order.expires_at) is str:
+            add(order.expires_at)
+    moments = _timestamps(texts)
+    if moments is None:
+        return None
+    next_moment = iter(moments).__next__
+    parsed: list[ParsedOrder] = []
+    for order in orders:
+        started = next_moment()  # in the order _timestamps was given them
+        completed_at = next_moment() if type(order.completed_at) is str else None
+        paid_at = next_moment() if type(order.paid_at) is str else None
+        canceled_at = next_moment() if type(order.canceled_at) is str else None
+        expires_at = next_moment() if type(order.expires_at) is str else None
+        customer = order.customer
+        name = customer.name
+        email = customer.email_address
+        phone = customer.phone_number
+        total_value: int | None = None
+        currency = ""
+        group = order.line_item_group
+        if type(group) is LineItemGroup:
+            total = group.total
+            if type(total) is Money:
+                value, code = total.value, total.currency
+                if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX:
+                    total_value = value
+                if type(code) is str and len(code) <= CURRENCY_MAX:
+                    currency = code.lower()
+        number = order.number
+        url = None
+        invoice = order.invoice
+        if invoice:  # a struct is true, None and UNSET are false
+            formats = invoice.format
+            if formats:
+                web = formats.web
+                if web:
+                    url = web.url
+        text = _ENCODE(order)
+        parsed.append(
+            ParsedOrder(
+                id=order.id,  # checked above
+                status=order.status,
+                initiated_at=started,
+                completed_at=completed_at,
+                customer=_TypedCustomer(
+                    customer,
+                    customer.id,
+                    customer.guest is True,
+                    (name if type(name) is str else "")[:255],
+                    email if type(email) is str and len(email) <= EMAIL_MAX else "",
+                    phone if type(phone) is str and len(phone) <= PHONE_MAX else "",
+                ),
+                raw=None,  # decoded from raw_json if asked for: the same values
+                fingerprint=_hash(text),
+                raw_json=text.decode(),
+                total=total_value,
+                currency=currency,
+                number=number if type(number) is str and len(number) <= NUMBER_MAX else "",
+                payment_url=checked_payment_url(url),
+                paid_at=paid_at,
+                canceled_at=canceled_at,
+                expires_at=expires_at,
+            )
+        )
+    return parsed
+
+
 def _records(records: list[dict[str, Any]]) -> list[ParsedRecord] | None:
     parsed: list[ParsedRecord] = []
     for record in records:
@@ -205,9 +344,17 @@ def _records(records: list[dict[str, Any]]) -> list[ParsedRecord] | None:
 def parse_fetched(page: Page, parse: Callable[[Any], Any], *, resource: str) -> list:
     """``parse_page(page.records, parse, ...)``, in bulk for a plain page (``Page.plain``) of
     orders (``parse_order``) or other records (``parse_record``): the same values or error."""
+    records = page.records
+    if page.typed:
+        if parse is parse_order:
+            parsed = _typed_orders(records)
+            if parsed is not None:
+                return parsed
+        # The same values as dicts: the paths below decide, as for the body decoded as dicts.
+        records = to_records(records)
     if page.plain:
         fast = _orders if parse is parse_order else _records if parse is parse_record else None
-        parsed = fast(page.records) if fast is not None else None
-        if parsed is not None:
-            return parsed
-    return parse_page(page.records, parse, page_number=page.number, resource=resource)
+        bulk = fast(records) if fast is not None else None
+        if bulk is not None:
+            return bulk
+    return parse_page(records, parse, page_number=page.number, resource=resource)

@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["read_contact", "read_number", "read_payment_url", "read_total"]
+__all__ = [
+    "checked_payment_url",
+    "read_contact",
+    "read_number",
+    "read_payment_url",
+    "read_total",
+]
 
 #: The range of the ``total`` column (a signed 64-bit BigIntegerField).
-_TOTAL_MIN, _TOTAL_MAX = -(2**63), 2**63 - 1
-_CURRENCY_MAX, _NUMBER_MAX, _URL_MAX, _EMAIL_MAX, _PHONE_MAX = 16, 255, 2048, 254, 64
+TOTAL_MIN, TOTAL_MAX = -(2**63), 2**63 - 1
+CURRENCY_MAX, NUMBER_MAX, _URL_MAX, EMAIL_MAX, PHONE_MAX = 16, 255, 2048, 254, 64
 
 
 def read_total(record: dict[str, Any]) -> tuple[int | None, str]:
@@ -33,15 +39,15 @@ def read_total(record: dict[str, Any]) -> tuple[int | None, str]:
     value = total.get("value")
     currency = total.get("currency")
     return (
-        value if type(value) is int and _TOTAL_MIN <= value <= _TOTAL_MAX else None,
-        currency.lower() if type(currency) is str and len(currency) <= _CURRENCY_MAX else "",
+        value if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX else None,
+        currency.lower() if type(currency) is str and len(currency) <= CURRENCY_MAX else "",
     )
 
 
 def read_number(record: dict[str, Any]) -> str:
     """The shop's order number (``number``); ``""`` when absent, not a string, or too long."""
     number = record.get("number")
-    return number if type(number) is str and len(number) <= _NUMBER_MAX else ""
+    return number if type(number) is str and len(number) <= NUMBER_MAX else ""
 
 
 def read_payment_url(record: dict[str, Any]) -> str:
@@ -52,6 +58,11 @@ def read_payment_url(record: dict[str, Any]) -> str:
     formats = invoice.get("format") if type(invoice) is dict else None
     web = formats.get("web") if type(formats) is dict else None
     url = web.get("url") if type(web) is dict else None
+    return checked_payment_url(url)
+
+
+def checked_payment_url(url: Any) -> str:
+    """``url`` if ``read_payment_url`` would take it as the payment page, else ``""``."""
     if (
         type(url) is not str
         or not 8 < len(url) <= _URL_MAX
@@ -69,6 +80,6 @@ def read_contact(customer: dict[str, Any]) -> tuple[str, str]:
     email = customer.get("email_address")
     phone = customer.get("phone_number")
     return (
-        email if type(email) is str and len(email) <= _EMAIL_MAX else "",
-        phone if type(phone) is str and len(phone) <= _PHONE_MAX else "",
+        email if type(email) is str and len(email) <= EMAIL_MAX else "",
+        phone if type(phone) is str and len(phone) <= PHONE_MAX else "",
     )

@@ -117,8 +117,9 @@ def page_walk(
 ) -> PageWalk:
     """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried."""
     walk = iter_pages(client, resource, collection, page_size, max_pages=max_pages)
-    # The walk only calls fetch_page, which RetryingPageReads provides.
-    walk.client = RetryingPageReads(client)  # type: ignore[assignment]
+    # The walk only calls fetch_page, which RetryingPageReads provides. Orders pages come as
+    # typed structs where the schema fits (``Page.typed``): ``parse_fetched`` takes both.
+    walk.client = RetryingPageReads(client, typed=resource == "orders")  # type: ignore[assignment]
     return walk
 
 
@@ -130,14 +131,17 @@ class RetryingPageReads:
     upstream, so it is retried here the same way, with the client's own backoff and limit.
     """
 
-    def __init__(self, client: OrdersClient) -> None:
+    def __init__(self, client: OrdersClient, *, typed: bool = False) -> None:
         self.client = client
+        self.typed = typed
 
     def fetch_page(self, resource: str, page_number: int, *args, **kwargs):
         attempt = 0
         while True:
             try:
-                return self.client.fetch_page(resource, page_number, *args, **kwargs)
+                return self.client.fetch_page(
+                    resource, page_number, *args, typed=self.typed, **kwargs
+                )
             except InvalidResponse as exc:
                 if attempt >= self.client.max_retries:
                     # The run's error then says which page stayed unreadable (args too, which

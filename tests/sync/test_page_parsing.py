@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from django_orders.client.decoding import NOT_PLAIN, PLAIN_DEPTH, decode_plain
+from django_orders.client.order_structs import decode_orders_page, to_records
 from django_orders.client.pages import Page
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
@@ -274,18 +275,30 @@ def assert_same_orders(old: list[ParsedOrder], new: list[ParsedOrder]) -> None:
         assert a.customer.raw == b.customer.raw
 
 
+def envelope_of(records_body: bytes) -> bytes:
+    return b'{"page":{"number":3,"size":10,"orders":' + records_body + b"}}"
+
+
 def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
-    """(old outcome, new outcome): parsed values or the InvalidRecord message."""
+    """(old outcome, new outcome[, typed outcome]): parsed values or the InvalidRecord message.
+
+    The typed outcome is there when the order schema decodes the page (``Page.typed``).
+    """
     old_records = json.loads(records_body)
     new_records = decode_plain(records_body)
     plain = new_records is not NOT_PLAIN
     if not plain:
         new_records = json.loads(records_body)
-    outcomes = []
-    for parse_one in (
+    envelope = decode_orders_page(envelope_of(records_body))
+    ways = [
         lambda: parse_page(old_records, parse, page_number=3, resource=resource),
         lambda: parse_fetched(Page(3, 10, new_records, plain=plain), parse, resource=resource),
-    ):
+    ]
+    if envelope is not None:
+        typed = Page(3, 10, envelope.page.orders, plain=True, typed=True)
+        ways.append(lambda: parse_fetched(typed, parse, resource=resource))
+    outcomes = []
+    for parse_one in ways:
         try:
             outcomes.append(parse_one())
         # OverflowError, UnicodeEncodeError: a year 1 with an offset, a lone surrogate, which
@@ -346,11 +359,12 @@ def test_a_page_of_orders_parses_to_the_same_values_or_the_same_error(records, e
         json.loads(body)
     except ValueError:
         return  # a raw lone surrogate: not UTF-8, no page at all
-    old, new = both_ways(body)
-    if isinstance(old, str) or isinstance(new, str):
-        assert old == new
-    else:
-        assert_same_orders(old, new)
+    old, *news = both_ways(body)
+    for new in news:
+        if isinstance(old, str) or isinstance(new, str):
+            assert old == new
+        else:
+            assert_same_orders(old, new)
 
 
 @BOUNDED
@@ -363,13 +377,14 @@ def test_a_page_of_other_records_parses_to_the_same_values_or_the_same_error(rec
         json.loads(body)
     except ValueError:
         return
-    old, new = both_ways(body, parse_record, "payouts")
-    if isinstance(old, str) or isinstance(new, str):
-        assert old == new
-    else:
-        assert [(r.id, r.raw_json, r.fingerprint, r.raw) for r in old] == [
-            (r.id, r.raw_json, r.fingerprint, r.raw) for r in new
-        ]
+    old, *news = both_ways(body, parse_record, "payouts")
+    for new in news:
+        if isinstance(old, str) or isinstance(new, str):
+            assert old == new
+        else:
+            assert [(r.id, r.raw_json, r.fingerprint, r.raw) for r in old] == [
+                (r.id, r.raw_json, r.fingerprint, r.raw) for r in new
+            ]
 
 
 def test_a_bad_record_on_a_plain_page_fails_with_the_old_message():
@@ -422,3 +437,280 @@ def test_utc_offsets_match_the_old_parsers_zone_objects():
     assert moment == datetime(2026, 3, 1, 10, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     assert moment.tzinfo is UTC
     assert not math.isnan(moment.timestamp())
+
+
+# --- the typed page (order_structs, Page.typed) ---------------------------------------------------
+
+MONEY = st.fixed_dictionaries(
+    {},
+    optional={
+        "currency": st.sampled_from(["usd", "EUR", "x" * 17]) | st.none(),
+        "value": st.integers() | st.integers(-(2**80), 2**80) | st.none(),
+    },
+)
+LINE_ITEMS = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["product", "fee", "shipping"])},
+        optional={
+            "product": st.fixed_dictionaries(
+                {"name": ANY_TEXT, "price": MONEY},
+                optional={"id": ANY_TEXT, "type": ANY_TEXT, "quantity": st.integers(0, 9)},
+            ),
+            "fee": st.fixed_dictionaries(
+                {"label": ANY_TEXT}, optional={"description": ANY_TEXT, "amount": MONEY}
+            ),
+            "shipping": st.fixed_dictionaries({"fee": MONEY}, optional={"label": ANY_TEXT}),
+        },
+    ),
+    max_size=3,
+)
+#: What the schema leaves out: a field it does not know (anywhere), a float, a wrong type.
+SURPRISES = st.sampled_from(
+    [
+        ("record", "extra", 1),
+        ("record", "number", 7),
+        ("record", "custom_data", {"x": 1.5}),
+        ("record", "custom_data", 0.5),
+        ("customer", "extra", None),
+        ("customer", "guest", 1),
+        ("total", "value", 1.0),
+        ("total", "value", True),
+        ("total", "extra", "x"),
+        ("record", "line_item_group", []),
+        ("record", "invoice", "x"),
+    ]
+)
+
+
+# Mostly valid, so that whole pages take the typed path; the rest checks its fallback.
+ODD_IDS = ["or_", "cu_", "or_" + "x" * 62, "cu_" + "x" * 62, "", "x"]
+ORDER_IDS = st.sampled_from(["or_1", "or_" + "x" * 61, *ODD_IDS])
+CUSTOMER_IDS = st.sampled_from(["cu_1", "cu_" + "x" * 61, *ODD_IDS])
+STR_TIMESTAMP = st.none() | common_timestamps() | ODD_TIMESTAMPS
+#: A page of records the typed path takes whole, or one that may hold anything.
+SCHEMA_PAGES = st.booleans().flatmap(
+    lambda valid: st.lists(schema_records(valid), min_size=1, max_size=4)
+)
+
+
+@st.composite
+def schema_records(draw, valid: bool = False):
+    """Order records in the schema's shapes (every field optional and nullable), in a shuffled
+    key order; unless ``valid`` (what the parser requires always there and well-formed), some
+    of them with a bad value or a surprise the schema does not know."""
+    record = {
+        "id": draw(st.sampled_from(["or_1", "or_2"]) if valid else ORDER_IDS),
+        "status": draw(
+            st.just("paid") if valid else st.sampled_from(["paid", "", "x" * 65]) | st.none()
+        ),
+        "initiated_at": draw(common_timestamps() if valid else STR_TIMESTAMP),
+        "customer": draw(
+            st.fixed_dictionaries(
+                {"id": st.sampled_from(["cu_1", "cu_2"]) if valid else CUSTOMER_IDS},
+                optional={
+                    "guest": st.booleans() | st.none(),
+                    "name": ANY_TEXT | st.none(),
+                    "email_address": ANY_TEXT | st.just("e" * 255),
+                    "phone_number": st.text(max_size=70),
+                },
+            )
+            | (st.nothing() if valid else st.none())
+        ),
+    }
+    for name in ("completed_at", "paid_at", "canceled_at", "expires_at"):
+        if draw(st.booleans()):
+            record[name] = draw(st.none() | common_timestamps() if valid else STR_TIMESTAMP)
+    if draw(st.booleans()):
+        record["number"] = draw(st.none() | ANY_TEXT | st.just("x" * 256))
+    if draw(st.booleans()):
+        record["sealed_at"] = draw(STR_TIMESTAMP)
+    if draw(st.booleans()):
+        record["line_item_group"] = draw(
+            st.fixed_dictionaries({}, optional={"line_items": LINE_ITEMS, "total": MONEY})
+            | st.none()
+        )
+    if draw(st.booleans()):
+        record["invoice"] = {
+            "number": draw(st.none() | ANY_TEXT),
+            "format": {
+                "web": {"url": draw(st.sampled_from(["https://p.example/1", "javascript:x"]))},
+                "pdf": draw(st.none() | st.just({"url": None})),
+            },
+        }
+    if draw(st.booleans()):
+        record["custom_data"] = draw(
+            st.none() | st.dictionaries(ANY_TEXT, st.none() | ANY_TEXT | st.integers())
+        )
+    if not valid and draw(st.booleans()):
+        where, name, value = draw(SURPRISES)
+        target = {
+            "record": record,
+            "customer": record.get("customer"),
+            "total": (record.get("line_item_group") or {}).get("total"),
+        }[where]
+        if isinstance(target, dict):
+            target[name] = value
+    keys = draw(st.permutations(list(record)))
+    return {key: record[key] for key in keys}
+
+
+@BOUNDED
+@given(records=SCHEMA_PAGES, ensure_ascii=st.booleans())
+def test_a_typed_page_decodes_the_same_values_and_encodes_the_same_text(records, ensure_ascii):
+    try:
+        body = envelope_of(body_of(records, ensure_ascii))
+        expected = json.loads(body)["page"]["orders"]
+    except ValueError:
+        return  # a raw lone surrogate: not UTF-8
+    envelope = decode_orders_page(body)
+    if envelope is None:
+        return  # decoded as before: the old path, by construction the same
+    assert to_records(envelope.page.orders) == expected
+    for order, record in zip(envelope.page.orders, expected, strict=True):
+        assert canonical_bytes(order) == canonical_json(record).encode()
+
+
+@BOUNDED
+@given(records=SCHEMA_PAGES, ensure_ascii=st.booleans())
+def test_a_typed_page_parses_to_the_same_values_or_the_same_error(records, ensure_ascii):
+    try:
+        body = body_of(records, ensure_ascii)
+        json.loads(body)
+    except ValueError:
+        return
+    outcomes = both_ways(body)
+    old = outcomes[0]
+    for new in outcomes[1:]:
+        if isinstance(old, str) or isinstance(new, str):
+            assert old == new
+        else:
+            assert_same_orders(old, new)
+
+
+SANDBOX_LIKE = {
+    "id": "or_1",
+    "number": "ORD-1",
+    "status": "completed",
+    "initiated_at": "2026-01-09T05:32:43.5408-08:00",
+    "customer": {"id": "cu_1", "guest": True, "name": "Chidi Παπαδόπουλος"},
+    "line_item_group": {
+        "line_items": [
+            {
+                "type": "product",
+                "product": {
+                    "id": "oli_1",
+                    "name": "Consultation",
+                    "type": "service",
+                    "price": {"currency": "usd", "value": 41672},
+                    "quantity": 1,
+                },
+            },
+            {"type": "fee", "fee": {"label": "Fee", "amount": {"currency": "usd", "value": 1}}},
+        ],
+        "total": {"currency": "USD", "value": 41673},
+    },
+    "custom_data": {"cart_id": "c_1", "nested": [{"b": 1, "a": [None, True]}]},
+    "sealed_at": "2026-01-09T13:32:44.890Z",
+    "invoice": {"number": None, "format": {"web": {"url": "https://p.example/pay/or_1"}}},
+    "paid_at": "2026-01-09T13:51:41+00:00",
+}
+
+
+def typed_page(records_body: bytes) -> Page:
+    envelope = decode_orders_page(envelope_of(records_body))
+    assert envelope is not None
+    return Page(3, 10, envelope.page.orders, plain=True, typed=True)
+
+
+def test_a_sandbox_like_record_takes_the_typed_path_with_the_same_values():
+    body = json.dumps([SANDBOX_LIKE], ensure_ascii=False).encode()
+    page = typed_page(body)
+    new = parse_fetched(page, parse_order, resource="orders")
+    old = parse_page(json.loads(body), parse_order, page_number=3, resource="orders")
+    assert_same_orders(old, new)
+    assert type(new[0].customer).__name__ == "_TypedCustomer"
+    assert (new[0].total, new[0].currency, new[0].number) == (41673, "usd", "ORD-1")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The last of duplicate keys, as json.loads reads them.
+        b'{"page":{"orders":[{"id":"or_1","id":"or_2","customer":{"id":"cu_1","id":"cu_2"}}]}}',
+        # Integers past 64 bits, exactly.
+        b'{"page":{"orders":[{"id":"or_1","line_item_group":{"total":{"value":%d}}}]}}' % 2**70,
+        # null and absent are different records.
+        b'{"page":{"orders":[{"id":"or_1","number":null},{"id":"or_2"}]}}',
+        # Escapes of every kind Python writes, and raw UTF-8 (an escaped surrogate pair, like
+        # NUL, is left to the old path: see below).
+        b'{"page":{"orders":[{"id":"or_\\u00e9\\n\\"\\\\/\\u2028\\u001f\xf0\x9f\x98\x80"}]}}',
+    ],
+)
+def test_typed_bodies_read_as_json_loads_reads_them(body):
+    envelope = decode_orders_page(body)
+    assert envelope is not None
+    expected = json.loads(body)["page"]["orders"]
+    assert to_records(envelope.page.orders) == expected
+    assert [canonical_bytes(o) for o in envelope.page.orders] == [
+        canonical_json(r).encode() for r in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"page":{"orders":[{"id":"or_1","extra":1}]}}',  # a field the schema does not know
+        b'{"page":{"orders":[{"id":"or_1","customer":{"id":"cu_1","x":1}}]}}',
+        b'{"page":{"orders":[{"id":"or_1","custom_data":{"a":1.5}}]}}',  # a float
+        b'{"page":{"orders":[{"id":"or_1","line_item_group":{"total":{"value":1e2}}}]}}',
+        b'{"page":{"orders":[{"id":"or_1","line_item_group":{"total":{"value":true}}}]}}',
+        b'{"page":{"orders":[{"id":"or_1","status":1}]}}',  # a wrong type
+        b'{"page":{"orders":[{"id":"or_1\\u0000"}]}}',  # NUL: replaced by the old path
+        b'{"page":{"orders":[{"id":"or_\\ud800"}]}}',  # a lone surrogate: the same
+        b'{"page":{"orders":[{"id":"or_1"}],"total":1}}',  # an envelope field it does not know
+        b'{"page":{"orders":[{"id":"or_1"}]},"meta":{}}',
+        b'{"page":{"number":"1","orders":[]}}',
+        b'{"page":{"orders":[[]]}}',
+        b'{"page":{"customers":[]}}',
+        b'{"page":{"orders":[{"custom_data":' + b"[" * 9 + b"]" * 9 + b"}]}}",
+        b"[1]",
+        b"<html>",
+    ],
+)
+def test_bodies_the_schema_does_not_vouch_for_are_decoded_as_before(body):
+    assert decode_orders_page(body) is None
+
+
+def test_a_bad_record_on_a_typed_page_fails_with_the_old_message():
+    records = [
+        {"id": "or_1", "status": "paid", "initiated_at": "2026-03-01T10:00:00Z"},
+        {"id": "or_2", "status": "paid", "initiated_at": "2026-03-01T10:00:00"},
+    ]
+    records[0]["customer"] = records[1]["customer"] = {"id": "cu_1"}
+    with pytest.raises(InvalidRecord) as caught:
+        parse_fetched(typed_page(json.dumps(records).encode()), parse_order, resource="orders")
+    assert str(caught.value) == (
+        "orders page 3, record 2 of 2 (id or_2): order or_2: initiated_at must be an ISO 8601 "
+        "timestamp with Z or an offset, not '2026-03-01T10:00:00'"
+    )
+
+
+def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
+    """The sync asks for typed pages (``fetch_page(..., typed=True)``): every real page of the
+    sandbox fits the schema and parses to the values of the old path."""
+    from django_orders.sync.read_ahead import page_walk
+
+    sandbox_no_cap.seed(600)
+    client = OrdersClient(api_key=sandbox_no_cap.api_key, base_url=sandbox_no_cap.url)
+    pages = 0
+    for page in page_walk(client, "orders", "orders", 256):
+        assert page.typed and page.plain
+        new = parse_fetched(page, parse_order, resource="orders")
+        records = json.loads(json.dumps(to_records(page.records)))
+        old = parse_page(records, parse_order, page_number=page.number, resource="orders")
+        assert_same_orders(old, new)
+        assert all(type(order.customer).__name__ == "_TypedCustomer" for order in new)
+        pages += 1
+    assert pages == 3
+    # Other callers get dicts, as before.
+    assert not client.fetch_page("orders", 1, 5).typed

@@ -1,0 +1,162 @@
+"""An ``/orders/page`` answer as typed msgspec structs: one pass in C, no dict per object.
+
+Why: decoding a page into dicts and lists made Python objects the garbage collector walks
+(about 7,000 containers a page of 256), and the mirror then walked every record again in
+Python. With a schema of the order record, msgspec decodes a page into structs that the
+collector does not track (``gc=False``: they never form cycles), checks the types the mirror
+relies on while decoding, and re-encodes each order with sorted keys in C for its canonical
+JSON (``mirror.page_parsing``): benchmarks/README.md, the parse step.
+
+Exactness: a body decodes here only if every object of it is one the schema knows field by
+field (``forbid_unknown_fields``), every number an integer, every leaf of the type the schema
+says. Then its values are those ``json.loads`` reads (duplicate keys: the last, as there;
+integers of any size), a field absent from the record stays ``UNSET`` and is left out when
+encoding, a ``null`` stays ``None``, and msgspec's sorted encoding of an order is byte for byte
+``canonical_json`` of the decoded record (tests/sync/test_page_parsing.py). Anything else (a
+field the schema does not know, a float, a string where it expects an object, deeper
+``custom_data``, NUL or surrogate escapes) makes ``decode_orders_page`` return ``None``, and
+the body is decoded as before (``decoding.decode_answer``), values and errors unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Union
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from .decoding import _UNSTORABLE, _plain_json
+
+__all__ = ["OrderStruct", "OrdersPageStruct", "decode_orders_page", "to_records"]
+
+# Every field is optional (``UNSET`` when absent) and nullable: the schema's job is to describe
+# what a record holds, exactly; what the mirror requires of it is checked by the parser, with
+# the old path's messages. Nothing here has a default other than UNSET: a default of None
+# would make an absent field and a null one the same, and change the canonical text.
+
+
+class _Schema(Struct, gc=False, forbid_unknown_fields=True):
+    pass
+
+
+class Money(_Schema):
+    currency: str | UnsetType | None = UNSET
+    value: int | UnsetType | None = UNSET
+
+
+class Product(_Schema):
+    id: str | UnsetType | None = UNSET
+    name: str | UnsetType | None = UNSET
+    type: str | UnsetType | None = UNSET
+    price: Money | UnsetType | None = UNSET
+    quantity: int | UnsetType | None = UNSET
+
+
+class Charge(_Schema):
+    """A fee (``label``, ``description``, ``amount``) or shipping (``label``, ``fee``) item."""
+
+    id: str | UnsetType | None = UNSET
+    label: str | UnsetType | None = UNSET
+    description: str | UnsetType | None = UNSET
+    amount: Money | UnsetType | None = UNSET
+    fee: Money | UnsetType | None = UNSET
+
+
+class LineItem(_Schema):
+    type: str | UnsetType | None = UNSET
+    product: Product | UnsetType | None = UNSET
+    fee: Charge | UnsetType | None = UNSET
+    shipping: Charge | UnsetType | None = UNSET
+
+
+class LineItemGroup(_Schema):
+    line_items: list[LineItem] | UnsetType | None = UNSET
+    total: Money | UnsetType | None = UNSET
+
+
+class Link(_Schema):
+    url: str | UnsetType | None = UNSET
+
+
+class InvoiceFormats(_Schema):
+    web: Link | UnsetType | None = UNSET
+    pdf: Link | UnsetType | None = UNSET
+
+
+class Invoice(_Schema):
+    number: str | UnsetType | None = UNSET
+    format: InvoiceFormats | UnsetType | None = UNSET
+
+
+class CustomerStruct(_Schema):
+    id: str | UnsetType | None = UNSET
+    guest: bool | UnsetType | None = UNSET
+    name: str | UnsetType | None = UNSET
+    email_address: str | UnsetType | None = UNSET
+    phone_number: str | UnsetType | None = UNSET
+
+
+#: ``custom_data`` is the shop's own: any JSON without floats, nested at most this deep inside
+#: it (``decoding.PLAIN_DEPTH`` counts from the body: the envelope and the record are 4 levels).
+CUSTOM_DATA_DEPTH = 8
+if TYPE_CHECKING:
+    _CustomData = Any
+else:
+    _CustomData = _plain_json(CUSTOM_DATA_DEPTH)
+
+
+class OrderStruct(_Schema):
+    id: str | UnsetType | None = UNSET
+    number: str | UnsetType | None = UNSET
+    status: str | UnsetType | None = UNSET
+    initiated_at: str | UnsetType | None = UNSET
+    sealed_at: str | UnsetType | None = UNSET
+    completed_at: str | UnsetType | None = UNSET
+    paid_at: str | UnsetType | None = UNSET
+    canceled_at: str | UnsetType | None = UNSET
+    expires_at: str | UnsetType | None = UNSET
+    customer: CustomerStruct | UnsetType | None = UNSET
+    line_item_group: LineItemGroup | UnsetType | None = UNSET
+    invoice: Invoice | UnsetType | None = UNSET
+    custom_data: Union[_CustomData, UnsetType] = UNSET  # noqa: UP007 (a runtime type)
+
+
+class _OrdersPage(_Schema):
+    orders: list[OrderStruct]
+    number: int | UnsetType = UNSET
+    size: int | UnsetType = UNSET
+
+
+class OrdersPageStruct(_Schema):
+    """The envelope ``{"page": {"number": ..., "size": ..., "orders": [...]}}``."""
+
+    page: _OrdersPage
+
+    def echoes(self) -> dict[str, Any]:
+        """The page's ``number`` and ``size`` as the dict checks read them (absent: absent)."""
+        page = self.page
+        return {
+            name: value
+            for name, value in (("number", page.number), ("size", page.size))
+            if value is not UNSET
+        }
+
+
+_DECODER = msgspec.json.Decoder(OrdersPageStruct)
+
+
+def decode_orders_page(body: bytes) -> OrdersPageStruct | None:
+    """``body`` as typed structs, or ``None`` if the schema cannot vouch for it (module docs)."""
+    if _UNSTORABLE.search(body):
+        return None  # NUL and lone surrogates are replaced by the Python decoder's path
+    try:
+        return _DECODER.decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+
+
+def to_records(orders: list[OrderStruct]) -> list[dict[str, Any]]:
+    """The records as ``json.loads`` would have read them (the same values; keys in the
+    schema's order), for the paths that take dicts."""
+    records: list[dict[str, Any]] = msgspec.to_builtins(orders)
+    return records
