@@ -383,24 +383,25 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     helper thread (which fetches and parses the next page while the current one is consumed),
     as ``sync_orders`` walks. The faster of the two medians is the floor (b).
     """
-    from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
     from django_orders.mirror.page_parsing import parse_fetched
     from django_orders.mirror.parsing import parse_order
-    from django_orders.sync.read_ahead import fetched_ahead
+    from django_orders.sync.read_ahead import fetched_ahead, page_walk
 
     expected = int(os.environ["BENCH_ORDERS"])
     with OrdersClient.from_settings(base_url=url) as client:
+        # The sync's own walk: typed pages (order_structs), garbled answers retried.
+        def walk():
+            return page_walk(client, "orders", "orders", PAGE_SIZE)
 
         def sequential() -> int:
             count = 0
-            for page in iter_pages(client, "orders", page_size=PAGE_SIZE):
+            for page in walk():
                 count += len(parse_fetched(page, parse_order, resource="orders"))
             return count
 
         def thread() -> int:
-            pages = fetched_ahead(iter_pages(client, "orders", page_size=PAGE_SIZE), parse_order)
-            return sum(len(parsed) for parsed in pages)
+            return sum(len(parsed) for parsed in fetched_ahead(walk(), parse_order))
 
         ways = {"helper thread": thread, "sequential": sequential}
         samples: dict[str, list[float]] = {way: [] for way in ways}
