@@ -1,4 +1,5 @@
-"""Shared fixtures. Sandbox fixtures live in tests/fixtures/sandbox.py."""
+"""Shared fixtures. The plugins under tests/fixtures/ hold the rest: the sandbox, the hostile
+server, the one HTTP mock (``http_mock``) and the sync's sandbox set-ups and mirror checks."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.fixtures.hostile import hostile_server  # noqa: F401  (a fixture)
-from tests.fixtures.sandbox import *  # noqa: F403  (sandbox, sandbox_no_cap, sandbox_api_key)
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = [
+    "tests.fixtures.sandbox",
+    "tests.fixtures.hostile",
+    "tests.fixtures.http",
+    "tests.fixtures.mirror",
+]
 
 
 @pytest.fixture
@@ -51,7 +56,8 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
-    """Clients built from settings record their backoff waits here instead of sleeping."""
+    """The client's backoff waits, recorded instead of slept: clients built from settings record
+    them here, and a test building its own client passes ``sleep=sleeps.append``."""
     from django_orders.client.transport import OrdersClient
 
     waits: list[float] = []

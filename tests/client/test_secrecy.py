@@ -20,8 +20,9 @@ from django_orders.exceptions import (
     RateLimited,
     RequestRejected,
 )
+from tests.fixtures.http import BASE, KEY, assert_key_absent
 
-from .conftest import BASE, KEY, assert_key_absent, error, ok, page_of
+from .conftest import error, ok, page_of
 
 CREATE = {"request_meta": {"idempotency_key": "idem-secret"}, "line_items": []}
 

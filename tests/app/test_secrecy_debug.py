@@ -18,8 +18,7 @@ from django_orders.conf import orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersConfigurationError
 from django_orders.secret import Secret
 from tests.fixtures.hostile import json_answer
-
-from .conftest import BASE, KEY
+from tests.fixtures.http import BASE, KEY
 
 
 def debug_page(exc: BaseException) -> str:

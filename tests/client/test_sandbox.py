@@ -11,11 +11,6 @@ from tests.fixtures.payloads import order_payload
 
 
 @pytest.fixture
-def sleeps():
-    return []
-
-
-@pytest.fixture
 def client_for(sleeps):
     clients = []
 
