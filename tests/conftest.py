@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,17 @@ def sleeps(monkeypatch) -> list[float]:
 
     monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
     return waits
+
+
+@pytest.fixture
+def fresh_client(sleeps) -> Iterator[list[float]]:
+    """The per-thread client of creation, sync and the views is rebuilt before and after the test,
+    so it is built from the test's settings and records its backoff waits in ``sleeps``."""
+    from django_orders.client import factory
+
+    factory._local.__dict__.pop("client", None)
+    yield sleeps
+    factory._local.__dict__.pop("client", None)
 
 
 @pytest.fixture

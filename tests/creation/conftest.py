@@ -72,14 +72,10 @@ def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def no_client_sleep(sleeps) -> list[float]:
-    """The client's retry backoff waits are recorded instead of slept (``sleeps`` in
-    tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
-    from django_orders.client import factory
-
-    factory._local.__dict__.pop("client", None)
-    yield sleeps
-    factory._local.__dict__.pop("client", None)
+def no_client_sleep(fresh_client) -> list[float]:
+    """The client's retry backoff waits are recorded instead of slept (``fresh_client`` in
+    tests/conftest.py)."""
+    return fresh_client
 
 
 def record(order_id: str = "or_unit1", status: str = "requires_payment", **extra: Any) -> dict:

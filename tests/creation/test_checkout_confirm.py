@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from django_orders.creation.checkout import MAX_CONFIRM_LOOKUPS, confirm_delays
 from django_orders.exceptions import OrdersNetworkError
 from django_orders.models import Order
 from django_orders.services import confirm_order
+from tests.fixtures.mirror import statement_text
 
 from .conftest import LOOKUP, mirror, record
 
@@ -28,7 +28,7 @@ def unit_settings(mocked_settings):
 
 def statement_kinds(queries) -> list[str]:
     """The first keyword of each statement (SQLite's executemany log says "N times: ...")."""
-    return [re.sub(r"^\d+ times: ", "", q["sql"]).split()[0] for q in queries.captured_queries]
+    return [statement_text(q["sql"]).split()[0] for q in queries.captured_queries]
 
 
 def lookups(http_mock) -> int:
