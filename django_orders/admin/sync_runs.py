@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import admin
+from django.utils.functional import Promise
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
@@ -19,6 +22,28 @@ WALK_ENDS = {
 }
 
 
+def _count_column(field: str, label: str | Promise) -> Callable[[SyncRun], str]:
+    """A list column of one count, with thousands separators (a walk sees millions of records),
+    under a short header: the model's verbose names would push the last columns off the screen."""
+
+    @admin.display(description=label)
+    def column(obj: SyncRun) -> str:
+        return grouped_number(getattr(obj, field))
+
+    column.__name__ = f"{field}_column"  # the cells' CSS class, column-<name>
+    return column
+
+
+COUNT_COLUMNS = (
+    _count_column("pages", _("pages")),
+    _count_column("seen", _("seen")),
+    _count_column("created", _("created")),
+    _count_column("updated", _("updated")),
+    _count_column("unchanged", _("unchanged")),
+    _count_column("refreshed", _("refreshed")),
+)
+
+
 @admin.register(SyncRun)
 class SyncRunAdmin(ReadOnlyModelAdmin):
     # What went wrong first: on a narrow screen the counters are the columns that scroll away.
@@ -29,12 +54,7 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "end_column",
         "error_column",
         "duration_column",
-        "pages_column",
-        "seen_column",
-        "created_column",
-        "updated_column",
-        "unchanged_column",
-        "refreshed_column",
+        *COUNT_COLUMNS,
     )
     # Fixed-choice and date filters only: a free-text column would cost a DISTINCT scan.
     list_filter = ("outcome", "started_at")
@@ -97,32 +117,6 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
             return f"{seconds:.1f} s"
         minutes, seconds = divmod(round(seconds), 60)
         return f"{minutes} min {seconds:02d} s"
-
-    # The counts with thousands separators (grouped_number: a walk sees millions of records),
-    # under short headers: the model's verbose names would push the last columns off the screen.
-    @admin.display(description=_("pages"))
-    def pages_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.pages)
-
-    @admin.display(description=_("seen"))
-    def seen_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.seen)
-
-    @admin.display(description=_("created"))
-    def created_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.created)
-
-    @admin.display(description=_("updated"))
-    def updated_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.updated)
-
-    @admin.display(description=_("unchanged"))
-    def unchanged_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.unchanged)
-
-    @admin.display(description=_("refreshed"))
-    def refreshed_column(self, obj: SyncRun) -> str:
-        return grouped_number(obj.refreshed)
 
     @admin.display(description=_("error"))
     def error_column(self, obj: SyncRun) -> SafeString | str:
