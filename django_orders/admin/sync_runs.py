@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.contrib import admin
-from django.utils.functional import Promise
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
@@ -13,6 +13,9 @@ from django.utils.translation import gettext_lazy as _
 
 from ..models import SyncRun
 from .base import ReadOnlyModelAdmin, badge, compact_datetime, grouped_number
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
 
 #: ``SyncRun.end_reason`` as staff read it.
 WALK_ENDS = {
@@ -22,7 +25,7 @@ WALK_ENDS = {
 }
 
 
-def _count_column(field: str, label: str | Promise) -> Callable[[SyncRun], str]:
+def _count_column(field: str, label: StrOrPromise) -> Callable[[SyncRun], str]:
     """A list column of one count, with thousands separators (a walk sees millions of records),
     under a short header: the model's verbose names would push the last columns off the screen."""
 
