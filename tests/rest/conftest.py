@@ -17,15 +17,11 @@ CHECKOUT_URL = "/api/checkout/"
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttles_and_client(sleeps):
+def fresh_throttles_and_client(fresh_client):
     """Throttle counters live in the cache: start each test from zero. The client's backoff
-    waits are recorded instead of slept (``sleeps``), and the per-thread client is rebuilt."""
-    from django_orders.client import factory
-
+    waits are recorded instead of slept (``fresh_client``)."""
     cache.clear()
-    factory._local.__dict__.pop("client", None)
     yield
-    factory._local.__dict__.pop("client", None)
     cache.clear()
 
 
