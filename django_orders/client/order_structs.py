@@ -20,6 +20,7 @@ the body is decoded as before (``decoding.decode_answer``), values and errors un
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
@@ -28,6 +29,8 @@ from msgspec import UNSET, Struct, UnsetType
 from .decoding import _UNSTORABLE, _plain_json
 
 __all__ = ["OrderStruct", "OrdersPageStruct", "decode_orders_page", "to_records"]
+
+logger = logging.getLogger("django_orders.client")
 
 # Every field is optional (``UNSET`` when absent) and nullable: the schema's job is to describe
 # what a record holds, exactly; what the mirror requires of it is checked by the parser, with
@@ -151,7 +154,10 @@ def decode_orders_page(body: bytes) -> OrdersPageStruct | None:
         return None  # NUL and lone surrogates are replaced by the Python decoder's path
     try:
         return _DECODER.decode(body)
-    except (msgspec.DecodeError, ValueError, RecursionError):
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        # Says where and which field or type, never a value: what to add to the schema if the
+        # service's records grew a field (such pages are only slower, never wrong).
+        logger.debug("Orders page decoded without the order schema: %s", str(exc)[:200])
         return None
 
 

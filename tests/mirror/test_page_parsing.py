@@ -714,3 +714,12 @@ def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
     assert pages == 3
     # Other callers get dicts, as before.
     assert not client.fetch_page("orders", 1, 5).typed
+
+
+def test_a_page_without_the_schema_says_why_in_the_debug_log(caplog):
+    caplog.set_level("DEBUG", logger="django_orders.client")
+    body = b'{"page":{"orders":[{"id":"or_1","livemode":"not logged"}]}}'
+    assert decode_orders_page(body) is None
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "unknown field `livemode`" in message
+    assert "not logged" not in message
