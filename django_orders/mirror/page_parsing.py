@@ -96,19 +96,35 @@ class _TypedCustomer(ParsedCustomer):
     def __init__(
         self, struct: CustomerStruct, id: str, guest: bool, name: str, email: str, phone: str
     ) -> None:
-        super().__init__(id, guest, name, None, email, phone)  # type: ignore[arg-type]
+        # ParsedCustomer's attributes, set here rather than through its __init__: one per order
+        # of every page, on the helper's hot path.
+        self.id = id
+        self.guest = guest
+        self.name = name
+        self.email_address = email
+        self.phone_number = phone
+        self._raw = None  # decoded from raw_json if asked for: the same values
+        self._json = None
+        self._fingerprint = None
         self._struct = struct
+
+    def _encode(self) -> None:
+        text = _ENCODE(self._struct)
+        self._json = text.decode()
+        self._fingerprint = _hash(text)
 
     @property
     def raw_json(self) -> str:
         if self._json is None:
-            self._json = _ENCODE(self._struct).decode()
+            self._encode()
+        assert self._json is not None
         return self._json
 
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = _hash(self.raw_json.encode())
+            self._encode()
+        assert self._fingerprint is not None
         return self._fingerprint
 
 
