@@ -8,7 +8,7 @@ from django_orders.client.pages import COLLECTIONS, collection_for
 from django_orders.client.paging import PageWalk, iter_pages
 from django_orders.exceptions import InvalidResponse, RequestRejected, ServerError
 
-from .conftest import error, page_of
+from .conftest import error, ok, page_of
 
 WINDOW_400 = error(
     400,
@@ -201,3 +201,27 @@ def test_pages_carry_number_size_request_id_and_status(api, make_client):
     assert (page.number, page.size, page.request_id, page.status_code) == (1, 5, "req_p1", 200)
     assert page.is_last
     assert isinstance(iter_pages(make_client(), "orders", page_size=5), PageWalk)
+
+
+def test_typed_pages_are_structs_when_the_schema_fits_and_dicts_when_not(api, make_client):
+    """``fetch_page(..., typed=True)`` (the sync's walk of orders): the same page checks, the
+    same values; a body the order schema does not fit is decoded into dicts as before."""
+    from django_orders.client.order_structs import OrderStruct, to_records
+
+    records = [{"id": "or_1", "status": "paid", "customer": {"id": "cu_1", "guest": False}}]
+    odd = [{"id": "or_2", "status": "paid", "livemode": False}]
+    api.script(
+        "/orders/page",
+        ok({"page": {"number": 1, "size": 5, "orders": records}}),
+        ok({"page": {"number": 1, "size": 5, "orders": odd}}),
+        ok({"page": {"number": 2, "size": 5, "orders": records}}),
+    )
+    client = make_client()
+    typed = client.fetch_page("orders", 1, 5, typed=True)
+    assert typed.typed and typed.plain and typed.is_last
+    assert [type(r) for r in typed.records] == [OrderStruct]
+    assert to_records(typed.records) == records
+    fallback = client.fetch_page("orders", 1, 5, typed=True)
+    assert not fallback.typed and fallback.records == odd
+    with pytest.raises(InvalidResponse, match=r"page.number 2 for the requested 1"):
+        client.fetch_page("orders", 1, 5, typed=True)  # the echo is checked on typed pages too
