@@ -22,6 +22,7 @@ from typing import Any
 
 from ..conf import orders_settings
 from ..exceptions import RequestRejected
+from .factory import new_client
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
@@ -41,7 +42,11 @@ class Lookup:
 
 
 class _ClientPerThread:
-    """A client for each worker thread, built from settings on first use, all closed at the end."""
+    """A client for each worker thread, built from settings on first use, all closed at the end.
+
+    Not ``factory.get_client``: that would leave a client open in each worker thread when the
+    pool ends, and these clients share the pool's ``RateGate``.
+    """
 
     def __init__(self, gate: RateGate) -> None:
         self._gate = gate
@@ -52,7 +57,7 @@ class _ClientPerThread:
     def get(self) -> OrdersClient:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = OrdersClient.from_settings(gate=self._gate)
+            client = new_client(gate=self._gate)
             self._local.client = client
             with self._lock:
                 self._clients.append(client)

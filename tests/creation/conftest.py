@@ -75,6 +75,6 @@ def no_client_sleep(sleeps) -> list[float]:
     tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
     from django_orders.client import factory
 
-    factory._local.__dict__.pop("client", None)
+    factory.reset()
     yield sleeps
-    factory._local.__dict__.pop("client", None)
+    factory.reset()

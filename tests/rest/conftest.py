@@ -23,9 +23,9 @@ def fresh_throttles_and_client(sleeps):
     from django_orders.client import factory
 
     cache.clear()
-    factory._local.__dict__.pop("client", None)
+    factory.reset()
     yield
-    factory._local.__dict__.pop("client", None)
+    factory.reset()
     cache.clear()
 
 
