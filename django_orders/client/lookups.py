@@ -1,7 +1,8 @@
 """Order lookups several at a time: the refresh of orders the page walk cannot reach.
 
 A lookup is one round trip (traversal rule 5), so refreshing orders one after the other costs
-the network's latency once per order: 490 orders at 50 ms took 27 s. Lookups are independent,
+the network's latency once per order (figures: benchmarks/README.md, section "Refreshing orders
+by lookup"). Lookups are independent,
 so ``REFRESH_CONCURRENCY`` of them are kept in flight, each worker thread with a client of its
 own (a ``requests.Session`` is not meant to be shared between threads) and all clients sharing
 one ``RateGate``, so that a 429 makes the whole pool back off together.
