@@ -87,8 +87,8 @@ class _Answer:
 class OrdersClient:
     """A client for one API key and base URL.
 
-    Build it from settings with ``OrdersClient.from_settings()``; pass ``session`` or ``sleep``
-    only in tests.
+    The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds
+    them with ``OrdersClient.from_settings()``; pass ``session`` or ``sleep`` only in tests.
     """
 
     # The key passes through these frames: Django's error pages and mails print frame locals.
