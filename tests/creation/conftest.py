@@ -73,8 +73,8 @@ def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
 def no_client_sleep(sleeps) -> list[float]:
     """The client's retry backoff waits are recorded instead of slept (``sleeps`` in
     tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
-    from django_orders.client import factory
+    from django_orders.testing import reset_clients
 
-    factory.reset()
+    reset_clients()
     yield sleeps
-    factory.reset()
+    reset_clients()

@@ -148,3 +148,13 @@ def test_the_app_builds_clients_only_in_the_factory():
         if path not in allowed and building.search(path.read_text())
     ]
     assert offenders == []
+
+
+def test_the_test_kit_resets_the_clients(configured):
+    from django_orders.testing import reset_clients
+
+    closed: list = []
+    old = closes_of(get_client(), closed)
+    reset_clients()
+    assert [c for c, _ in closed] == [old]
+    assert get_client() is not old

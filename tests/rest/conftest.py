@@ -20,12 +20,12 @@ CHECKOUT_URL = "/api/checkout/"
 def fresh_throttles_and_client(sleeps):
     """Throttle counters live in the cache: start each test from zero. The client's backoff
     waits are recorded instead of slept (``sleeps``), and the per-thread client is rebuilt."""
-    from django_orders.client import factory
+    from django_orders.testing import reset_clients
 
     cache.clear()
-    factory.reset()
+    reset_clients()
     yield
-    factory.reset()
+    reset_clients()
     cache.clear()
 
 
