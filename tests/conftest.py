@@ -1,19 +1,25 @@
-"""Shared fixtures. Sandbox fixtures live in tests/fixtures/sandbox.py."""
+"""Shared fixtures. The plugins under tests/fixtures/ hold the rest: the sandbox, the hostile
+server, the one HTTP mock (``http_mock``) and the sync's sandbox set-ups and mirror checks."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from tests.fixtures.hostile import hostile_server  # noqa: F401  (a fixture)
-from tests.fixtures.sandbox import *  # noqa: F403  (sandbox, sandbox_no_cap, sandbox_api_key)
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = [
+    "tests.fixtures.sandbox",
+    "tests.fixtures.hostile",
+    "tests.fixtures.http",
+    "tests.fixtures.mirror",
+]
 
 
 @pytest.fixture
@@ -51,7 +57,8 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
-    """Clients built from settings record their backoff waits here instead of sleeping."""
+    """The client's backoff waits, recorded instead of slept: clients built from settings record
+    them here, and a test building its own client passes ``sleep=sleeps.append``."""
     from django_orders.client.transport import OrdersClient
 
     waits: list[float] = []
@@ -63,6 +70,17 @@ def sleeps(monkeypatch) -> list[float]:
 
     monkeypatch.setattr(OrdersClient, "from_settings", classmethod(from_settings))
     return waits
+
+
+@pytest.fixture
+def fresh_client(sleeps) -> Iterator[list[float]]:
+    """The per-thread client of creation, sync and the views is rebuilt before and after the test,
+    so it is built from the test's settings and records its backoff waits in ``sleeps``."""
+    from django_orders.testing import reset_clients
+
+    reset_clients()
+    yield sleeps
+    reset_clients()
 
 
 @pytest.fixture

@@ -12,7 +12,16 @@ from django.utils import timezone
 from django_orders.models import Order
 
 from .factories import BASE_TIME, make_customer, make_order
-from .helpers import column_names, listed_pks, result_rows, text
+from .helpers import (
+    column_headers,
+    filter_choices,
+    filter_titles,
+    listed_pks,
+    result_rows,
+    search_box,
+    sortable_headers,
+    text,
+)
 
 pytestmark = pytest.mark.django_db
 URL = reverse("admin:django_orders_order_changelist")
@@ -54,18 +63,42 @@ def shop():
     return orders
 
 
-def test_columns_in_order(admin_client, shop):
-    response = admin_client.get(URL)
-    assert column_names(response) == [
-        "id",
-        "status_column",
-        "total_column",
-        "customer_link",
-        "guest",
-        "initiated_column",
-        "completed_column",
-        "last_synced",
+def test_columns_in_order(viewer_client, shop):
+    """What staff see: the columns, the ones that sort (on an index), filters, search help."""
+    response = viewer_client.get(URL)
+    assert column_headers(response) == [
+        "Id",
+        "Status",
+        "Total",
+        "Customer",
+        "Guest",
+        "Initiated",
+        "Completed",
+        "Last updated",
     ]
+    assert sortable_headers(response) == ["Id", "Total", "Initiated", "Completed"]
+    assert filter_titles(response) == [
+        "By status",
+        "By currency",
+        "By guest",
+        "By initiated",
+        "By completed",
+    ]
+    assert filter_choices(response, "By status") == [
+        "All",
+        "Preparing",
+        "Requires payment",
+        "Paid",
+        "Completed",
+        "Canceled",
+        "Expired",
+        "Unknown",
+    ]
+    assert filter_choices(response, "By guest") == ["All", "Yes", "No"]
+    assert search_box(response) == (
+        "An order id, the shop's order number, a customer id or e-mail address (exact), "
+        "or words of the customer's name."
+    )
 
 
 def test_each_cell_shows_the_order(admin_client, shop):

@@ -13,7 +13,16 @@ from django.utils.html import escape
 from django_orders.models import Customer, Order, OrderRequest, SyncRun
 
 from .factories import BASE_TIME, make_customer, make_order, make_request, make_sync_run
-from .helpers import column_names, listed_pks, result_rows, text
+from .helpers import (
+    column_headers,
+    filter_choices,
+    filter_titles,
+    listed_pks,
+    result_rows,
+    search_box,
+    sortable_headers,
+    text,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -110,14 +119,17 @@ def test_customer_columns_and_order_counts(admin_client):
         make_order(f"or_ama{index}", ama)
     make_order("or_kofi", kofi)
     response = admin_client.get(admin_url(Customer, "changelist"))
-    assert column_names(response) == [
-        "id",
-        "name",
-        "email_address",
-        "phone_number",
-        "guest",
-        "order_count",
+    assert column_headers(response) == [
+        "Id",
+        "Name",
+        "Email address",
+        "Phone number",
+        "Guest",
+        "Orders",
     ]
+    assert sortable_headers(response) == ["Id", "Name"]
+    assert filter_titles(response) == ["By guest"]
+    assert search_box(response) == "A customer id or e-mail address (exact), or part of the name."
     rows = result_rows(response)
     assert listed_pks(response) == ["cu_ama", "cu_kofi", "cu_none"]  # by name
     assert text(rows["cu_ama"]["order_count"]) == "3"
@@ -197,17 +209,27 @@ def requests_():
 
 def test_order_request_columns(admin_client, requests_):
     response = admin_client.get(admin_url(OrderRequest, "changelist"))
-    assert column_names(response) == [
-        "reference_column",
-        "idempotency_key",
-        "state_column",
-        "attempts",
-        "last_error_column",
-        "last_request_id",
-        "created_column",
-        "last_attempt_column",
-        "order_link",
+    assert column_headers(response) == [
+        "Reference",
+        "Idempotency key",
+        "State",
+        "Attempts",
+        "Last error",
+        "Last upstream request id",
+        "Created",
+        "Last sent",
+        "Order",
     ]
+    assert sortable_headers(response) == ["Attempts", "Created", "Last sent"]
+    assert filter_titles(response) == ["By state"]
+    assert filter_choices(response, "By state") == [
+        "All",
+        "Pending",
+        "Succeeded",
+        "Failed",
+        "Needs review",
+    ]
+    assert search_box(response) == "A reference, an idempotency key or an order id (exact)."
     rows = result_rows(response)
     waiting = rows[str(requests_["waiting"].pk)]
     assert text(waiting["reference_column"]) == "cart-waiting"
@@ -278,20 +300,24 @@ def test_sync_run_history(admin_client):
         started_at=BASE_TIME + timedelta(hours=1), finished_at=None, outcome="running"
     )
     response = admin_client.get(admin_url(SyncRun, "changelist"))
-    assert column_names(response) == [
-        "started_column",
-        "resource",
-        "outcome_column",
-        "end_column",
-        "error_column",
-        "duration_column",
-        "pages_column",
-        "seen_column",
-        "created_column",
-        "updated_column",
-        "unchanged_column",
-        "refreshed_column",
+    assert column_headers(response) == [
+        "Started",
+        "Resource",
+        "Outcome",
+        "Walk ended by",
+        "Error",
+        "Duration",
+        "Pages",
+        "Seen",
+        "Created",
+        "Updated",
+        "Unchanged",
+        "Refreshed",
     ]
+    assert sortable_headers(response) == ["Started"]
+    assert filter_titles(response) == ["By outcome", "By started"]
+    assert filter_choices(response, "By outcome") == ["All", "Running", "Succeeded", "Failed"]
+    assert search_box(response) is None  # nothing to search a run by
     assert listed_pks(response) == [str(running.pk), str(quick.pk), str(slow.pk)]
     rows = result_rows(response)
     row = rows[str(quick.pk)]

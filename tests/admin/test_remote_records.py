@@ -11,7 +11,16 @@ from django.utils.html import escape
 from django_orders.models import RemoteRecord
 
 from .factories import BASE_TIME, on_postgresql, staff_user
-from .helpers import column_names, listed_pks, result_rows, text
+from .helpers import (
+    column_headers,
+    filter_choices,
+    filter_titles,
+    listed_pks,
+    result_rows,
+    search_box,
+    sortable_headers,
+    text,
+)
 
 pytestmark = pytest.mark.django_db
 LIST = reverse("admin:django_orders_remoterecord_changelist")
@@ -40,12 +49,16 @@ def test_the_list_shows_each_resource_in_index_order(admin_client):
     make_records(2, "balance_transactions", "txn")
     make_records(1, "customers", "cu")
     response = admin_client.get(LIST)
-    assert column_names(response) == [
-        "remote_id",
-        "resource",
-        "changed_column",
-        "first_seen_column",
+    assert column_headers(response) == ["Remote id", "Resource", "Changed", "First seen"]
+    assert sortable_headers(response) == []  # sorted by the index only
+    assert filter_titles(response) == ["By resource"]
+    assert filter_choices(response, "By resource") == [
+        "All",
+        "balance transactions",
+        "customers",
+        "payouts",
     ]
+    assert search_box(response) == "A record id, exact (e.g. po_… or txn_…)."
     rows = result_rows(response)
     assert [text(row["remote_id"]) for row in rows.values()] == [
         "txn_0000",

@@ -1,23 +1,25 @@
-"""Fixtures for the order creation tests: valid input, and the raw bodies the sandbox received."""
+"""Fixtures for the order creation and checkout tests: valid input, the raw bodies the sandbox
+received, order records as the service sends them, and ``order_status_changed`` as received."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-import responses
 
+from django_orders.mirror.parsing import parse_order
+from django_orders.mirror.store import store_orders
+from django_orders.models import Order
+from django_orders.signals import order_status_changed
 from django_orders.testing.sandbox.handler import Handler
+from tests.fixtures.http import BASE
 from tests.fixtures.payloads import create_order_input
 
-
-@pytest.fixture
-def mocked():
-    """``responses`` for the unit tests of the create path: every HTTP call is scripted."""
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield rsps
+LOOKUP = BASE + "/orders/lookup"
+CANCEL = BASE + "/orders/cancel"
 
 
 @pytest.fixture
@@ -70,11 +72,50 @@ def upstream_orders_by_key(sandbox) -> dict[str, list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def no_client_sleep(sleeps) -> list[float]:
-    """The client's retry backoff waits are recorded instead of slept (``sleeps`` in
-    tests/conftest.py); the per-thread client is rebuilt so it picks that up."""
-    from django_orders.testing import reset_clients
+def no_client_sleep(fresh_client) -> list[float]:
+    """The client's retry backoff waits are recorded instead of slept (``fresh_client`` in
+    tests/conftest.py)."""
+    return fresh_client
 
-    reset_clients()
-    yield sleeps
-    reset_clients()
+
+def record(order_id: str = "or_unit1", status: str = "requires_payment", **extra: Any) -> dict:
+    """An order record as the service sends it (the provider's shape, trimmed)."""
+    body = {
+        "id": order_id,
+        "status": status,
+        "number": "EX-1001",
+        "initiated_at": "2026-01-02T03:04:05Z",
+        "customer": {"id": "cu_unit1", "guest": True, "name": "Ama Mensah"},
+        "line_item_group": {
+            "line_items": [
+                {"type": "shipping", "shipping": {"fee": {"currency": "eur", "value": 490}}}
+            ],
+            "total": {"currency": "eur", "value": 2940},
+        },
+        "invoice": {"format": {"web": {"url": f"{BASE}/pay/{order_id}"}}},
+    }
+    if status == "paid":
+        body["paid_at"] = "2026-01-02T03:06:00Z"
+    if status == "canceled":
+        body["canceled_at"] = "2026-01-02T03:07:00Z"
+    body.update(extra)
+    return body
+
+
+def mirror(order_id: str = "or_unit1", status: str = "requires_payment", **extra: Any) -> Order:
+    """Store the order as a sync would have."""
+    store_orders([parse_order(record(order_id, status, **extra))])
+    return Order.objects.get(pk=order_id)
+
+
+@pytest.fixture
+def status_changes():
+    """``order_status_changed`` as received: (order id, previous, status)."""
+    seen: list[tuple[str, str, str]] = []
+
+    def receiver(sender, order, previous_status, status, **kwargs):
+        seen.append((order.pk, previous_status, status))
+
+    order_status_changed.connect(receiver, weak=False)
+    yield seen
+    order_status_changed.disconnect(receiver)

@@ -12,11 +12,11 @@ import responses
 from django_orders.exceptions import OrderRequestPending, OrderRequestRejected
 from django_orders.models import OrderRequest
 from django_orders.services import create_order, resend_order_request
+from tests.fixtures.http import BASE, KEY
 
 pytestmark = pytest.mark.django_db
 
-KEY = "sk_test_error_body_secret_0123456789"
-URL = "https://orders.test/orders/create"
+URL = BASE + "/orders/create"
 State = OrderRequest.State
 
 FULL = {
@@ -31,12 +31,12 @@ FULL = {
 
 
 @pytest.fixture(autouse=True)
-def unit_settings(settings):
-    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 0}
+def unit_settings(mocked_settings):
+    mocked_settings(MAX_RETRIES=0)
 
 
-def test_a_rejection_stores_every_field_and_a_repeat_returns_them(mocked, order_input):
-    mocked.post(URL, status=400, json={"error": FULL}, headers={"X-Request-Id": "req_b1"})
+def test_a_rejection_stores_every_field_and_a_repeat_returns_them(http_mock, order_input):
+    http_mock.post(URL, status=400, json={"error": FULL}, headers={"X-Request-Id": "req_b1"})
     with pytest.raises(OrderRequestRejected) as first:
         create_order(**order_input, reference="cart-body")
     request = OrderRequest.objects.get()
@@ -48,7 +48,7 @@ def test_a_rejection_stores_every_field_and_a_repeat_returns_them(mocked, order_
     # The same reference again: nothing is sent, the stored rejection comes back whole.
     with pytest.raises(OrderRequestRejected) as again:
         create_order(**order_input, reference="cart-body")
-    assert len(mocked.calls) == 1
+    assert len(http_mock.calls) == 1
     stored = again.value.error
     assert stored.error_body == FULL
     assert (stored.error_type, stored.detail, stored.doc_url, stored.fix_code, stored.cause) == (
@@ -65,15 +65,15 @@ def test_a_rejection_stores_every_field_and_a_repeat_returns_them(mocked, order_
     )
 
 
-def test_an_error_without_a_body_leaves_no_earlier_body_behind(mocked, order_input):
+def test_an_error_without_a_body_leaves_no_earlier_body_behind(http_mock, order_input):
     conflict = {"type": "invalid_request_error", "code": "idempotency_key_in_progress"}
-    mocked.post(URL, status=409, json={"error": conflict})
+    http_mock.post(URL, status=409, json={"error": conflict})
     with pytest.raises(OrderRequestPending):
         create_order(**order_input)
     request = OrderRequest.objects.get()
     assert request.last_error_body == conflict
 
-    mocked.replace(responses.POST, URL, body=requests.exceptions.ConnectionError("reset"))
+    http_mock.replace(responses.POST, URL, body=requests.exceptions.ConnectionError("reset"))
     request = resend_order_request(request)
     assert request.state == State.PENDING and request.attempts == 2
     assert request.last_error.startswith("OutcomeUnknown")
@@ -81,9 +81,9 @@ def test_an_error_without_a_body_leaves_no_earlier_body_behind(mocked, order_inp
     assert OrderRequest.objects.get().last_error_body == {}
 
 
-def test_the_key_echoed_in_the_body_never_reaches_the_row(mocked, order_input):
+def test_the_key_echoed_in_the_body_never_reaches_the_row(http_mock, order_input):
     echoed = {"code": "forbidden", "detail": f"Bearer {KEY}", "cause": [KEY]}
-    mocked.post(URL, status=403, json={"error": echoed})
+    http_mock.post(URL, status=403, json={"error": echoed})
     with pytest.raises(OrderRequestRejected):
         create_order(**order_input)
     row = OrderRequest.objects.get()
@@ -96,9 +96,9 @@ def test_the_key_echoed_in_the_body_never_reaches_the_row(mocked, order_input):
     }
 
 
-def test_a_nul_character_in_the_body_is_stored(mocked, order_input):
+def test_a_nul_character_in_the_body_is_stored(http_mock, order_input):
     """PostgreSQL refuses NUL in text and JSON: the row must still be written."""
-    mocked.post(
+    http_mock.post(
         URL, status=400, json={"error": {"code": "x", "message": "a\x00b", "detail": "\x00"}}
     )
     with pytest.raises(OrderRequestRejected):

@@ -17,7 +17,7 @@ from django_orders.creation.records import claim, claim_duration, expired_q, key
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import OrderRequest
 from django_orders.services import create_order, resend_order_request, resume_order_requests
-from tests.creation.test_outcomes_unit import KEY, URL, order_answer
+from tests.creation.test_outcomes_unit import URL, order_answer
 
 pytestmark = pytest.mark.django_db
 State = OrderRequest.State
@@ -26,13 +26,13 @@ LOST = {"body": requests.exceptions.ReadTimeout("read timed out")}
 
 
 @pytest.fixture(autouse=True)
-def unit_settings(settings):
-    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 0}
+def unit_settings(mocked_settings):
+    mocked_settings(MAX_RETRIES=0)
 
 
-def pending(mocked, order_input, reference, answer):
-    mocked.reset()
-    mocked.post(URL, **answer)
+def pending(http_mock, order_input, reference, answer):
+    http_mock.reset()
+    http_mock.post(URL, **answer)
     with pytest.raises(OrderRequestPending):
         create_order(**order_input, reference=reference)
     return OrderRequest.objects.get(reference=reference)
@@ -43,16 +43,16 @@ def answer_with_unique_order(request):
     return 200, {}, json.dumps(order_answer(order_id=f"or_{key[:8]}"))
 
 
-def test_never_sent_request_never_expires(mocked, order_input):
-    request = pending(mocked, order_input, "never-sent", NOT_SENT)
+def test_never_sent_request_never_expires(http_mock, order_input):
+    request = pending(http_mock, order_input, "never-sent", NOT_SENT)
     assert (request.attempts, request.first_sent_at) == (1, None)
     two_days_ago = timezone.now() - timedelta(days=2)
     OrderRequest.objects.update(
         created_at=two_days_ago, last_attempt_at=two_days_ago, next_attempt_at=None
     )
 
-    mocked.reset()
-    mocked.post(URL, json=order_answer())
+    http_mock.reset()
+    http_mock.post(URL, json=order_answer())
     summary = resume_order_requests()
 
     assert (summary.resent, summary.succeeded, summary.needs_review) == (1, 1, 0)
@@ -61,13 +61,15 @@ def test_never_sent_request_never_expires(mocked, order_input):
     assert request.first_sent_at == request.last_attempt_at  # set by the success's own UPDATE
 
 
-def test_first_attempt_that_may_have_reached_the_service_starts_the_lifetime(mocked, order_input):
-    request = pending(mocked, order_input, "lost", LOST)
+def test_first_attempt_that_may_have_reached_the_service_starts_the_lifetime(
+    http_mock, order_input
+):
+    request = pending(http_mock, order_input, "lost", LOST)
     assert request.first_sent_at == request.last_attempt_at
     first_sent = request.first_sent_at
 
-    mocked.reset()
-    mocked.post(URL, **NOT_SENT)
+    http_mock.reset()
+    http_mock.post(URL, **NOT_SENT)
     request = resend_order_request(request)
     assert request.attempts == 2 and request.last_attempt_at > first_sent
     request.refresh_from_db()
@@ -76,28 +78,28 @@ def test_first_attempt_that_may_have_reached_the_service_starts_the_lifetime(moc
     OrderRequest.objects.update(
         first_sent_at=timezone.now() - orders_settings.KEY_LIFETIME, next_attempt_at=None
     )
-    mocked.reset()
+    http_mock.reset()
     summary = resume_order_requests()
     assert (summary.resent, summary.needs_review) == (0, 1)
     request.refresh_from_db()
     assert request.state == State.NEEDS_REVIEW
-    assert len(mocked.calls) == 0
+    assert len(http_mock.calls) == 0
 
 
-def test_lifetime_counts_from_first_send_not_from_creation(mocked, order_input):
-    pending(mocked, order_input, "old-row", LOST)
+def test_lifetime_counts_from_first_send_not_from_creation(http_mock, order_input):
+    pending(http_mock, order_input, "old-row", LOST)
     now = timezone.now()
     OrderRequest.objects.update(
         created_at=now - timedelta(days=3),
         first_sent_at=now - orders_settings.KEY_LIFETIME + timedelta(minutes=5),
         next_attempt_at=None,
     )
-    mocked.reset()
-    mocked.post(URL, json=order_answer())
+    http_mock.reset()
+    http_mock.post(URL, json=order_answer())
     assert resume_order_requests().succeeded == 1
 
 
-def test_one_rule_one_boundary(mocked, order_input):
+def test_one_rule_one_boundary(http_mock, order_input):
     now = timezone.now()
     lifetime = orders_settings.KEY_LIFETIME
     cases = {
@@ -107,7 +109,7 @@ def test_one_rule_one_boundary(mocked, order_input):
         "younger": now - lifetime + timedelta(microseconds=1),
     }
     for reference, first_sent_at in cases.items():
-        pending(mocked, order_input, reference, LOST)
+        pending(http_mock, order_input, reference, LOST)
         OrderRequest.objects.filter(reference=reference).update(first_sent_at=first_sent_at)
     rows = {r.reference: r for r in OrderRequest.objects.all()}
     by_instance = {ref for ref, row in rows.items() if key_expired(row, now)}
@@ -127,9 +129,9 @@ class Clock:
         return self.now
 
 
-def test_each_claim_lasts_from_when_it_is_taken(mocked, order_input, monkeypatch):
+def test_each_claim_lasts_from_when_it_is_taken(http_mock, order_input, monkeypatch):
     for index in range(3):
-        pending(mocked, order_input, f"long-{index}", NOT_SENT)
+        pending(http_mock, order_input, f"long-{index}", NOT_SENT)
     OrderRequest.objects.update(next_attempt_at=None)
     clock = Clock(timezone.now())
     monkeypatch.setattr(timezone, "now", clock)
@@ -144,17 +146,17 @@ def test_each_claim_lasts_from_when_it_is_taken(mocked, order_input, monkeypatch
         second_worker_could_claim.append(claim(row.pk, clock.now, "default") is not None)
         return answer_with_unique_order(request)
 
-    mocked.reset()
-    mocked.add_callback(responses.POST, URL, callback=answer)
+    http_mock.reset()
+    http_mock.add_callback(responses.POST, URL, callback=answer)
     summary = resume_order_requests()
 
     assert summary.succeeded == 3
     assert second_worker_could_claim == [False, False, False]
 
 
-def test_key_lifetime_is_checked_at_each_send_of_a_long_run(mocked, order_input, monkeypatch):
-    first = pending(mocked, order_input, "first", LOST)
-    second = pending(mocked, order_input, "second", LOST)
+def test_key_lifetime_is_checked_at_each_send_of_a_long_run(http_mock, order_input, monkeypatch):
+    first = pending(http_mock, order_input, "first", LOST)
+    second = pending(http_mock, order_input, "second", LOST)
     start = timezone.now()
     lifetime = orders_settings.KEY_LIFETIME
     OrderRequest.objects.filter(pk=first.pk).update(
@@ -172,12 +174,12 @@ def test_key_lifetime_is_checked_at_each_send_of_a_long_run(mocked, order_input,
         clock.now += timedelta(hours=1)
         return answer_with_unique_order(request)
 
-    mocked.reset()
-    mocked.add_callback(responses.POST, URL, callback=slow_answer)
+    http_mock.reset()
+    http_mock.add_callback(responses.POST, URL, callback=slow_answer)
     summary = resume_order_requests()
 
     assert (summary.resent, summary.succeeded, summary.needs_review) == (1, 1, 1)
-    assert len(mocked.calls) == 1
+    assert len(http_mock.calls) == 1
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.state == State.SUCCEEDED

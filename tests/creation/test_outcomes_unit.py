@@ -19,17 +19,17 @@ from django_orders.exceptions import (
 )
 from django_orders.models import OrderRequest
 from django_orders.services import create_order, resend_order_request
+from tests.fixtures.http import BASE, KEY
 
 pytestmark = pytest.mark.django_db
 
-KEY = "sk_test_unit_secret_key_0123456789"
-URL = "https://orders.test/orders/create"
+URL = BASE + "/orders/create"
 State = OrderRequest.State
 
 
 @pytest.fixture(autouse=True)
-def unit_settings(settings):
-    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 2}
+def unit_settings(mocked_settings):
+    mocked_settings(MAX_RETRIES=2)
 
 
 def error(status, code, message="Refused.", **headers):
@@ -55,8 +55,8 @@ def order_answer(order_id="or_unit1"):
     ("status", "code"),
     [(400, "parameter_invalid"), (403, "forbidden"), (404, "not_found"), (422, "unprocessable")],
 )
-def test_definitive_rejection_is_failed(mocked, order_input, status, code):
-    mocked.post(URL, **error(status, code, "Nope."))
+def test_definitive_rejection_is_failed(http_mock, order_input, status, code):
+    http_mock.post(URL, **error(status, code, "Nope."))
     with pytest.raises(OrderRequestRejected) as caught:
         create_order(**order_input)
     request = OrderRequest.objects.get()
@@ -70,11 +70,11 @@ def test_definitive_rejection_is_failed(mocked, order_input, status, code):
     assert request.next_attempt_at is None and request.claimed_until is None
     assert isinstance(caught.value.error, RequestRejected)
     assert caught.value.order_request.pk == request.pk
-    assert len(mocked.calls) == 1
+    assert len(http_mock.calls) == 1
 
 
-def test_idempotency_conflict_needs_review(mocked, order_input):
-    mocked.post(URL, **error(422, "idempotency_key_conflict"))
+def test_idempotency_conflict_needs_review(http_mock, order_input):
+    http_mock.post(URL, **error(422, "idempotency_key_conflict"))
     with pytest.raises(OrderRequestPending):
         create_order(**order_input)
     request = OrderRequest.objects.get()
@@ -103,9 +103,9 @@ def test_idempotency_conflict_needs_review(mocked, order_input):
     ids=["409", "503", "429", "not-json", "read-timeout", "refused"],
 )
 def test_unknown_outcome_stays_pending_with_backoff(
-    mocked, order_input, answer, calls, expected_status, expected_error
+    http_mock, order_input, answer, calls, expected_status, expected_error
 ):
-    mocked.post(URL, **answer)
+    http_mock.post(URL, **answer)
     with pytest.raises(OrderRequestPending) as caught:
         create_order(**order_input)
     request = OrderRequest.objects.get()
@@ -116,13 +116,13 @@ def test_unknown_outcome_stays_pending_with_backoff(
     assert request.next_attempt_at - request.last_attempt_at >= timedelta(seconds=30)
     assert request.claimed_until is None
     assert caught.value.order_request.pk == request.pk
-    assert len(mocked.calls) == calls
+    assert len(http_mock.calls) == calls
     # Every call carried the stored body, byte for byte, with the same key.
-    assert {call.request.body for call in mocked.calls} == {request.payload.encode()}
+    assert {call.request.body for call in http_mock.calls} == {request.payload.encode()}
 
 
-def test_backoff_doubles_per_attempt_and_is_capped(mocked, order_input):
-    mocked.post(URL, **error(409, "idempotency_key_in_progress"))
+def test_backoff_doubles_per_attempt_and_is_capped(http_mock, order_input):
+    http_mock.post(URL, **error(409, "idempotency_key_in_progress"))
     with pytest.raises(OrderRequestPending):
         create_order(**order_input)
     request = OrderRequest.objects.get()
@@ -135,8 +135,8 @@ def test_backoff_doubles_per_attempt_and_is_capped(mocked, order_input):
     assert backoff(30) == timedelta(hours=1)
 
 
-def test_answer_that_breaks_the_spec_needs_review(mocked, order_input):
-    mocked.post(URL, json=order_answer(order_id="12345"))
+def test_answer_that_breaks_the_spec_needs_review(http_mock, order_input):
+    http_mock.post(URL, json=order_answer(order_id="12345"))
     with pytest.raises(OrderRequestPending):
         create_order(**order_input)
     request = OrderRequest.objects.get()
@@ -144,25 +144,25 @@ def test_answer_that_breaks_the_spec_needs_review(mocked, order_input):
     assert "InvalidRecord" in request.last_error
 
 
-def test_success_and_replay_header(mocked, order_input):
-    mocked.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
+def test_success_and_replay_header(http_mock, order_input):
+    http_mock.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
     order = create_order(**order_input)
     assert order.pk == "or_unit1"
     assert order.customer_id == "cu_unit1"
-    sent = json.loads(mocked.calls[0].request.body)
+    sent = json.loads(http_mock.calls[0].request.body)
     assert sent["request_meta"]["idempotency_key"] == OrderRequest.objects.get().idempotency_key
 
 
 def test_claim_outlasts_the_longest_send(settings):
     # Each try bounded by REQUEST_DEADLINE (60 s; the timeouts bound single socket reads, not
     # a trickling answer), 4 tries, up to 3 Retry-After waits of 60 s, plus a margin.
-    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test"}
+    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": BASE}
     assert claim_duration() == timedelta(seconds=60 * 4 + 180 + 60)
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "REQUEST_DEADLINE": 10}
     assert claim_duration() == timedelta(seconds=10 * 4 + 180 + 60)
 
 
-def test_api_key_never_in_errors_rows_or_logs(mocked, order_input, caplog):
+def test_api_key_never_in_errors_rows_or_logs(http_mock, order_input, caplog):
     caplog.set_level(logging.DEBUG)
     texts = []
     answers = [
@@ -172,8 +172,8 @@ def test_api_key_never_in_errors_rows_or_logs(mocked, order_input, caplog):
         {"body": requests.exceptions.ConnectionError("connection reset")},
     ]
     for answer in answers:
-        mocked.reset()
-        mocked.post(URL, **answer)
+        http_mock.reset()
+        http_mock.post(URL, **answer)
         try:
             create_order(**order_input)
         except Exception as exc:  # every kind is inspected
@@ -197,36 +197,36 @@ WEB_PAGE = {"content_type": "text/html; charset=utf-8", "body": "<!doctype html>
     ],
     ids=["404-page", "405-page", "redirect"],
 )
-def test_a_web_page_at_base_url_stores_nothing_and_says_so(mocked, order_input, answer):
+def test_a_web_page_at_base_url_stores_nothing_and_says_so(http_mock, order_input, answer):
     """Such an answer proves no API handled the request: no order exists upstream, so keeping
     the request would only burn its reference and leave staff a 'failed' row to explain."""
-    mocked.post(URL, **answer)
+    http_mock.post(URL, **answer)
     with pytest.raises(OrdersConfigurationError) as caught:
         create_order(**order_input, reference="cart-web-page")
     assert str(caught.value).startswith("No order was created and nothing was stored: ")
     assert 'DJANGO_ORDERS["BASE_URL"]' in str(caught.value)
     assert KEY not in str(caught.value)
     assert OrderRequest.objects.count() == 0
-    assert len(mocked.calls) == 1
+    assert len(http_mock.calls) == 1
 
     # Once BASE_URL points at the API, the same reference creates the order.
-    mocked.replace(responses.POST, URL, json=order_answer(), status=200)
+    http_mock.replace(responses.POST, URL, json=order_answer(), status=200)
     order = create_order(**order_input, reference="cart-web-page")
     assert order.id == "or_unit1"
     assert OrderRequest.objects.get().state == State.SUCCEEDED
 
 
-def test_a_5xx_web_page_keeps_the_request_pending_and_gives_the_hint(mocked, order_input):
+def test_a_5xx_web_page_keeps_the_request_pending_and_gives_the_hint(http_mock, order_input):
     """A proxy's error page may stand in front of an API that did receive the request."""
-    mocked.post(URL, status=500, **WEB_PAGE)
+    http_mock.post(URL, status=500, **WEB_PAGE)
     with pytest.raises(OrderRequestPending) as caught:
         create_order(**order_input)
     assert OrderRequest.objects.get().state == State.PENDING
     assert "The answer is a web page, not the API's" in str(caught.value.cause)
 
 
-def test_the_apis_own_404_is_a_rejection_that_is_kept(mocked, order_input):
-    mocked.post(URL, **error(404, "resource_missing"))
+def test_the_apis_own_404_is_a_rejection_that_is_kept(http_mock, order_input):
+    http_mock.post(URL, **error(404, "resource_missing"))
     with pytest.raises(OrderRequestRejected):
         create_order(**order_input)
     assert OrderRequest.objects.get().state == State.FAILED

@@ -15,14 +15,14 @@ from django_orders.mirror.store import store_orders
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order
 from django_orders.signals import order_created
-from tests.creation.test_outcomes_unit import KEY, URL, order_answer
+from tests.creation.test_outcomes_unit import URL, order_answer
 
 State = OrderRequest.State
 
 
 @pytest.fixture(autouse=True)
-def unit_settings(settings):
-    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "https://orders.test", "MAX_RETRIES": 0}
+def unit_settings(mocked_settings):
+    mocked_settings(MAX_RETRIES=0)
 
 
 @pytest.fixture
@@ -41,9 +41,9 @@ def receivers():
 
 
 @pytest.mark.django_db
-def test_replayed_first_answer_never_rolls_the_mirror_back(mocked, order_input):
+def test_replayed_first_answer_never_rolls_the_mirror_back(http_mock, order_input):
     # The create's answer is lost: the request stays pending with its key.
-    mocked.post(URL, body=requests.exceptions.ReadTimeout("read timed out"))
+    http_mock.post(URL, body=requests.exceptions.ReadTimeout("read timed out"))
     with pytest.raises(OrderRequestPending):
         create_order(**order_input, reference="cart-replay")
     # Meanwhile the sync mirrors the order, and later sees it completed.
@@ -60,8 +60,8 @@ def test_replayed_first_answer_never_rolls_the_mirror_back(mocked, order_input):
     synced_customer = Customer.objects.values().get()
 
     # The resend with the same key gets the FIRST answer back (requires_payment).
-    mocked.reset()
-    mocked.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
+    http_mock.reset()
+    http_mock.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
     order = create_order(**order_input, reference="cart-replay")
 
     assert Order.objects.values().get() == synced_order
@@ -74,8 +74,8 @@ def test_replayed_first_answer_never_rolls_the_mirror_back(mocked, order_input):
 
 
 @pytest.mark.django_db
-def test_new_order_is_returned_as_stored(mocked, order_input):
-    mocked.post(URL, json=order_answer())
+def test_new_order_is_returned_as_stored(http_mock, order_input):
+    http_mock.post(URL, json=order_answer())
     order = create_order(**order_input)
     assert order == Order.objects.get()
     assert (order.status, order.customer_id) == ("requires_payment", "cu_unit1")
@@ -83,8 +83,8 @@ def test_new_order_is_returned_as_stored(mocked, order_input):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_receiver_sees_the_recorded_request_after_commit(mocked, order_input, receivers):
-    mocked.post(URL, json=order_answer())
+def test_receiver_sees_the_recorded_request_after_commit(http_mock, order_input, receivers):
+    http_mock.post(URL, json=order_answer())
     seen = []
 
     @receivers
@@ -121,8 +121,8 @@ def test_receiver_sees_the_recorded_request_after_commit(mocked, order_input, re
 
 
 @pytest.mark.django_db(transaction=True)
-def test_failing_receiver_is_logged_not_raised(mocked, order_input, receivers, caplog):
-    mocked.post(URL, json=order_answer())
+def test_failing_receiver_is_logged_not_raised(http_mock, order_input, receivers, caplog):
+    http_mock.post(URL, json=order_answer())
     later = []
 
     @receivers
@@ -146,10 +146,10 @@ def test_failing_receiver_is_logged_not_raised(mocked, order_input, receivers, c
 
 
 @pytest.mark.django_db
-def test_reference_with_surrounding_whitespace_is_one_request(mocked, order_input):
-    mocked.post(URL, json=order_answer())
+def test_reference_with_surrounding_whitespace_is_one_request(http_mock, order_input):
+    http_mock.post(URL, json=order_answer())
     first = create_order(**order_input, reference="  cart-9 ")
     again = create_order(**order_input, reference="cart-9\t")
     assert again.pk == first.pk
     assert OrderRequest.objects.get().reference == "cart-9"
-    assert len(mocked.calls) == 1
+    assert len(http_mock.calls) == 1

@@ -17,15 +17,11 @@ CHECKOUT_URL = "/api/checkout/"
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttles_and_client(sleeps):
+def fresh_throttles_and_client(fresh_client):
     """Throttle counters live in the cache: start each test from zero. The client's backoff
-    waits are recorded instead of slept (``sleeps``), and the per-thread client is rebuilt."""
-    from django_orders.testing import reset_clients
-
+    waits are recorded instead of slept (``fresh_client``)."""
     cache.clear()
-    reset_clients()
     yield
-    reset_clients()
     cache.clear()
 
 

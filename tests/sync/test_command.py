@@ -11,8 +11,7 @@ from django.core.management.base import CommandError
 
 from django_orders.models import Order, SyncRun
 from django_orders.sync.lease import Lease
-
-from .conftest import edit_raw_order
+from tests.fixtures.mirror import edit_raw_order
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -165,3 +165,29 @@ class TestSeparateProcesses:
         assert crashed.outcome == SyncRun.Outcome.FAILED
         assert crashed.error == ABANDONED_RUN_ERROR
         assert crashed.finished_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_taking_the_lease_closes_the_resources_abandoned_runs(uncapped):
+    uncapped.seed(5)
+    killed = SyncRun.objects.create(resource="orders", pages=2, host="gone:1:a")
+    other = SyncRun.objects.create(resource="payouts", host="elsewhere:2:b")
+    run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    killed.refresh_from_db()
+    assert killed.outcome == SyncRun.Outcome.FAILED
+    assert killed.error == ABANDONED_RUN_ERROR
+    assert killed.finished_at is not None and killed.pages == 2
+    other.refresh_from_db()  # another resource's run may be alive: left alone
+    assert other.outcome == SyncRun.Outcome.RUNNING and other.finished_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_refused_the_lease_leaves_the_running_run_alone(uncapped):
+    uncapped.seed(5)
+    alive = SyncRun.objects.create(resource="orders", host="walker:1:a")
+    Lease("orders", owner="walker:1:a").acquire()
+    with pytest.raises(Exception, match="already running"):
+        sync_orders()
+    alive.refresh_from_db()
+    assert alive.outcome == SyncRun.Outcome.RUNNING and alive.error == ""

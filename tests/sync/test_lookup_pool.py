@@ -15,8 +15,7 @@ from django_orders.client.lookups import lookup_orders
 from django_orders.exceptions import ServerError
 from django_orders.models import Order, SyncRun
 from django_orders.services import refresh_orders, sync_orders
-
-from .conftest import IN_THREAD, assert_mirror_matches, store_orders_by_id
+from tests.fixtures.mirror import IN_THREAD, assert_mirror_matches, store_orders_by_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,7 @@ from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
 from django_orders.models import Order, SyncRun
 from django_orders.services import check_api, sync_orders
-
-from .conftest import store_orders_by_id
+from tests.fixtures.mirror import store_orders_by_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

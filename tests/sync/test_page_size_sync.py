@@ -5,26 +5,22 @@ End-to-end runs against the sandbox's two readings are in test_page_size_e2e.py.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-import responses
 
 from django_orders.exceptions import InvalidResponse
 from django_orders.models import Customer, Order, SyncRun
 from django_orders.services import sync_orders
+from tests.fixtures.http import BASE
+from tests.fixtures.mirror import IN_THREAD
 
-from .conftest import IN_THREAD
-
-FAKE = SimpleNamespace(url="https://orders.example.test/v1", api_key="sk_test_page_size_sync")
-URL = FAKE.url + "/orders/page"
+URL = BASE + "/orders/page"
 
 
 @pytest.fixture
-def mocked(orders_settings_for, sleeps):
-    orders_settings_for(FAKE, PAGE_SIZE=3, MAX_PAGE_NUMBER=None, **IN_THREAD)
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
+def mocked(http_mock, mocked_settings, sleeps):
+    """``http_mock`` with settings for a walk of pages of 3 in this process."""
+    mocked_settings(PAGE_SIZE=3, MAX_PAGE_NUMBER=None, **IN_THREAD)
+    return http_mock
 
 
 def order(n: int) -> dict:

@@ -14,8 +14,12 @@ from django_orders.exceptions import InvalidRecord, InvalidResponse, ServerError
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
 from django_orders.signals import order_first_seen, order_status_changed
-
-from .conftest import PageStatements, assert_mirror_matches, edit_raw_order, store_orders_by_id
+from tests.fixtures.mirror import (
+    PageStatements,
+    assert_mirror_matches,
+    edit_raw_order,
+    store_orders_by_id,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

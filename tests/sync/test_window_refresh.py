@@ -7,16 +7,22 @@ import logging
 import pytest
 from django.utils import timezone
 
-from django_orders.exceptions import AuthenticationFailed
+from django_orders.exceptions import AuthenticationFailed, RequestRejected
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.store import store_orders
-from django_orders.models import TERMINAL_STATUSES, Order, SyncRun
+from django_orders.models import TERMINAL_STATUSES, Order, RemoteRecord, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.signals import order_status_changed
-
-from .conftest import assert_mirror_matches
+from tests.fixtures.http import BASE, error_body
+from tests.fixtures.mirror import assert_mirror_matches, page_of_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def rejection(code: str, message: str, param: str) -> dict:
+    body = error_body(code, message)
+    body["error"]["param"] = param
+    return body
 
 
 def push_out_of_window(server, count=100):
@@ -152,3 +158,30 @@ def test_refresh_orders_propagates_an_auth_failure(capped, orders_settings_for):
     with pytest.raises(AuthenticationFailed):
         refresh_orders(capped.store.newest_order_ids(1))
     assert Order.objects.count() == 0
+
+
+def test_a_page_number_400_past_page_one_ends_the_walk(mocked_walk):
+    url = BASE + "/payouts/page"
+    mocked_walk.post(url, json=page_of_records(1, 2, "payouts", ["po_1", "po_2"]))
+    mocked_walk.post(
+        url,
+        status=400,
+        json=rejection("parameter_invalid", "page_number 2 is past the window.", "page_number"),
+    )
+    run = sync_orders(resource="payouts")
+    assert (run.outcome, run.end_reason, run.seen) == (SyncRun.Outcome.SUCCEEDED, "page_window", 2)
+
+
+def test_a_page_size_400_past_page_one_fails_the_walk(mocked_walk):
+    url = BASE + "/payouts/page"
+    mocked_walk.post(url, json=page_of_records(1, 2, "payouts", ["po_1", "po_2"]))
+    mocked_walk.post(
+        url,
+        status=400,
+        json=rejection("parameter_invalid", "page_size 2 invalid at page_number 2", "page_size"),
+    )
+    with pytest.raises(RequestRejected):
+        sync_orders(resource="payouts")
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.FAILED and "page_size" in run.error
+    assert RemoteRecord.objects.count() == 2  # page 1 stays written

@@ -11,8 +11,9 @@ import django_orders
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import USER_AGENT, OrdersClient
 from django_orders.exceptions import InvalidResponse, RequestRejected
+from tests.fixtures.http import BASE, KEY
 
-from .conftest import BASE, KEY, error, ok, page_of
+from .conftest import error, ok, page_of
 
 ORDER = {"id": "or_1", "status": "requires_payment", "customer": {"id": "cu_1"}}
 

@@ -15,8 +15,9 @@ from django.core.management.base import CommandError
 from django_orders.client.paging import iter_pages
 from django_orders.exceptions import InvalidResponse
 from django_orders.services import check_api
+from tests.fixtures.http import BASE, KEY, assert_key_absent
 
-from .conftest import BASE, KEY, assert_key_absent, ok, page_of
+from .conftest import ok, page_of
 
 READINGS = ["echo", "count"]
 

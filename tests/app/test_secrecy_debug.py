@@ -9,7 +9,6 @@ import logging
 import pytest
 from django.core import mail
 from django.utils.log import AdminEmailHandler
-from django.views.debug import ExceptionReporter
 
 from django_orders.checks import check_settings
 from django_orders.client.factory import get_client
@@ -18,22 +17,8 @@ from django_orders.conf import orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersConfigurationError
 from django_orders.secret import Secret
 from tests.fixtures.hostile import json_answer
-
-from .conftest import BASE, KEY
-
-
-def debug_page(exc: BaseException) -> str:
-    """The technical 500 page as DEBUG = True renders it, HTML and text."""
-    reporter = ExceptionReporter(None, type(exc), exc, exc.__traceback__, is_email=False)
-    return reporter.get_traceback_html() + reporter.get_traceback_text()
-
-
-def raised_by(call) -> BaseException:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    raise AssertionError("expected the call to raise")
+from tests.fixtures.http import BASE, KEY
+from tests.fixtures.secrecy import error_report, raised_by
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +28,7 @@ def debug_on(settings):
 
 def test_the_debug_page_of_a_client_being_built_hides_the_key():
     exc = raised_by(lambda: OrdersClient(api_key=KEY, base_url="not a url"))
-    page = debug_page(exc)
+    page = error_report(exc)
     assert "base_url must be an absolute" in page
     assert "api_key" in page and "Secret [hidden]" in page  # the local is there, masked
     assert KEY not in page
@@ -52,7 +37,7 @@ def test_the_debug_page_of_a_client_being_built_hides_the_key():
 def test_the_debug_page_of_settings_being_read_hides_the_key(settings):
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "ftp://nowhere"}
     exc = raised_by(OrdersClient.from_settings)
-    page = debug_page(exc)
+    page = error_report(exc)
     assert "BASE_URL" in page and "user" in page  # the frame holding the settings dict
     assert KEY not in page
 
@@ -67,7 +52,7 @@ def test_the_debug_page_of_a_failed_request_hides_the_key(settings, hostile_serv
 
     exc = raised_by(walk)
     assert isinstance(exc, AuthenticationFailed)
-    page = debug_page(exc)
+    page = error_report(exc)
     assert "fetch_page" in page
     assert KEY not in page
     sent = hostile_server.received[0][1]

@@ -16,8 +16,9 @@ from django_orders.exceptions import (
     RequestRejected,
     ServerError,
 )
+from tests.fixtures.http import KEY, assert_key_absent
 
-from .conftest import KEY, assert_key_absent, page_of
+from .conftest import page_of
 
 #: An error object as the provider's SDK documents it, every field present.
 FULL = {
@@ -204,3 +205,24 @@ def test_another_400_is_not_the_page_window(api, make_client, fields):
         list(walk)
     assert not caught.value.is_page_out_of_window
     assert walk.end_reason is None and walk.pages_read == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "param", "expected"),
+    [
+        # The sandbox's (and the service's) answer past the window.
+        ("parameter_invalid", "page_number 11 is past the page window.", "page_number", True),
+        ("parameter_invalid", "page_number 11 is past the page window.", None, True),
+        ("invalid_request", "page_number out of range", None, True),
+        ("anything", "out of range", "page_number", True),
+        # About another parameter, even when the message mentions page_number in passing.
+        ("parameter_invalid", "page_size too large for page_number 2", "page_size", False),
+        ("parameter_invalid", "page_size must be from 1 to 256.", "page_size", False),
+        ("rate_plan_exceeded", "page_number quota reached", None, False),
+    ],
+)
+def test_page_window_recognition(code, message, param, expected):
+    exc = RequestRejected(message, status_code=400, code=code, param=param)
+    assert exc.is_page_out_of_window is expected
+    other = RequestRejected(message, status_code=404, code=code, param=param)
+    assert not other.is_page_out_of_window

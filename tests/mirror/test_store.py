@@ -34,8 +34,7 @@ from django_orders.mirror.store import (
 )
 from django_orders.mirror.upsert import read_by_ids, upsert, write_read_rows
 from django_orders.models import Customer, Order, RemoteRecord
-
-from .conftest import statement_text
+from tests.fixtures.mirror import statement_text
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,7 @@ from django_orders.exceptions import (
     RequestNotSent,
     error_name,
 )
-
-from .conftest import assert_key_absent
+from tests.fixtures.http import assert_key_absent
 
 #: A failure of requests -> the class raised, the requests classes it is also an instance of,
 #: and the ones it must not be (a read timeout is no ConnectionError, as in requests).

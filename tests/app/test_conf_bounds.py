@@ -11,8 +11,7 @@ from django_orders.checks import check_settings
 from django_orders.client.transport import OrdersClient
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrdersConfigurationError
-
-from .conftest import BASE, KEY
+from tests.fixtures.http import BASE, KEY
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from django.core import checks
 from django_orders.checks import check_settings
 from django_orders.conf import DEFAULTS, ENV_NAMES, REQUIRED, SETTINGS, orders_settings, problem
 from django_orders.exceptions import OrdersConfigurationError
-
-from .conftest import BASE, KEY, assert_key_absent
+from tests.fixtures.http import BASE, KEY, assert_key_absent
 
 GOOD = {"API_KEY": KEY, "BASE_URL": BASE}
 

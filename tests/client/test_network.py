@@ -7,8 +7,7 @@ import requests
 import urllib3.exceptions
 
 from django_orders.exceptions import OrdersNetworkError, OutcomeUnknown, RequestNotSent
-
-from .conftest import KEY
+from tests.fixtures.http import KEY
 
 CREATE = {"request_meta": {"idempotency_key": "idem-net"}, "line_items": []}
 

@@ -13,8 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_orders.conf import DEFAULTS, orders_settings
 from django_orders.exceptions import OrdersConfigurationError, OrdersError
-
-from .conftest import BASE, KEY
+from tests.fixtures.http import BASE, KEY
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {"API_KEY": KEY, "BASE_URL": BASE}

@@ -5,35 +5,19 @@ from __future__ import annotations
 import pytest
 
 from django_orders.client.paging import iter_pages
-from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import AuthenticationFailed, InvalidResponse, RequestRejected
 from tests.fixtures.payloads import order_payload
 
 
 @pytest.fixture
-def sleeps():
-    return []
-
-
-@pytest.fixture
-def client_for(sleeps):
-    clients = []
+def client_for(make_client):
+    """A client of a sandbox (``make_client``'s, pointed at the sandbox's URL and key)."""
 
     def make(server, **options):
-        options = {
-            "api_key": server.api_key,
-            "base_url": server.url,
-            "timeout": (2, 5),
-            "sleep": sleeps.append,
-            **options,
-        }
-        client = OrdersClient(**options)
-        clients.append(client)
-        return client
+        options = {"api_key": server.api_key, "base_url": server.url, "timeout": (2, 5), **options}
+        return make_client(**options)
 
-    yield make
-    for client in clients:
-        client.close()
+    return make
 
 
 def test_create_then_lookup(sandbox, client_for):

@@ -10,8 +10,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_orders.management.commands.check_orders_api import Command
+from tests.fixtures.http import BASE, KEY, assert_key_absent
 
-from .conftest import BASE, KEY, assert_key_absent, error, ok, page_of
+from .conftest import error, ok, page_of
 
 
 def run(**kwargs):

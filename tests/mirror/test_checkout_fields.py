@@ -21,8 +21,7 @@ from django_orders.mirror.parsing import (
 from django_orders.mirror.store import store_orders
 from django_orders.models import Customer, Order
 from django_orders.services import sync_orders
-
-from .conftest import TRANSACTION_CONTROL, assert_mirror_matches, store_orders_by_id
+from tests.fixtures.mirror import TRANSACTION_CONTROL, assert_mirror_matches, store_orders_by_id
 
 
 def checkout_record(n: int = 1, **changes):

@@ -11,8 +11,7 @@ from django_orders.exceptions import InvalidRecord
 from django_orders.mirror.parsing import parse_order, parse_page, parse_timestamp
 from django_orders.models import Order, SyncRun
 from django_orders.services import sync_orders
-
-from .conftest import edit_raw_order
+from tests.fixtures.mirror import edit_raw_order
 
 
 @pytest.mark.parametrize(
@@ -135,3 +134,18 @@ def test_a_sync_stores_the_tolerated_forms_and_fails_on_an_ambiguous_one(uncappe
         "be an ISO 8601 timestamp with Z or an offset, not '2024-05-01T10:30'"
     )
     assert SyncRun.objects.order_by("-id").first().outcome == SyncRun.Outcome.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_offset_of_25_hours_fails_the_run_naming_page_id_and_field(uncapped):
+    uncapped.seed(25)
+    bad_id = uncapped.store.newest_order_ids(25)[13]  # page 2, record 4
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-01-01T00:00:00+25:00"))
+    with pytest.raises(InvalidRecord) as caught:
+        sync_orders()
+    message = str(caught.value)
+    assert f"orders page 2, record 4 of 10 (id {bad_id})" in message
+    assert "initiated_at" in message and "+25:00" in message
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.FAILED and message in run.error
+    assert Order.objects.count() == 10  # page 1 stays written, nothing of page 2

@@ -20,8 +20,9 @@ from django_orders.client.rate_gate import RateGate
 from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import ServerError
 from django_orders.services import check_api
+from tests.fixtures.http import BASE, KEY, assert_key_absent
 
-from .conftest import BASE, KEY, assert_key_absent, error, page_of
+from .conftest import error, page_of
 
 
 @pytest.fixture(autouse=True)

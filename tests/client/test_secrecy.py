@@ -21,8 +21,10 @@ from django_orders.exceptions import (
     RequestRejected,
     error_name,
 )
+from tests.fixtures.http import BASE, KEY, assert_key_absent
+from tests.fixtures.secrecy import error_report, raised_by
 
-from .conftest import BASE, KEY, assert_key_absent, error, ok, page_of
+from .conftest import error, ok, page_of
 
 CREATE = {"request_meta": {"idempotency_key": "idem-secret"}, "line_items": []}
 
@@ -209,22 +211,6 @@ def test_a_pickled_error_from_a_real_answer_drops_the_response(api, make_client)
 
 
 # --- Django's error reports print the local variables of every frame ---------------------------
-
-
-def error_report(exc: BaseException) -> str:
-    """The text Django's debug page and ``mail_admins`` error e-mails would show for ``exc``."""
-    from django.views.debug import ExceptionReporter
-
-    reporter = ExceptionReporter(None, type(exc), exc, exc.__traceback__)
-    return reporter.get_traceback_text() + reporter.get_traceback_html()
-
-
-def raised_by(call) -> BaseException:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    raise AssertionError("expected the call to raise")
 
 
 def test_client_frames_hide_the_key_in_error_reports():

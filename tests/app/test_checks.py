@@ -6,8 +6,7 @@ import pytest
 from django.core import checks
 
 from django_orders.checks import check_settings, is_loopback
-
-from .conftest import KEY
+from tests.fixtures.http import KEY
 
 GOOD = {"API_KEY": KEY, "BASE_URL": "https://api.example.com"}
 

@@ -1,8 +1,8 @@
-"""Helpers for the foundation tests: a client with a recorded sleep, a recording mock API.
+"""Helpers for the client tests: a client with a recorded sleep, a recording mock API.
 
-``Recorder`` is the one place HTTP is mocked: it answers from a script of replies and keeps a
-copy of what each attempt put on the wire (headers and body bytes) at the moment it was sent,
-before the client overwrites the Authorization header of the prepared request.
+``Recorder`` scripts ``http_mock`` (tests/fixtures/http.py) with replies and keeps a copy of what
+each attempt put on the wire (headers and body bytes) at the moment it was sent, before the
+client overwrites the Authorization header of the prepared request.
 """
 
 from __future__ import annotations
@@ -19,23 +19,7 @@ import requests
 import responses
 
 from django_orders.client.transport import OrdersClient
-
-KEY = "sk_test_F0undation_s3cr3t_Qz7LmN2pR4vX"
-# Parts of the key that must not leak either (a truncated or split key is still a leak).
-KEY_PARTS = (KEY, "F0undation_s3cr3t", "Qz7LmN2pR4vX")
-BASE = "https://api.orders.test/v1"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "fresh_project: builds a new Django project in a temporary directory (subprocesses)",
-    )
-
-
-def assert_key_absent(text: str, what: str = "text") -> None:
-    for part in KEY_PARTS:
-        assert part not in text, f"the API key (or part of it) appears in {what}: {text!r}"
+from tests.fixtures.http import BASE, KEY, HttpMock, error_body
 
 
 @dataclass
@@ -57,7 +41,7 @@ Reply = tuple[int, dict[str, str], str] | BaseException
 class Recorder:
     """A scripted fake of the service over ``responses``: one reply per request, in order."""
 
-    mock: responses.RequestsMock
+    mock: HttpMock
     sent: list[Sent] = field(default_factory=list)
 
     def script(self, path: str, *replies: Reply) -> None:
@@ -93,8 +77,7 @@ def error(
     request_id: str = "req_err",
     **headers: str,
 ) -> Reply:
-    body = {"error": {"type": "invalid_request_error", "code": code, "message": message}}
-    return (status, {"X-Request-Id": request_id, **headers}, json.dumps(body))
+    return (status, {"X-Request-Id": request_id, **headers}, json.dumps(error_body(code, message)))
 
 
 def page_of(number: int, size: int, count: int, collection: str = "orders") -> Reply:
@@ -105,14 +88,8 @@ def page_of(number: int, size: int, count: int, collection: str = "orders") -> R
 
 
 @pytest.fixture
-def api() -> Iterator[Recorder]:
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        yield Recorder(mock)
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
+def api(http_mock: HttpMock) -> Recorder:
+    return Recorder(http_mock)
 
 
 @pytest.fixture
