@@ -384,16 +384,19 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     helper thread (which fetches and parses the next page while the current one is consumed),
     as ``sync_orders`` walks. The faster of the two medians is the floor (b).
     """
+    from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
     from django_orders.mirror.page_parsing import parse_fetched
     from django_orders.mirror.parsing import parse_order
-    from django_orders.sync.read_ahead import fetched_ahead, page_walk
+    from django_orders.sync.read_ahead import fetched_ahead
 
     expected = int(os.environ["BENCH_ORDERS"])
     with OrdersClient.from_settings(base_url=url) as client:
-        # The sync's own walk: typed pages (order_structs), garbled answers retried.
+        # The sync's own walk: typed pages (order_structs).
         def walk():
-            return page_walk(client, "orders", "orders", PAGE_SIZE)
+            pages = iter_pages(client, "orders", page_size=PAGE_SIZE)
+            pages.typed = True
+            return pages
 
         def sequential() -> int:
             count = 0

@@ -1,6 +1,8 @@
 """App configuration: ``ready()`` only registers checks and signal handlers (no I/O)."""
 
 from django.apps import AppConfig
+from django.core import checks
+from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
 
@@ -11,4 +13,10 @@ class DjangoOrdersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        # Imported here: loading the app config stays light, the HTTP stack comes with ready().
+        from .checks import check_settings
+        from .client.factory import reset_on_change
+
+        checks.register(check_settings)
+        # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.
+        setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.factory")

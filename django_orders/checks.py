@@ -5,6 +5,10 @@
   from the same validation that runs when the value is first read, so the two never disagree).
 - ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
   cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
+
+Registered by ``DjangoOrdersConfig.ready()`` (``checks.register``), not by importing this module.
+The values are checked as configured now (``conf.SETTINGS``' validators on
+``settings.DJANGO_ORDERS``), not as ``orders_settings`` may have cached them.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning
 
-from .conf import DEFAULTS, ENV_NAMES, REQUIRED, SETTINGS_NAME, orders_settings, setting_name
+from .conf import SETTINGS, SETTINGS_NAME, orders_settings, problem, setting_name
 from .exceptions import OrdersConfigurationError
 
 SETTINGS_HINT = "See the settings reference in the README."
@@ -34,7 +38,6 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-@register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         user = orders_settings.user_settings
@@ -47,37 +50,35 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         ]
     messages: list[CheckMessage] = []
-    for name in REQUIRED:
-        if user.get(name) in (None, ""):
-            messages.append(
-                Error(
-                    f"{setting_name(name)} is not set.",
-                    hint=f"Set {SETTINGS_NAME} = "
-                    f'{{"{name}": os.environ.get("{ENV_NAMES[name]}"), ...}} '
-                    "in your settings; the README lists every key.",
-                    id="django_orders.E001",
-                )
+    missing = [n for n, s in SETTINGS.items() if s.required and user.get(n) in (None, "")]
+    for name in missing:
+        messages.append(
+            Error(
+                f"{setting_name(name)} is not set.",
+                hint=f"Set {SETTINGS_NAME} = "
+                f'{{"{name}": os.environ.get("{SETTINGS[name].env}"), ...}} '
+                "in your settings; the README lists every key.",
+                id="django_orders.E001",
             )
-    unknown = sorted(str(k) for k in set(user) - set(DEFAULTS))
+        )
+    unknown = sorted(str(k) for k in set(user) - set(SETTINGS))
     if unknown:
         # Every read fails while an unknown key is present, so per-value checks would only
         # repeat this message.
         messages.append(
             Error(
                 f"Unknown key(s) in {SETTINGS_NAME}: {', '.join(unknown)}.",
-                hint=f"Known keys: {', '.join(DEFAULTS)}. Check the spelling.",
+                hint=f"Known keys: {', '.join(SETTINGS)}. Check the spelling.",
                 id="django_orders.E002",
             )
         )
         return messages
-    orders_settings.reload()  # check what is configured now, not what was cached
-    for name in DEFAULTS:
-        if name in REQUIRED and user.get(name) in (None, ""):
+    for name, setting in SETTINGS.items():
+        if name in missing:
             continue  # already reported as E001
-        try:
-            getattr(orders_settings, name)
-        except OrdersConfigurationError as exc:
-            messages.append(Error(str(exc), hint=SETTINGS_HINT, id="django_orders.E002"))
+        message = problem(name, user.get(name, setting.default))
+        if message is not None:
+            messages.append(Error(message, hint=SETTINGS_HINT, id="django_orders.E002"))
     messages.extend(_check_plain_http(user.get("BASE_URL")))
     return messages
 

@@ -1,14 +1,17 @@
 """The ``DJANGO_ORDERS`` settings dict, read lazily.
 
 Modelled on DRF's ``api_settings`` and django-filter's ``conf.py``: one namespaced dict, a
-``DEFAULTS`` table, values validated when first read (never at import: importing the app,
-``collectstatic`` or ``migrate --skip-checks`` need no key; the system check E001 does) and
-re-read when a test or a deploy changes ``settings.DJANGO_ORDERS``.
+table of settings (``SETTINGS``: each key's default and validator), values validated when first
+read (never at import: importing the app, ``collectstatic`` or ``migrate --skip-checks`` need no
+key; the system check E001 does) and re-read when a test or a deploy changes
+``settings.DJANGO_ORDERS``. The system checks (``checks.py``) validate with the same table.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,54 +32,6 @@ LEASE_MARGIN = timedelta(seconds=60)
 #: The longest Retry-After the client waits between two tries (``client.MAX_RETRY_AFTER``).
 LONGEST_CLIENT_WAIT = 60.0
 
-DEFAULTS: dict[str, Any] = {
-    # Required: the application's opaque secret key; never parsed, never logged.
-    "API_KEY": None,
-    # Required: absolute http(s) URL of the service, e.g. "https://api.example.com/v1".
-    "BASE_URL": None,
-    # (connect, read) seconds; requests has no timeout unless one is given.
-    "TIMEOUT": (3.05, 30),
-    # Retries for 429, 5xx and network errors, only where a retry is safe.
-    "MAX_RETRIES": 3,
-    # The largest answer read, in bytes, compressed and decompressed; a larger one is refused
-    # as an invalid answer. A full page of 256 orders is about 1 MB.
-    "MAX_RESPONSE_BYTES": DEFAULT_MAX_RESPONSE_BYTES,
-    # Seconds one HTTP exchange may take in all (connect, send, wait, read), whatever TIMEOUT
-    # says per socket operation: a server trickling its answer cannot hold a request longer.
-    "REQUEST_DEADLINE": DEFAULT_REQUEST_DEADLINE,
-    # Records per /page request, 1..256.
-    "PAGE_SIZE": 100,
-    # The provider's page window (api-notes.md): a walk ends at this page number. None: no cap.
-    "MAX_PAGE_NUMBER": 10,
-    # An idempotency key older than this is never resent: the service forgets keys after 24 h
-    # and a resend would then create a second order.
-    "KEY_LIFETIME": timedelta(hours=23),
-    # How long a sync run holds its lease before another host may take it over.
-    "SYNC_LEASE": timedelta(minutes=10),
-    # Orders in a non-terminal status outside the page window refreshed by lookup per run. With
-    # REFRESH_CONCURRENCY lookups in flight, 2,000 take about a minute at 250 ms a lookup and
-    # still fit in one SYNC_LEASE (10 minutes) at a full second a lookup.
-    "REFRESH_LIMIT": 2000,
-    # Lookups in flight at once when refreshing orders (latency bound: one order, one trip).
-    "REFRESH_CONCURRENCY": 8,
-    # Minimum wait before a pending order request is resent; doubles with each attempt.
-    "RESUME_BACKOFF": timedelta(seconds=30),
-    # Where a page walk fetches and parses the next page while the current one is written:
-    # "thread", a helper thread of the sync's own process (the only value since 0.x: the
-    # helper process of earlier versions no longer paid for itself once parsing got cheap).
-    "SYNC_HELPER": "thread",
-    # The currencies create_order accepts (lower case): the provider's, which all have two
-    # minor-unit digits. Anything else would be stored and then refused upstream.
-    "CURRENCIES": ("ghs", "usd", "gbp", "eur", "cny"),
-    # How long confirm_order keeps looking while an order is still unpaid, when the customer
-    # comes back from the payment page before the payment has landed. Zero: look once.
-    "CONFIRM_WAIT": timedelta(seconds=5),
-}
-
-REQUIRED = ("API_KEY", "BASE_URL")
-#: The environment variable each required setting is usually read from (DESIGN.md), for hints.
-ENV_NAMES = {"API_KEY": "ORDERS_API_KEY", "BASE_URL": "ORDERS_API_BASE_URL"}
-
 # The service forgets idempotency keys after 24 hours (api-notes.md).
 SERVER_KEY_RETENTION = timedelta(hours=24)
 MAX_PAGE_SIZE = 256
@@ -84,6 +39,10 @@ MAX_PAGE_SIZE = 256
 MAX_REFRESH_CONCURRENCY = 32
 #: The values of ``SYNC_HELPER``.
 SYNC_HELPERS = ("thread",)
+
+#: A validator: given a setting's name and value, the message saying what is wrong (naming the
+#: setting as ``setting_name`` spells it), or ``None`` when the value is usable.
+Validator = Callable[[str, Any], str | None]
 
 
 def setting_name(name: str) -> str:
@@ -100,38 +59,75 @@ def _positive_number(value: Any) -> bool:
     )
 
 
-def _validate_timeout(value: Any) -> None:
+def whole_number(low: int, high: int | None = None) -> Validator:
+    """A whole number from ``low`` to ``high`` (no upper bound when ``high`` is None)."""
+
+    def check(name: str, value: Any) -> str | None:
+        valid = isinstance(value, int) and not isinstance(value, bool) and value >= low
+        if valid and high is not None:
+            valid = value <= high
+        if valid:
+            return None
+        bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        return f"{setting_name(name)} must be a whole number {bounds}, not {value!r}."
+
+    return check
+
+
+def optional(validator: Validator) -> Validator:
+    """``None`` (meaning "no limit"), or what ``validator`` accepts."""
+
+    def check(name: str, value: Any) -> str | None:
+        return None if value is None else validator(name, value)
+
+    return check
+
+
+def duration(*, zero: bool = False) -> Validator:
+    """A positive ``timedelta`` (or zero too, with ``zero``)."""
+
+    def check(name: str, value: Any) -> str | None:
+        shown = setting_name(name)
+        if zero and (not isinstance(value, timedelta) or value < timedelta(0)):
+            return f"{shown} must be a datetime.timedelta of zero or more, not {value!r}."
+        if not zero and (not isinstance(value, timedelta) or value <= timedelta(0)):
+            return f"{shown} must be a positive datetime.timedelta, not {value!r}."
+        return None
+
+    return check
+
+
+def _seconds(name: str, value: Any) -> str | None:
+    if _positive_number(value):
+        return None
+    return f"{setting_name(name)} must be a positive number of seconds, not {value!r}."
+
+
+def _timeout(name: str, value: Any) -> str | None:
     # requests takes one number or a (connect, read) pair; a 1-tuple or None would make it
     # raise (or wait forever) at the first request instead of here.
     parts = value if isinstance(value, tuple | list) else (value,)
     if isinstance(value, tuple | list) and len(parts) != 2:
         parts = ()
-    if not parts or not all(_positive_number(p) for p in parts):
-        raise OrdersConfigurationError(
-            f"{setting_name('TIMEOUT')} must be a positive number of seconds or a "
-            f"(connect, read) pair of them, not {value!r}."
+    if parts and all(_positive_number(p) for p in parts):
+        return None
+    return (
+        f"{setting_name(name)} must be a positive number of seconds or a "
+        f"(connect, read) pair of them, not {value!r}."
+    )
+
+
+def _key_lifetime(name: str, value: Any) -> str | None:
+    problem = duration()(name, value)
+    if problem is None and value >= SERVER_KEY_RETENTION:
+        problem = (
+            f"{setting_name(name)} must be shorter than the 24 hours the service "
+            "keeps idempotency keys; a resend after that would create a second order."
         )
+    return problem
 
 
-def _validate_int(name: str, value: Any, low: int, high: int | None = None) -> None:
-    valid = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    if valid and high is not None:
-        valid = value <= high
-    if not valid:
-        bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        raise OrdersConfigurationError(
-            f"{setting_name(name)} must be a whole number {bounds}, not {value!r}."
-        )
-
-
-def _validate_duration(name: str, value: Any) -> None:
-    if not isinstance(value, timedelta) or value <= timedelta(0):
-        raise OrdersConfigurationError(
-            f"{setting_name(name)} must be a positive datetime.timedelta, not {value!r}."
-        )
-
-
-def _validate_currencies(value: Any) -> None:
+def _currencies(name: str, value: Any) -> str | None:
     valid = (
         isinstance(value, tuple | list)
         and bool(value)
@@ -141,20 +137,34 @@ def _validate_currencies(value: Any) -> None:
         )
         and all(code == code.lower() for code in value)
     )
-    if not valid:
-        raise OrdersConfigurationError(
-            f"{setting_name('CURRENCIES')} must be a non-empty tuple of three-letter lower-case "
-            f'currency codes such as ("eur", "usd"), not {value!r}.'
+    if valid:
+        return None
+    return (
+        f"{setting_name(name)} must be a non-empty tuple of three-letter lower-case "
+        f'currency codes such as ("eur", "usd"), not {value!r}.'
+    )
+
+
+def _sync_helper(name: str, value: Any) -> str | None:
+    if value == "process":
+        return (
+            f'{setting_name(name)} "process" was removed: with pages '
+            "parsed by msgspec the page helper process was no faster than the helper "
+            'thread (benchmarks/README.md). Set it to "thread" or remove the setting.'
         )
+    if value not in SYNC_HELPERS:
+        choices = ", ".join(map(repr, SYNC_HELPERS))
+        return f"{setting_name(name)} must be one of {choices}, not {value!r}."
+    return None
 
 
-def _validate_base_url(value: Any) -> None:
-    name = setting_name("BASE_URL")
+def _base_url(name: str, value: Any) -> str | None:
+    name = setting_name(name)
     example = '"https://api.example.com"'
     if not isinstance(value, str) or any(c.isspace() for c in value):
         # Whitespace (a stray newline from an environment file) would be silently stripped by
         # one library and sent by another: refuse it.
-        raise OrdersConfigurationError(
+        return (
             f"{name} must be an absolute http(s) URL such as {example} without spaces or line "
             f"breaks, not {value!r}."
         )
@@ -162,7 +172,7 @@ def _validate_base_url(value: Any) -> None:
     if parts.username is not None or parts.password is not None:
         # Credentials belong in API_KEY, never in a URL (api-spec.md); the value is not echoed
         # because it holds a secret.
-        raise OrdersConfigurationError(
+        return (
             f"{name} must not contain a user name or password; put the key in "
             f"{setting_name('API_KEY')}."
         )
@@ -172,25 +182,94 @@ def _validate_base_url(value: Any) -> None:
     except ValueError:
         host = None
     if parts.scheme not in ("http", "https") or not host:
-        raise OrdersConfigurationError(
+        return (
             f"{name} must be an absolute http(s) URL with a host, such as {example}, not {value!r}."
         )
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         # Request paths are appended to BASE_URL; a query or fragment would swallow them.
-        raise OrdersConfigurationError(
-            f"{name} must not have a query string or fragment, not {value!r}."
-        )
+        return f"{name} must not have a query string or fragment, not {value!r}."
+    return None
 
 
 @sensitive_variables("value")
-def _validate_api_key(value: Any) -> None:
+def _api_key(name: str, value: Any) -> str | None:
     # The key is opaque: only its presence and shape as a header value are checked. Its text
     # never appears in the message, and only the Secret's own methods look at it.
     problem = value.problem() if isinstance(value, Secret) else None
     if problem is None and not isinstance(value, Secret):
         problem = "must be the complete key as one string"
-    if problem:
-        raise OrdersConfigurationError(f"{setting_name('API_KEY')} {problem}.")
+    return f"{setting_name(name)} {problem}." if problem else None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of ``DJANGO_ORDERS``: its default and how a value is checked.
+
+    ``env`` marks a required setting (no usable default): the environment variable it is
+    usually read from (DESIGN.md), which the "is not set" messages suggest.
+    """
+
+    default: Any
+    validator: Validator
+    env: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.env is not None
+
+
+#: Every setting, in the order messages list them. ``conf`` (when a value is first read) and
+#: the system checks (``checks.check_settings``) both validate with this table, so the two
+#: never disagree.
+SETTINGS: dict[str, Setting] = {
+    # Required: the application's opaque secret key; never parsed, never logged.
+    "API_KEY": Setting(None, _api_key, env="ORDERS_API_KEY"),
+    # Required: absolute http(s) URL of the service, e.g. "https://api.example.com/v1".
+    "BASE_URL": Setting(None, _base_url, env="ORDERS_API_BASE_URL"),
+    # (connect, read) seconds; requests has no timeout unless one is given.
+    "TIMEOUT": Setting((3.05, 30), _timeout),
+    # Retries for 429, 5xx and network errors, only where a retry is safe.
+    "MAX_RETRIES": Setting(3, whole_number(0, 10)),
+    # The largest answer read, in bytes, compressed and decompressed; a larger one is refused
+    # as an invalid answer. A full page of 256 orders is about 1 MB.
+    "MAX_RESPONSE_BYTES": Setting(DEFAULT_MAX_RESPONSE_BYTES, whole_number(64 * 1024)),
+    # Seconds one HTTP exchange may take in all (connect, send, wait, read), whatever TIMEOUT
+    # says per socket operation: a server trickling its answer cannot hold a request longer.
+    "REQUEST_DEADLINE": Setting(DEFAULT_REQUEST_DEADLINE, _seconds),
+    # Records per /page request, 1..256.
+    "PAGE_SIZE": Setting(100, whole_number(1, MAX_PAGE_SIZE)),
+    # The provider's page window (api-notes.md): a walk ends at this page number. None: no cap.
+    "MAX_PAGE_NUMBER": Setting(10, optional(whole_number(1))),
+    # An idempotency key older than this is never resent: the service forgets keys after 24 h
+    # and a resend would then create a second order.
+    "KEY_LIFETIME": Setting(timedelta(hours=23), _key_lifetime),
+    # How long a sync run holds its lease before another host may take it over.
+    "SYNC_LEASE": Setting(timedelta(minutes=10), duration()),
+    # Orders in a non-terminal status outside the page window refreshed by lookup per run. With
+    # REFRESH_CONCURRENCY lookups in flight, 2,000 take about a minute at 250 ms a lookup and
+    # still fit in one SYNC_LEASE (10 minutes) at a full second a lookup.
+    "REFRESH_LIMIT": Setting(2000, whole_number(0)),
+    # Lookups in flight at once when refreshing orders (latency bound: one order, one trip).
+    "REFRESH_CONCURRENCY": Setting(8, whole_number(1, MAX_REFRESH_CONCURRENCY)),
+    # Minimum wait before a pending order request is resent; doubles with each attempt.
+    "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
+    # Where a page walk fetches and parses the next page while the current one is written:
+    # "thread", a helper thread of the sync's own process (the only value since 0.x: the
+    # helper process of earlier versions no longer paid for itself once parsing got cheap).
+    "SYNC_HELPER": Setting("thread", _sync_helper),
+    # The currencies create_order accepts (lower case): the provider's, which all have two
+    # minor-unit digits. Anything else would be stored and then refused upstream.
+    "CURRENCIES": Setting(("ghs", "usd", "gbp", "eur", "cny"), _currencies),
+    # How long confirm_order keeps looking while an order is still unpaid, when the customer
+    # comes back from the payment page before the payment has landed. Zero: look once.
+    "CONFIRM_WAIT": Setting(timedelta(seconds=5), duration(zero=True)),
+}
+
+#: Derived from ``SETTINGS``, for code that needs only one column of it.
+DEFAULTS: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+REQUIRED = tuple(name for name, s in SETTINGS.items() if s.required)
+#: The environment variable each required setting is usually read from (DESIGN.md), for hints.
+ENV_NAMES = {name: s.env for name, s in SETTINGS.items() if s.env is not None}
 
 
 def longest_exchange(deadline: float, retries: int) -> timedelta:
@@ -199,58 +278,30 @@ def longest_exchange(deadline: float, retries: int) -> timedelta:
 
 
 @sensitive_variables("value")
+def problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the setting ``name`` (naming the setting), or ``None``.
+
+    Only the value's own rule (``SETTINGS[name].validator``): a missing required setting and
+    unknown keys are the caller's to report, with the caller's wording.
+    """
+    return SETTINGS[name].validator(name, value)
+
+
+@sensitive_variables("value")
 def validate(name: str, value: Any) -> None:
     """Raise ``OrdersConfigurationError`` naming the setting if ``value`` is unusable."""
-    if name == "API_KEY":
-        _validate_api_key(value)
-    elif name == "BASE_URL":
-        _validate_base_url(value)
-    elif name == "TIMEOUT":
-        _validate_timeout(value)
-    elif name == "MAX_RETRIES":
-        _validate_int(name, value, 0, 10)
-    elif name == "MAX_RESPONSE_BYTES":
-        _validate_int(name, value, 64 * 1024)
-    elif name == "REQUEST_DEADLINE":
-        if not _positive_number(value):
-            raise OrdersConfigurationError(
-                f"{setting_name(name)} must be a positive number of seconds, not {value!r}."
-            )
-    elif name in ("PAGE_SIZE",):
-        _validate_int(name, value, 1, MAX_PAGE_SIZE)
-    elif name == "MAX_PAGE_NUMBER":
-        if value is not None:
-            _validate_int(name, value, 1)
-    elif name == "REFRESH_LIMIT":
-        _validate_int(name, value, 0)
-    elif name == "REFRESH_CONCURRENCY":
-        _validate_int(name, value, 1, MAX_REFRESH_CONCURRENCY)
-    elif name == "SYNC_HELPER":
-        if value == "process":
-            raise OrdersConfigurationError(
-                f'{setting_name("SYNC_HELPER")} "process" was removed: with pages '
-                "parsed by msgspec the page helper process was no faster than the helper "
-                'thread (benchmarks/README.md). Set it to "thread" or remove the setting.'
-            )
-        if value not in SYNC_HELPERS:
-            raise OrdersConfigurationError(
-                f"{setting_name('SYNC_HELPER')} must be one of "
-                f"{', '.join(map(repr, SYNC_HELPERS))}, not {value!r}."
-            )
-    elif name == "CURRENCIES":
-        _validate_currencies(value)
-    elif name == "CONFIRM_WAIT":
-        if not isinstance(value, timedelta) or value < timedelta(0):
-            raise OrdersConfigurationError(
-                f"{setting_name(name)} must be a datetime.timedelta of zero or more, not {value!r}."
-            )
-    elif name in ("KEY_LIFETIME", "SYNC_LEASE", "RESUME_BACKOFF"):
-        _validate_duration(name, value)
-        if name == "KEY_LIFETIME" and value >= SERVER_KEY_RETENTION:
-            raise OrdersConfigurationError(
-                f"{setting_name('KEY_LIFETIME')} must be shorter than the 24 hours the service "
-                "keeps idempotency keys; a resend after that would create a second order."
-            )
+    message = problem(name, value)
+    if message is not None:
+        raise OrdersConfigurationError(message)
+
+
+def not_set_message(name: str) -> str:
+    """The error for a required setting without a value (``conf``'s wording, with the fix)."""
+    return (
+        f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
+        f"for example from the environment: "
+        f'"{name}": os.environ.get("{ENV_NAMES[name]}").'
+    )
 
 
 class OrdersSettings:
@@ -292,12 +343,8 @@ class OrdersSettings:
                 f"Known keys: {', '.join(DEFAULTS)}."
             )
         value = user.get(name, DEFAULTS[name])
-        if name in REQUIRED and value in (None, ""):
-            raise OrdersConfigurationError(
-                f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
-                f"for example from the environment: "
-                f'"{name}": os.environ.get("{ENV_NAMES[name]}").'
-            )
+        if SETTINGS[name].required and value in (None, ""):
+            raise OrdersConfigurationError(not_set_message(name))
         validate(name, value)
         if name in ("TIMEOUT", "CURRENCIES") and isinstance(value, list):
             value = tuple(value)

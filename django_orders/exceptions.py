@@ -2,8 +2,10 @@
 
 Every class here is one a caller branches on: the services decide between "failed", "pending"
 and "needs review" from them, and the commands choose their exit status from them. Like
-django-anymail, API errors are also ``requests.HTTPError`` and the configuration error is also
-an ``ImproperlyConfigured``, so code written against those standard types keeps working.
+django-anymail, API errors are also ``requests.HTTPError``, network errors the matching
+``requests`` exception (``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``; see "Transport"
+below) and the configuration error an ``ImproperlyConfigured``, so code written against those
+standard types keeps working.
 
 No message or attribute ever holds the API key.
 """
@@ -29,13 +31,34 @@ class OrdersConfigurationError(OrdersError, ImproperlyConfigured):
 
 
 # --- Transport: what happened to a request on the wire --------------------------------------
+#
+# Like the API errors (``requests.HTTPError``), the network errors are also the ``requests``
+# exceptions a caller of requests would catch for the same cause, so ``except
+# requests.RequestException`` (or ``requests.ConnectionError``, ``requests.Timeout``) keeps
+# working. The class of the error raised depends on its cause:
+#
+#   OrdersNetworkError                 requests.RequestException
+#     RequestNotSent                     (a request requests refused to send: bad URL, header)
+#       CouldNotConnect                  requests.ConnectionError (refused, DNS, TLS handshake)
+#         ConnectTimedOut                requests.ConnectTimeout (also a requests.Timeout)
+#     OutcomeUnknown                     (any other failure of the HTTP stack)
+#       ConnectionLost                   requests.ConnectionError (dropped or reset mid-answer)
+#       AnswerTimedOut                   requests.ReadTimeout (read timeout, REQUEST_DEADLINE)
+#
+# Catch the library's classes to decide what to do (resend or not); the requests classes are
+# for code that already handles requests' errors. ``response`` and ``request`` (requests'
+# attributes) are always ``None``: the prepared request would hold the key.
 
 
-class OrdersNetworkError(OrdersError):
+class OrdersNetworkError(OrdersError, requests.RequestException):
     """No HTTP answer was received."""
 
     #: Whether the request may have reached the service (and so may have taken effect).
     may_have_reached_server: bool = True
+
+    def __init__(self, message: str) -> None:
+        # One argument only: OSError (a base of requests' errors) reads two as errno, strerror.
+        super().__init__(message)
 
 
 class RequestNotSent(OrdersNetworkError):
@@ -45,6 +68,14 @@ class RequestNotSent(OrdersNetworkError):
     """
 
     may_have_reached_server = False
+
+
+class CouldNotConnect(RequestNotSent, requests.ConnectionError):
+    """No connection to the service: refused, no such host, TLS handshake failed."""
+
+
+class ConnectTimedOut(CouldNotConnect, requests.ConnectTimeout):
+    """No connection within the connect timeout (also a ``requests.Timeout``)."""
 
 
 class OutcomeUnknown(OrdersNetworkError):
@@ -58,6 +89,30 @@ class OutcomeUnknown(OrdersNetworkError):
     def __init__(self, message: str, *, is_timeout: bool = False) -> None:
         super().__init__(message)
         self.is_timeout = is_timeout
+
+
+class ConnectionLost(OutcomeUnknown, requests.ConnectionError):
+    """The connection dropped (closed, reset) after the request may have been sent."""
+
+
+class AnswerTimedOut(OutcomeUnknown, requests.ReadTimeout):
+    """No complete answer in time: the read timeout, or ``REQUEST_DEADLINE`` for the whole
+    exchange. ``is_timeout`` is always true."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, is_timeout=True)
+
+
+def error_name(exc: BaseException) -> str:
+    """The name an error is recorded under (an order request's ``last_error``, a sync run's
+    ``error``): its class, but for a network error its kind, ``RequestNotSent`` or
+    ``OutcomeUnknown``, which says whether the request may have reached the service, rather
+    than the subclass its cause picked (``ConnectionLost``...), so that what staff read and
+    search for does not depend on which requests exception the failure matched."""
+    for kind in (RequestNotSent, OutcomeUnknown):
+        if isinstance(exc, kind):
+            return kind.__name__
+    return type(exc).__name__
 
 
 # --- API: the service answered with an error ------------------------------------------------

@@ -76,11 +76,11 @@ def sleeps(monkeypatch) -> list[float]:
 def fresh_client(sleeps) -> Iterator[list[float]]:
     """The per-thread client of creation, sync and the views is rebuilt before and after the test,
     so it is built from the test's settings and records its backoff waits in ``sleeps``."""
-    from django_orders.client import factory
+    from django_orders.testing import reset_clients
 
-    factory._local.__dict__.pop("client", None)
+    reset_clients()
     yield sleeps
-    factory._local.__dict__.pop("client", None)
+    reset_clients()
 
 
 @pytest.fixture

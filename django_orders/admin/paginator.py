@@ -1,8 +1,8 @@
 """A paginator for the admin that never counts millions of rows exactly.
 
 Django's ``Paginator.count`` runs ``SELECT COUNT(*)`` over the whole filtered queryset on every
-page view. On PostgreSQL that is a full scan of the table (MVCC keeps no row count), hundreds of
-milliseconds at a million orders. Here:
+page view. On PostgreSQL that is a full scan of the table (MVCC keeps no row count), which grows
+with the table (figures: benchmarks/README.md, section "Admin order changelist"). Here:
 
 - an unfiltered queryset of a large table is counted from the planner's estimate
   (``pg_class.reltuples``, kept up to date by autovacuum/ANALYZE): one catalogue lookup;

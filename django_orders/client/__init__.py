@@ -2,7 +2,8 @@
 
 No Django models and no ORM here. ``transport`` sends one request (session, auth, timeouts,
 size limits, retries, error mapping); ``paging`` walks ``/page`` endpoints on top of it;
-``factory.get_client`` is how the rest of the app gets a client built from settings.
+``factory`` is how the rest of the app gets a client built from settings (``get_client``: the
+thread's own, kept; ``new_client``: one the caller closes).
 """
 
 from .pages import Page

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from ..exceptions import OrdersError
-from .transport import OrdersClient
+from .factory import get_client
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,10 @@ def check_api() -> ApiCheck:
     failing check slow to say so. Settings errors (no key, a bad URL) are for
     ``django_orders.checks.check_settings`` to report first; here they raise as from the client.
     """
-    client = OrdersClient.from_settings(max_retries=0)
+    client = get_client()
     started = time.monotonic()
     try:
-        with client:
-            page = client.fetch_page("orders", 1, 1)
+        page = client.fetch_page("orders", 1, 1, retries=0)
     except OrdersError as exc:
         return ApiCheck(client.base_url, _since(started), error=exc)
     return ApiCheck(

@@ -25,7 +25,8 @@ MAX_JSON_DEPTH = 64
 
 #: Bodies nested deeper than this (the envelope's ``{"page": {"orders": [{`` is 4) are left to
 #: the Python decoder, which refuses them past ``MAX_JSON_DEPTH``. Real pages nest about 9 deep.
-#: msgspec's type for it is built at import, and its cost doubles with every level (12: 0.1 s).
+#: msgspec's type for it is built at import, and its cost doubles with every level (figures:
+#: benchmarks/README.md, section "Figures moved out of the code").
 PLAIN_DEPTH = 12
 
 

@@ -18,7 +18,11 @@ import requests
 import urllib3.exceptions
 
 from ..exceptions import (
+    AnswerTimedOut,
     AuthenticationFailed,
+    ConnectionLost,
+    ConnectTimedOut,
+    CouldNotConnect,
     OrdersAPIError,
     OrdersNetworkError,
     OutcomeUnknown,
@@ -53,17 +57,38 @@ _NOT_SENT_ERRORS = (
 def network_error(
     path: str, exc: requests.exceptions.RequestException, scrub: Callable[[str], str]
 ) -> OrdersNetworkError:
+    """The library's error for a failure of requests, of the class matching its cause (and so
+    also the matching requests exception: see ``exceptions``, "Transport")."""
     reason = scrub(_describe(exc))
     if isinstance(exc, _NOT_SENT_ERRORS) or (
         isinstance(exc, requests.exceptions.ConnectionError) and _never_connected(exc)
     ):
-        return RequestNotSent(f"POST {path}: could not connect ({reason})")
+        message = f"POST {path}: could not connect ({reason})"
+        if isinstance(exc, requests.exceptions.ConnectTimeout) or _timed_out(exc):
+            return ConnectTimedOut(message)
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return CouldNotConnect(message)
+        return RequestNotSent(message)  # refused by requests itself: a bad URL or header
     if isinstance(exc, requests.exceptions.ReadTimeout):
-        return OutcomeUnknown(f"POST {path}: no answer within the read timeout", is_timeout=True)
+        return AnswerTimedOut(f"POST {path}: no answer within the read timeout")
     # Anything else happened with the request (possibly) on the wire: a connection dropped or
     # reset after sending, a truncated body. When unsure, the outcome is unknown: wrongly
     # calling a sent create "not sent" could lead to a second order.
-    return OutcomeUnknown(f"POST {path}: connection lost before a complete answer ({reason})")
+    message = f"POST {path}: connection lost before a complete answer ({reason})"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return ConnectionLost(message)
+    return OutcomeUnknown(message)
+
+
+def _timed_out(exc: requests.exceptions.RequestException) -> bool:
+    """A connect timeout that requests reports as a ``ConnectionError`` (urllib3's
+    ``ConnectTimeoutError`` inside its ``MaxRetryError``)."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", inner)
+    # urllib3's NewConnectionError (refused, DNS) is a subclass of ConnectTimeoutError.
+    return isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and not isinstance(
+        reason, urllib3.exceptions.NewConnectionError
+    )
 
 
 def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:

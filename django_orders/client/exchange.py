@@ -17,7 +17,7 @@ import urllib3
 from django.views.decorators.debug import sensitive_variables
 from requests.adapters import HTTPAdapter
 
-from ..exceptions import OutcomeUnknown
+from ..exceptions import AnswerTimedOut, ConnectionLost, OutcomeUnknown
 from ..secret import HIDDEN, Secret
 from .errors import network_error
 from .reading import TRACKED_POOLS, AnswerTooLarge, Deadline, UnsupportedEncoding, read_body
@@ -102,10 +102,8 @@ def send_bounded(
             if watchdog.fired:
                 raise _past_deadline(path, deadline) from None
             if isinstance(exc, urllib3.exceptions.ReadTimeoutError | TimeoutError):
-                raise OutcomeUnknown(
-                    f"POST {path}: no answer within the read timeout", is_timeout=True
-                ) from None
-            raise OutcomeUnknown(
+                raise AnswerTimedOut(f"POST {path}: no answer within the read timeout") from None
+            raise ConnectionLost(
                 f"POST {path}: connection lost before a complete answer ({type(exc).__name__})"
             ) from None
         except Exception as exc:
@@ -136,8 +134,7 @@ def _read(response: requests.Response, limit: int, watchdog: Deadline) -> tuple[
         raise
 
 
-def _past_deadline(path: str, deadline: float) -> OutcomeUnknown:
-    return OutcomeUnknown(
-        f"POST {path}: no complete answer within REQUEST_DEADLINE ({deadline:g} s)",
-        is_timeout=True,
+def _past_deadline(path: str, deadline: float) -> AnswerTimedOut:
+    return AnswerTimedOut(
+        f"POST {path}: no complete answer within REQUEST_DEADLINE ({deadline:g} s)"
     )

@@ -1,7 +1,8 @@
 """Order lookups several at a time: the refresh of orders the page walk cannot reach.
 
 A lookup is one round trip (traversal rule 5), so refreshing orders one after the other costs
-the network's latency once per order: 490 orders at 50 ms took 27 s. Lookups are independent,
+the network's latency once per order (figures: benchmarks/README.md, section "Refreshing orders
+by lookup"). Lookups are independent,
 so ``REFRESH_CONCURRENCY`` of them are kept in flight, each worker thread with a client of its
 own (a ``requests.Session`` is not meant to be shared between threads) and all clients sharing
 one ``RateGate``, so that a 429 makes the whole pool back off together.
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..conf import orders_settings
 from ..exceptions import RequestRejected
+from .factory import new_client
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
@@ -41,7 +43,11 @@ class Lookup:
 
 
 class _ClientPerThread:
-    """A client for each worker thread, built from settings on first use, all closed at the end."""
+    """A client for each worker thread, built from settings on first use, all closed at the end.
+
+    Not ``factory.get_client``: that would leave a client open in each worker thread when the
+    pool ends, and these clients share the pool's ``RateGate``.
+    """
 
     def __init__(self, gate: RateGate) -> None:
         self._gate = gate
@@ -52,7 +58,7 @@ class _ClientPerThread:
     def get(self) -> OrdersClient:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = OrdersClient.from_settings(gate=self._gate)
+            client = new_client(gate=self._gate)
             self._local.client = client
             with self._lock:
                 self._clients.append(client)

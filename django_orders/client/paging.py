@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, Final, Literal
 
 from ..conf import orders_settings
 from ..exceptions import RequestRejected
@@ -17,6 +18,14 @@ from .pages import Page, check_page_args, collection_for, is_whole
 from .transport import OrdersClient
 
 logger = logging.getLogger("django_orders.paging")
+
+
+class _Default(Enum):
+    CLIENT = "the client's"
+
+
+#: ``iter_pages(max_page_number=...)`` left out: the client's ``max_page_number``.
+CLIENT_WINDOW: Final = _Default.CLIENT
 
 
 @dataclass
@@ -41,6 +50,9 @@ class PageWalk:
     page_size: int
     max_pages: int | None = None
     max_page_number: int | None = None
+    #: Ask for orders pages decoded with the order schema (``fetch_page(typed=True)``): the
+    #: sync does; its records are then structs, not dicts (``Page.typed``).
+    typed: bool = False
     end_reason: str | None = field(default=None, init=False)
     pages_read: int = field(default=0, init=False)
 
@@ -57,7 +69,11 @@ class PageWalk:
                 return
             try:
                 page = self.client.fetch_page(
-                    self.resource, number, self.page_size, collection=self.collection
+                    self.resource,
+                    number,
+                    self.page_size,
+                    collection=self.collection,
+                    typed=self.typed,
                 )
             except RequestRejected as exc:
                 # On page 1 a 400 means the request itself is wrong: that must surface.
@@ -85,23 +101,30 @@ def iter_pages(
     page_size: int | None = None,
     *,
     max_pages: int | None = None,
+    max_page_number: int | Literal[_Default.CLIENT] | None = CLIENT_WINDOW,
 ) -> PageWalk:
     """Walk ``/<resource>/page`` from page 1 with a constant page size (traversal rules 1-3).
 
     Stops at the first page shorter than ``page_size``, at ``max_pages``, or at the page
-    window (``client.max_page_number``, or a 400 past it). Deduplication is the caller's job
-    (rule 4): records created during a walk shift later pages.
+    window (``max_page_number``, by default the client's, from ``MAX_PAGE_NUMBER``; or a 400
+    past it). Deduplication is the caller's job (rule 4): records created during a walk shift
+    later pages.
     """
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     check_page_args(1, page_size)
     check_max_pages(max_pages)
+    window = client.max_page_number if max_page_number is CLIENT_WINDOW else max_page_number
+    if window is not None and (not is_whole(window) or window < 1):
+        raise ValueError(
+            f"max_page_number must be a whole number of at least 1 or None, not {window!r}"
+        )
     return PageWalk(
         client=client,
         resource=resource,
         collection=collection or collection_for(resource),
         page_size=page_size,
         max_pages=max_pages,
-        max_page_number=client.max_page_number,
+        max_page_number=window,
     )
 
 

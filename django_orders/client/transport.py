@@ -4,7 +4,11 @@ One ``requests.Session`` per client, the bearer header added per request by an a
 ``repr`` hides the key, explicit timeouts, and error mapping into ``exceptions``. Retries are
 decided here because only here is it known whether a request reached the server:
 
-- page reads and lookups are retried on 429, 5xx and network errors;
+- page reads and lookups are retried on 429, 5xx and network errors, and a page read also on
+  a 200 whose body is not a valid page (a proxy cutting the answer short): reading a page
+  changes nothing upstream, so asking again is always safe;
+- every retry of one call counts against one ``max_retries``, whatever went wrong, so a call
+  takes at most ``conf.longest_exchange`` (which the sync lease and the create claim rely on);
 - a create is retried only with the very same body (same idempotency key), and not after a read
   timeout, which already cost the whole read timeout: the service layer keeps such a request
   pending and resends it later;
@@ -31,7 +35,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -69,6 +73,8 @@ MAX_RETRY_AFTER = LONGEST_CLIENT_WAIT
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class _Answer:
@@ -84,8 +90,8 @@ class _Answer:
 class OrdersClient:
     """A client for one API key and base URL.
 
-    Build it from settings with ``OrdersClient.from_settings()``; pass ``session`` or ``sleep``
-    only in tests.
+    The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds
+    them with ``OrdersClient.from_settings()``; pass ``session`` or ``sleep`` only in tests.
     """
 
     # The key passes through these frames: Django's error pages and mails print frame locals.
@@ -225,9 +231,14 @@ class OrdersClient:
         page_size: int,
         *,
         collection: str | None = None,
+        retries: int | None = None,
         typed: bool = False,
     ) -> Page:
-        """One ``POST /<resource>/page`` request, bounds checked before anything is sent.
+        """One ``POST /<resource>/page`` read, bounds checked before anything is sent.
+
+        Retried on 429, 5xx, network errors and answers that are not a valid page, at most
+        ``retries`` times (default: the client's ``max_retries``; ``0`` asks once, as the API
+        check does). The last error is raised when the page stays unreadable.
 
         ``typed`` (the sync, for ``orders``): decode the body with the order schema when it
         fits (``client.order_structs``), so that ``records`` are typed structs (``Page.typed``);
@@ -237,61 +248,49 @@ class OrdersClient:
         check_page_args(page_number, page_size)
         path = f"/{resource}/page"
         body = json.dumps({"page_number": page_number, "page_size": page_size})
-        answer = self._post(path, body, typed=typed and collection == "orders")
 
-        def invalid(what: str) -> InvalidResponse:
-            return InvalidResponse(
-                f"POST {path} answered {what}",
-                status_code=answer.status_code,
-                request_id=answer.request_id,
-            )
+        def read(answer: _Answer) -> Page:
+            return _page_from(answer, path, collection, page_number, page_size)
 
-        if answer.typed:
-            # The schema vouched for the envelope, the list and every record's type.
-            envelope: OrdersPageStruct = answer.data
-            records: list[Any] = envelope.page.orders
-            check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
-        else:
-            page = answer.data.get("page") if isinstance(answer.data, dict) else None
-            if not isinstance(page, dict):
-                raise invalid("without the 'page' envelope")
-            records = page.get(collection)  # type: ignore[assignment]
-            if not isinstance(records, list):
-                raise invalid(f"without the '{collection}' list in 'page'")
-            if not all(isinstance(r, dict) for r in records):
-                raise invalid(f"with a non-object in '{collection}'")
-            check_page_shape(page, records, page_number, page_size, invalid)
-        return Page(
-            number=page_number,
-            size=page_size,
-            records=records,
-            request_id=answer.request_id,
-            status_code=answer.status_code,
-            plain=answer.plain,
-            typed=answer.typed,
-        )
+        typed = typed and collection == "orders"
+        return self._call(path, body, read, retry_invalid=True, retries=retries, typed=typed)
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _post(
+    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> _Answer:
+        return self._call(path, body, _as_is, retry_read_timeout=retry_read_timeout)
+
+    def _call(
         self,
         path: str,
         body: str | bytes,
+        read: Callable[[_Answer], T],
         *,
         retry_read_timeout: bool = True,
+        retry_invalid: bool = False,
+        retries: int | None = None,
         typed: bool = False,
-    ) -> _Answer:
+    ) -> T:
+        """POST ``body`` and ``read`` the answer, retrying what is safe to retry (module doc).
+
+        ``retry_invalid``: an answer that is not what the contract says (``InvalidResponse``,
+        raised by the exchange or by ``read``) is retried too; only for reads, never a write.
+        ``typed``: an orders page, decoded with the order schema where it fits (``fetch_page``).
+        """
         # Encoded once: every attempt sends the same bytes (a create's idempotency key and
         # payload must match exactly, or the service answers 422).
         data = body.encode() if isinstance(body, str) else body
+        limit = self.max_retries if retries is None else retries
         attempt = 0
         while True:
             if self._gate is not None:
                 self._gate.wait(self._sleep)
             try:
-                return self._post_once(path, data, typed)
-            except (RateLimited, ServerError, OrdersNetworkError) as exc:
-                if not self._should_retry(exc, attempt, retry_read_timeout):
+                return read(self._post_once(path, data, typed))
+            except (RateLimited, ServerError, OrdersNetworkError, InvalidResponse) as exc:
+                if isinstance(exc, InvalidResponse) and not retry_invalid:
+                    raise
+                if not _should_retry(exc, attempt, limit, retry_read_timeout):
                     raise
                 wait = self._backoff(attempt, exc)
                 if isinstance(exc, RateLimited) and self._gate is not None:
@@ -303,7 +302,7 @@ class OrdersClient:
                         path,
                         wait,
                         attempt + 1,
-                        self.max_retries,
+                        limit,
                     )
                     attempt += 1
                     continue
@@ -312,20 +311,11 @@ class OrdersClient:
                     path,
                     exc,
                     attempt + 1,
-                    self.max_retries,
+                    limit,
                     wait,
                 )
                 self._sleep(wait)
                 attempt += 1
-
-    def _should_retry(self, exc: Exception, attempt: int, retry_read_timeout: bool) -> bool:
-        if attempt >= self.max_retries:
-            return False
-        if isinstance(exc, RateLimited) and (exc.retry_after or 0) > MAX_RETRY_AFTER:
-            return False
-        # A dropped connection is cheap to retry with the same key; a read timeout has already
-        # cost the whole read timeout and is left to the caller (a create stays pending).
-        return not (isinstance(exc, OutcomeUnknown) and exc.is_timeout and not retry_read_timeout)
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
         if isinstance(exc, RateLimited) and exc.retry_after is not None:
@@ -382,6 +372,58 @@ class OrdersClient:
             scrub=self._auth.scrub,
             scrub_body=self._auth.scrub_bytes,
         )
+
+
+def _should_retry(exc: Exception, attempt: int, limit: int, retry_read_timeout: bool) -> bool:
+    if attempt >= limit:
+        return False
+    if isinstance(exc, RateLimited) and (exc.retry_after or 0) > MAX_RETRY_AFTER:
+        return False
+    # A dropped connection is cheap to retry with the same key; a read timeout has already
+    # cost the whole read timeout and is left to the caller (a create stays pending).
+    return not (isinstance(exc, OutcomeUnknown) and exc.is_timeout and not retry_read_timeout)
+
+
+def _as_is(answer: _Answer) -> _Answer:
+    return answer
+
+
+def _page_from(
+    answer: _Answer, path: str, collection: str, page_number: int, page_size: int
+) -> Page:
+    """The page in ``answer``, or ``InvalidResponse`` saying how it breaks the contract."""
+
+    def invalid(what: str) -> InvalidResponse:
+        return InvalidResponse(
+            f"POST {path} answered {what}",
+            status_code=answer.status_code,
+            request_id=answer.request_id,
+        )
+
+    if answer.typed:
+        # The schema vouched for the envelope, the list and every record's type.
+        envelope: OrdersPageStruct = answer.data
+        records: list[Any] = envelope.page.orders
+        check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
+    else:
+        page = answer.data.get("page") if isinstance(answer.data, dict) else None
+        if not isinstance(page, dict):
+            raise invalid("without the 'page' envelope")
+        records = page.get(collection)  # type: ignore[assignment]
+        if not isinstance(records, list):
+            raise invalid(f"without the '{collection}' list in 'page'")
+        if not all(isinstance(r, dict) for r in records):
+            raise invalid(f"with a non-object in '{collection}'")
+        check_page_shape(page, records, page_number, page_size, invalid)
+    return Page(
+        number=page_number,
+        size=page_size,
+        records=records,
+        request_id=answer.request_id,
+        status_code=answer.status_code,
+        plain=answer.plain,
+        typed=answer.typed,
+    )
 
 
 def _request_id(response: requests.Response) -> str | None:

@@ -30,6 +30,7 @@ from functools import partial
 
 from django.db import router, transaction
 
+from ..client.factory import get_client
 from ..client.lookups import Lookup
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
@@ -72,20 +73,20 @@ def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Or
     order = _read(order_id)
     if order.status in TERMINAL_STATUSES:
         return order
-    with OrdersClient.from_settings() as client:
-        sleep = getattr(client, "_sleep", time.sleep)
-        deadline = time.monotonic() + seconds
-        for pause in [0.0, *confirm_delays(seconds)]:
-            if pause:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break  # the lookups themselves used up the wait
-                sleep(min(pause, remaining))
-            if refresh_order(client, order_id) is None:
-                raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
-            order = _read(order_id)
-            if order.status != OrderStatus.REQUIRES_PAYMENT:
-                break
+    client = get_client()
+    sleep = getattr(client, "_sleep", time.sleep)
+    deadline = time.monotonic() + seconds
+    for pause in [0.0, *confirm_delays(seconds)]:
+        if pause:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break  # the lookups themselves used up the wait
+            sleep(min(pause, remaining))
+        if refresh_order(client, order_id) is None:
+            raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
+        order = _read(order_id)
+        if order.status != OrderStatus.REQUIRES_PAYMENT:
+            break
     return order
 
 
@@ -121,13 +122,13 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
         return current
     if current.status in TERMINAL_STATUSES:
         raise OrderNotCancellable(order_id, current.status)
-    with OrdersClient.from_settings() as client:
-        try:
-            record = client.cancel_order(
-                order_id, idempotency_key=cancel_key(order_id, reason), reason=reason
-            )
-        except RequestRejected as exc:
-            return _after_refusal(client, order_id, exc)
+    client = get_client()
+    try:
+        record = client.cancel_order(
+            order_id, idempotency_key=cancel_key(order_id, reason), reason=reason
+        )
+    except RequestRejected as exc:
+        return _after_refusal(client, order_id, exc)
     try:
         parsed = parse_order(record)
     except InvalidRecord as exc:

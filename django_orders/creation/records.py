@@ -44,6 +44,7 @@ from ..exceptions import (
     OrdersAPIError,
     OrdersError,
     RequestRejected,
+    error_name,
 )
 from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import customer_row, order_row
@@ -368,7 +369,7 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         "claimed_until": None,
         "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
         "last_error_code": column_text("last_error_code", getattr(error, "code", None)),
-        "last_error": column_text("last_error", f"{type(error).__name__}: {error}"),
+        "last_error": column_text("last_error", f"{error_name(error)}: {error}"),
         # The service's whole error object (detail, documentation url...); {} for an error
         # that is not an answer of the service, so an earlier answer's body is not left over.
         # Bounded by errormap (texts cut with a marker, at most ERROR_BODY_LENGTH).
@@ -390,7 +391,7 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
         changes.update(
             last_error_code="",
             last_request_id="",
-            last_error=type(error).__name__,
+            last_error=error_name(error),
             last_error_body={},
         )
         updated = rows.update(**changes, **db_changes)

@@ -1,7 +1,8 @@
 """Decoding and parsing a whole page in C where that is exact, in Python where it is not.
 
-Why: parsing cost the page helper about 40 us of CPU per order, nearly all of it Python-level
-work per record (benchmarks/README.md, parse step). Here a page body is decoded by msgspec
+Why: parsing was most of the page helper's CPU time, nearly all of it Python-level work per
+record (figures: benchmarks/README.md, section "The parse step"). Here a page body is decoded by
+msgspec
 (typed, in C), each record re-encoded with sorted keys by msgspec (in C) for its canonical text
 and fingerprint, and a page's timestamps are checked by one regular expression and converted
 by msgspec in one call.

@@ -19,16 +19,17 @@ JSON text, datetimes aware):
   multi-row ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per
   row count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
   pages (about 150 new customers each, never the same number) filled that cache with
-  statements of thousands of variables, 20 MB that grew with the walk (benchmarks/README.md).
-  One text per table keeps one compiled statement, and the writer is a little faster too.
+  statements of thousands of variables, memory that grew with the walk. One text per table
+  keeps one compiled statement, and the writer is a little faster too (figures for this and
+  the next points: benchmarks/README.md, section "Figures moved out of the code").
 - PostgreSQL: the page travels as one JSON array per column, ``INSERT ... SELECT ... FROM
   ROWS FROM (json_array_elements_text(%s::json), ...) ... ON CONFLICT (id) DO UPDATE``: one
   short statement text, a few strings to escape, the unpacking done by the server in C.
 - Reads by id pass the ids as one JSON array on both (``json_each`` / ``json_array_elements``).
 - With psycopg 3, Django binds parameters client-side unless the database's OPTIONS say
   ``"server_side_binding": True``; with it, the page's JSON travels as a parameter of its own
-  instead of being escaped into a 200 KB statement text, about 1.7 ms less per statement
-  (benchmarks/README.md). That is the project's choice to make, so it is left to the settings.
+  instead of being escaped into a statement text of the page's size, which saves time on every
+  page's statement. That is the project's choice to make, so it is left to the settings.
 
 Other backends fall back to the ORM.
 """
@@ -72,7 +73,8 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
         # = ANY(ARRAY(...)), not IN (SELECT ...): the planner cannot see how many ids the JSON
         # holds and, with the statistics of a table that grew during the walk, chose a hash
         # join over a sequential scan of the whole table, a cost that grows with the mirror
-        # (5 ms a page at 17,000 customers). An array probes the primary key, whatever the size.
+        # (figures: benchmarks/README.md, section "Figures moved out of the code"). An array
+        # probes the primary key, whatever the size.
         where = "= ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
     else:
         where = "IN (SELECT value FROM json_each(%s))"
@@ -363,10 +365,11 @@ def walk_write_settings(model: type[models.Model]) -> Iterator[None]:
 
     SQLite in its default rollback-journal mode (``DELETE``): ``journal_mode = PERSIST``, so a
     page's commit zeroes the journal's header instead of deleting the file, and the next page
-    does not create it again (measured: about 8 % off a walk of 100,000 orders, where each
-    commit also waits for its fsyncs). The commit is exactly as atomic and durable: the same
-    journal is written and synced, and a journal whose header is zeroed is never replayed. The
-    mode is per connection, and restoring ``DELETE`` removes the file.
+    does not create it again (each commit also waits for its fsyncs; figures:
+    benchmarks/README.md, section "Figures moved out of the code"). The commit is exactly as
+    atomic and durable: the same journal is written and synced, and a journal whose header is
+    zeroed is never replayed. The mode is per connection, and restoring ``DELETE`` removes the
+    file.
 
     SQLite in WAL mode: automatic checkpoints every ``WALK_WAL_AUTOCHECKPOINT`` pages instead of
     every 1000. Each checkpoint copies the WAL into the database and syncs it, inside some

@@ -28,11 +28,12 @@ from typing import Any
 from django.db import router, transaction
 from django.utils import timezone
 
+from ..client.factory import new_client
 from ..client.pages import COLLECTIONS
-from ..client.paging import PageWalk
-from ..client.transport import OrdersClient
+from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import refuse_outer_transaction
+from ..exceptions import error_name
 from ..mirror.announce import announce
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
 from ..mirror.store import MirrorResult
@@ -41,7 +42,7 @@ from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .pagewrite import write_page
 from .progress import PROGRESS_FIELDS, ProgressCallback, add_counts, progress_values
-from .read_ahead import fetched_ahead, page_walk
+from .read_ahead import fetched_ahead
 from .refresh import refresh_outside_walk
 
 logger = logging.getLogger("django_orders.sync")
@@ -109,10 +110,21 @@ def sync_orders(
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
     if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
         raise ValueError(f"refresh_limit must be a whole number >= 0, not {refresh_limit!r}")
-    client = OrdersClient.from_settings(max_page_number=_page_window(max_pages))
+    # A client of the run's own, not this thread's: the read-ahead thread uses it, and may
+    # still be finishing a request when the run ends (read_ahead.run_ahead).
+    client = new_client()
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
-        walk = page_walk(client, resource, collection, page_size, max_pages)
+        walk = iter_pages(
+            client,
+            resource,
+            collection,
+            page_size,
+            max_pages=max_pages,
+            max_page_number=_page_window(max_pages),
+        )
+        # Orders pages as typed structs where the schema fits (``parse_fetched`` takes both).
+        walk.typed = resource == "orders"
         lease = Lease(resource)
         lease.acquire()
         try:
@@ -243,10 +255,10 @@ def _encode_customers(orders: list[ParsedOrder]) -> None:
 
 def _record_failure(run: SyncRun, exc: BaseException) -> None:
     """Mark the run failed with the error; never hides the original error if this fails too."""
-    message = str(exc) or type(exc).__name__
+    message = str(exc) or error_name(exc)
     if isinstance(exc, KeyboardInterrupt | SystemExit):
         message = "interrupted"
-    error = f"{type(exc).__name__}: {message}"
+    error = f"{error_name(exc)}: {message}"
     run.outcome = SyncRun.Outcome.FAILED
     run.error = error
     run.finished_at = timezone.now()

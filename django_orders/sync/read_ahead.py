@@ -1,4 +1,4 @@
-"""Reading pages ahead of the writer on a helper thread, and retries of garbled page answers.
+"""Reading pages ahead of the writer on a helper thread.
 
 Kept apart from the engine (sync.py) because it is about threads and the network, not about
 the mirror: the helper thread fetches and parses, and never touches the database.
@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ..client.paging import PageWalk, iter_pages
-from ..client.transport import OrdersClient
+from ..client.pages import Page
+from ..client.paging import PageWalk
 from ..exceptions import InvalidResponse
 from ..mirror.page_parsing import parse_fetched
 
@@ -42,7 +42,7 @@ def fetched_ahead(
     """
 
     def parsed_pages() -> Iterator[list]:
-        for page in walk:
+        for page in pages_named(walk):
             parsed = parse_fetched(page, parse, resource=walk.resource)
             if prepare is not None:
                 prepare(parsed)
@@ -108,48 +108,18 @@ def run_ahead(
         helper.join(timeout=HELPER_JOIN_TIMEOUT)
 
 
-def page_walk(
-    client: OrdersClient,
-    resource: str,
-    collection: str,
-    page_size: int,
-    max_pages: int | None = None,
-) -> PageWalk:
-    """The walk a sync makes: ``client.iter_pages`` with garbled page answers retried."""
-    walk = iter_pages(client, resource, collection, page_size, max_pages=max_pages)
-    # The walk only calls fetch_page, which RetryingPageReads provides. Orders pages come as
-    # typed structs where the schema fits (``Page.typed``): ``parse_fetched`` takes both.
-    walk.client = RetryingPageReads(client, typed=resource == "orders")  # type: ignore[assignment]
-    return walk
-
-
-class RetryingPageReads:
-    """Retries a page whose 200 answer is not the JSON the contract promises.
-
-    The client retries 429, 5xx and network errors but not a garbled 200 body (a proxy cutting
-    the answer short), because for a write that would be unsafe. A page read changes nothing
-    upstream, so it is retried here the same way, with the client's own backoff and limit.
-    """
-
-    def __init__(self, client: OrdersClient, *, typed: bool = False) -> None:
-        self.client = client
-        self.typed = typed
-
-    def fetch_page(self, resource: str, page_number: int, *args, **kwargs):
-        attempt = 0
-        while True:
-            try:
-                return self.client.fetch_page(
-                    resource, page_number, *args, typed=self.typed, **kwargs
-                )
-            except InvalidResponse as exc:
-                if attempt >= self.client.max_retries:
-                    # The run's error then says which page stayed unreadable (args too, which
-                    # repr() reads).
-                    exc.message = f"{resource} page {page_number}: {exc.message}"
-                    exc.args = (str(exc),)
-                    raise
-                wait = self.client._backoff(attempt, exc)
-                logger.warning("Page answer was not valid (%s); retry in %.1fs", exc, wait)
-                self.client._sleep(wait)
-                attempt += 1
+def pages_named(walk: PageWalk) -> Iterator[Page]:
+    """The walk's pages; a page whose answer stayed invalid (the transport retries it first)
+    fails naming the resource and page number, which the run's error then shows."""
+    pages = iter(walk)
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration:
+            return
+        except InvalidResponse as exc:
+            # The walk asks for page ``pages_read + 1`` next; args too, which repr() reads.
+            exc.message = f"{walk.resource} page {walk.pages_read + 1}: {exc.message}"
+            exc.args = (str(exc),)
+            raise
+        yield page

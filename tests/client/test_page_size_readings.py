@@ -72,7 +72,7 @@ def test_a_size_that_is_neither_reading_names_page_expected_and_got(
 ):
     api.script("/orders/page", records_page(2, size, count))
     with pytest.raises(InvalidResponse) as caught:
-        make_client().fetch_page("orders", 2, 5)
+        make_client(max_retries=0).fetch_page("orders", 2, 5)
     assert caught.value.message == (
         f"POST /orders/page answered page 2 with page.size {shown}: expected the requested "
         f"page_size 5 or the number of records returned ({count})"
@@ -83,7 +83,7 @@ def test_a_size_that_is_neither_reading_names_page_expected_and_got(
 def test_a_boolean_size_is_not_a_count(api, make_client):
     api.script("/orders/page", records_page(1, True, 1))
     with pytest.raises(InvalidResponse, match=r"page\.size True"):
-        make_client().fetch_page("orders", 1, 5)
+        make_client(max_retries=0).fetch_page("orders", 1, 5)
 
 
 def test_a_page_without_size_is_read_by_its_count(api, make_client):
@@ -98,7 +98,7 @@ def test_a_page_with_more_records_than_asked_for_is_refused(api, make_client, si
     if size is not None:
         body["page"]["size"] = size
     api.script("/orders/page", ok(body, request_id="req_big"))
-    walk = iter_pages(make_client(), "orders", page_size=5)
+    walk = iter_pages(make_client(max_retries=0), "orders", page_size=5)
     received = []
     with pytest.raises(InvalidResponse) as caught:
         received.extend(walk)

@@ -114,5 +114,5 @@ def test_a_truncated_json_answer_is_an_invalid_response(sandbox, client_for, sle
     sandbox.seed(3)
     sandbox.add_fault("malformed_json", "/orders/page")
     with pytest.raises(InvalidResponse, match="not JSON"):
-        client_for(sandbox).fetch_page("orders", 1, 5)
+        client_for(sandbox, max_retries=0).fetch_page("orders", 1, 5)
     assert sleeps == []

@@ -19,6 +19,7 @@ from django_orders.exceptions import (
     OrdersError,
     RateLimited,
     RequestRejected,
+    error_name,
 )
 from tests.fixtures.http import BASE, KEY, assert_key_absent
 from tests.fixtures.secrecy import error_report, raised_by
@@ -91,7 +92,7 @@ def test_no_error_or_log_from_mocked_answers_holds_the_key(api, make_client, deb
         )
     client = make_client(max_retries=1)
     caught = run_failures(client)
-    assert {type(e).__name__ for e in caught} >= {
+    assert {error_name(e) for e in caught} >= {
         "AuthenticationFailed",
         "RequestRejected",
         "RequestNotSent",
@@ -146,7 +147,7 @@ def test_real_loopback_failures_hold_no_key(
         caught += run_failures(make_client(base_url=base_url, max_retries=1))
     # The sandbox knows another key: a real 401 over HTTP.
     caught += run_failures(make_client(base_url=sandbox.url, max_retries=1))
-    assert {type(e).__name__ for e in caught} == {
+    assert {error_name(e) for e in caught} == {
         "RequestNotSent",
         "OutcomeUnknown",
         "AuthenticationFailed",

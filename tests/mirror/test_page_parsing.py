@@ -698,12 +698,12 @@ def test_a_bad_record_on_a_typed_page_fails_with_the_old_message():
 def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
     """The sync asks for typed pages (``fetch_page(..., typed=True)``): every real page of the
     sandbox fits the schema and parses to the values of the old path."""
-    from django_orders.sync.read_ahead import page_walk
-
     sandbox_no_cap.seed(600)
     client = OrdersClient(api_key=sandbox_no_cap.api_key, base_url=sandbox_no_cap.url)
     pages = 0
-    for page in page_walk(client, "orders", "orders", 256):
+    walk = iter_pages(client, "orders", page_size=256)
+    walk.typed = True  # as sync_orders walks
+    for page in walk:
         assert page.typed and page.plain
         new = parse_fetched(page, parse_order, resource="orders")
         records = json.loads(json.dumps(to_records(page.records)))

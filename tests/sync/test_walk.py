@@ -307,3 +307,23 @@ def test_signals_are_sent_after_commit_and_a_failing_receiver_does_not_stop_the_
         order_first_seen.disconnect(observer)
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
     assert states == [False] * 15  # every signal came after its page's transaction committed
+
+
+def test_the_sync_reads_orders_pages_typed_and_mirrors_them_exactly(uncapped, monkeypatch):
+    """sync_orders asks for typed pages (the order schema, ``Page.typed``): every page of the
+    sandbox fits it, and the mirror is the store's, as with dicts."""
+    from django_orders.sync import read_ahead
+
+    kinds: list[bool] = []
+    original = read_ahead.parse_fetched
+
+    def spy(page, parse, *, resource):
+        kinds.append(page.typed)
+        return original(page, parse, resource=resource)
+
+    monkeypatch.setattr(read_ahead, "parse_fetched", spy)
+    uncapped.seed(30)
+    run = sync_orders(page_size=10)
+    assert kinds == [True, True, True, True]  # 3 full pages and the empty one that ends it
+    assert_mirror_matches(uncapped)
+    assert (run.seen, run.created) == (30, 30)
