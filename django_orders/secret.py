@@ -3,14 +3,13 @@
 Why a type and not only ``sensitive_variables``: Django cleanses the locals it marks only while
 ``DEBUG`` is off (``SafeExceptionReporterFilter.is_active``). With ``DEBUG = True`` the
 technical 500 page prints every local of every frame with ``repr``, so any frame that holds the
-key as a plain string (a client being built, the settings being validated, the options for
-the page helper process) would show it to whoever sees the page. Held as a ``Secret``, the key
-prints as ``<Secret [hidden]>`` everywhere: ``repr``, ``str``, f-strings, ``pprint``, logs.
+key as a plain string (a client being built, the settings being validated) would show it to
+whoever sees the page. Held as a ``Secret``, the key prints as ``<Secret [hidden]>``
+everywhere: ``repr``, ``str``, f-strings, ``pprint``, logs.
 
-Only two places unwrap it (``reveal()``): the ``Authorization`` header builder of the client,
-and the page helper process's job, which is pickled onto the helper's stdin (never its command
-line or environment). The checks below return descriptions instead of raising, so no frame
-that holds the plain text is ever part of a traceback.
+Only the client's ``Authorization`` header builder unwraps it (``reveal()``). The checks below
+return descriptions instead of raising, so no frame that holds the plain text is ever part of
+a traceback.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ class Secret:
         return hash((Secret, self._value))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled only onto the page helper process's stdin.
+        # A copy (``copy.deepcopy`` of settings, a pickle) stays a ``Secret``, never plain text.
         return (Secret, (self._value,))
 
     def found_in(self, text: str) -> bool:

@@ -1,12 +1,13 @@
 """The service layer: what shop code, the admin and the management commands call.
 
 Services own transactions and the order of durable steps; no transaction is ever held open
-across an HTTP call. This module is the public entry point; the work lives in one module per job:
+across an HTTP call. This module is the public entry point; the work lives in the layer packages:
 
-- ``creation``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
-- ``checkout``: ``confirm_order`` (the customer is back from the payment page), ``cancel_order``
-- ``sync``: ``sync_orders``, ``refresh_orders``
-- ``api_check``: ``check_api`` (one read that proves the key and the base URL work)
+- ``creation.flow``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
+- ``creation.checkout``: ``confirm_order`` (the customer is back from the payment page),
+  ``cancel_order``
+- ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
+- ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The order mirror in the admin: a fast changelist at a million rows and a read-only detail.
 
 Costs per changelist page, whatever the number of rows (asserted in tests/admin): one count
-(a catalogue estimate or a capped count, see ``paginators``), one page of orders joined to their
+(a catalogue estimate or a capped count, see ``paginator``), one page of orders joined to their
 customers, and two indexed queries for the date hierarchy (see ``dates``).
 """
 

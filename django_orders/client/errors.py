@@ -1,6 +1,6 @@
 """How the service's answers and requests' failures become ``django_orders.exceptions``.
 
-Split from ``client.py`` so the mapping can be read (and reviewed against api-notes.md) in one
+Split from the transport so the mapping can be read (and reviewed against api-notes.md) in one
 place. Two questions are answered here for every failure: did the request possibly reach the
 server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means what.
 """

@@ -1,6 +1,6 @@
-"""One HTTP exchange, bounded: the request sent, the answer read within ``answers``' limits.
+"""One HTTP exchange, bounded: the request sent, the answer read within ``reading``'s limits.
 
-Split from ``client.py``, which decides what to send and what an answer means; this module
+Split from ``transport``, which decides what to send and what an answer means; this module
 only makes sure that an exchange ends, within its deadline and its size limit, with either an
 answer or one of the library's network errors (``RequestNotSent``, ``OutcomeUnknown``),
 never a bare exception from requests, urllib3 or the socket. ``BearerAuth`` lives here too:
@@ -78,7 +78,7 @@ def send_bounded(
     with Deadline(deadline) as watchdog:
         try:
             prepared = session.prepare_request(request)
-            # What Session.request does, minus following redirects (client.py's docstring),
+            # What Session.request does, minus following redirects (``transport``'s docstring),
             # and streamed: the body is read within bounds below.
             environment = session.merge_environment_settings(
                 prepared.url,  # type: ignore[arg-type]  # prepare_request always sets it

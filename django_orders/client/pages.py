@@ -33,7 +33,7 @@ class Page:
     request_id: str | None = None
     #: The HTTP status of the answer (``check_orders_api`` reports it).
     status_code: int | None = None
-    #: The body had no float and was decoded by msgspec (``page_parsing``): its records'
+    #: The body had no float and was decoded by msgspec (``decoding.decode_plain``): its records'
     #: canonical text can be msgspec's sorted encoding, which is then exactly ``canonical_json``.
     plain: bool = False
     #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and decoded with the order

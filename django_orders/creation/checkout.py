@@ -26,20 +26,17 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import timedelta
-from functools import partial
 
-from django.db import router, transaction
+from django.db import router
 
 from ..client.factory import get_client
 from ..client.lookups import Lookup
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import refuse_outer_transaction
-from ..exceptions import InvalidRecord, OrderNotCancellable, RequestRejected
-from ..mirror.announce import announce
-from ..mirror.parsing import parse_order
-from ..mirror.refresh import store_lookup
-from ..mirror.store import MirrorResult, store_orders
+from ..exceptions import OrderNotCancellable, RequestRejected
+from ..mirror.refresh import store_answer, store_lookup
+from ..mirror.store import MirrorResult
 from ..models import TERMINAL_STATUSES, Order, OrderStatus
 
 __all__ = ["cancel_order", "confirm_delays", "confirm_order"]
@@ -129,15 +126,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
         )
     except RequestRejected as exc:
         return _after_refusal(client, order_id, exc)
-    try:
-        parsed = parse_order(record)
-    except InvalidRecord as exc:
-        raise InvalidRecord(f"cancel of order {order_id}: {exc}") from None
-    if parsed.id != order_id:
-        raise InvalidRecord(f"cancel of order {order_id} answered with order {parsed.id}")
-    with transaction.atomic():
-        result = store_orders([parsed], refreshed=True)
-        transaction.on_commit(partial(announce, result), robust=True)
+    store_answer(order_id, record, what="cancel")
     return _read(order_id)
 
 

@@ -35,7 +35,7 @@ or two resume workers on PostgreSQL, never send the same request at the same mom
 loses raises ``OrderRequestPending`` (or skips it, when resuming) without sending. A crashed
 holder's claim expires after ``claim_duration()``, longer than the longest possible send.
 
-The steps every send shares (claim, send, record, backoff) live in ``order_requests``.
+The steps every send shares (claim, send, record, backoff) live in ``records``.
 
 **401** is not a verdict on the order: the request stays pending (it is resent once the key is
 fixed) and ``create_order`` re-raises ``AuthenticationFailed`` so the misconfiguration is loud.

@@ -1,6 +1,6 @@
 """The durable order request record: claim it, send it, record what came back.
 
-``creation`` decides WHEN to send (a new order, a repeated reference, a resume); this module
+``flow`` decides WHEN to send (a new order, a repeated reference, a resume); this module
 holds the steps every send shares, so the rules live in one place: the claim is one
 conditional UPDATE; the stored payload is sent byte for byte; success writes customer, order
 and request in one short transaction; any other outcome is recorded on the row with a

@@ -1,6 +1,6 @@
 """When an order request is claimed until and resent next, and how its error is written.
 
-Split from ``order_requests`` (which applies these rules): the claim must outlast the longest
+Split from ``records`` (which applies these rules): the claim must outlast the longest
 send the client can make, the backoff is capped whatever the service says (a ``Retry-After`` of
 ``1e12`` or ``inf`` included) and never pushes a request past its key lifetime unsent, and the
 error columns take whatever a service sent, made storable and cut to their lengths.

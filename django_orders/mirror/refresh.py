@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -31,17 +32,27 @@ Within = Callable[[MirrorResult | None, datetime], None]
 
 def store_lookup(lookup: Lookup, *, within: Within | None = None) -> MirrorResult | None:
     """Write one lookup's order in its own short transaction; ``None`` for an unknown order."""
-    order_id, record = lookup.order_id, lookup.record
-    if record is None:
-        logger.info("Order %s is unknown to the service (404); left as it is", order_id)
-        stamp_refreshed(order_id, within=within)
+    if lookup.record is None:
+        logger.info("Order %s is unknown to the service (404); left as it is", lookup.order_id)
+        stamp_refreshed(lookup.order_id, within=within)
         return None
+    return store_answer(lookup.order_id, lookup.record, what="lookup", within=within)
+
+
+def store_answer(
+    order_id: str, record: Any, *, what: str, within: Within | None = None
+) -> MirrorResult:
+    """Write the order the service answered about ``order_id`` (a lookup's, a cancel's).
+
+    ``InvalidRecord`` names ``what`` answered and the field, or that the answer was about
+    another order; nothing is written then.
+    """
     try:
         parsed = parse_order(record)
     except InvalidRecord as exc:
-        raise InvalidRecord(f"lookup of order {order_id}: {exc}") from None
+        raise InvalidRecord(f"{what} of order {order_id}: {exc}") from None
     if parsed.id != order_id:
-        raise InvalidRecord(f"lookup of order {order_id} answered with order {parsed.id}")
+        raise InvalidRecord(f"{what} of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
     with transaction.atomic():
         result = store_orders([parsed], now=now, refreshed=True)

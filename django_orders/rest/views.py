@@ -2,7 +2,7 @@
 
 Every view only calls ``django_orders.services`` (or reads the mirror), and runs outside
 ``ATOMIC_REQUESTS``: ``create_order`` and ``confirm_order`` commit their own short
-transactions and refuse to run inside an outer one (see ``creation``).
+transactions and refuse to run inside an outer one (see ``creation.flow``).
 """
 
 from __future__ import annotations

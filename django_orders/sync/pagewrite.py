@@ -1,7 +1,7 @@
 """Writing one page of a walk, and what happens when the database refuses a record of it.
 
 A page is written in one short transaction with the run's progress and the lease renewal (the
-statement counts in ``sync``'s docstring). If the database refuses that write because of the
+statement counts in ``engine``'s docstring). If the database refuses that write because of the
 data (a value a column cannot hold: an integrity or data error, or text the driver cannot
 encode), the page is written again record by record, each in a savepoint of one transaction:
 the records it takes are stored, those it refuses are set aside, counted on the ``SyncRun``

@@ -1,6 +1,6 @@
 """Reading pages ahead of the writer on a helper thread.
 
-Kept apart from the engine (sync.py) because it is about threads and the network, not about
+Kept apart from the engine (``engine``) because it is about threads and the network, not about
 the mirror: the helper thread fetches and parses, and never touches the database.
 """
 

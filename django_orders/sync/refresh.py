@@ -56,7 +56,7 @@ def refresh_outside_walk(
     Candidates are read completely before the first lookup, so no query or transaction is open
     during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
     over several runs every waiting order gets its turn. ``REFRESH_CONCURRENCY`` lookups are in
-    flight at once (``lookups``); each order is written in its own transaction as it comes.
+    flight at once (``client.lookups``); each order is written in its own transaction as it comes.
     """
     pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
     waiting = max(0, pending.count() - nonterminal_seen)
