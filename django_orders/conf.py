@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -158,6 +158,17 @@ def _sync_helper(name: str, value: Any) -> str | None:
     return None
 
 
+def http_url_host(parts: SplitResult) -> str | None:
+    """The host of an absolute http(s) URL; ``None`` for another scheme, no host or a port that
+    is not a number (``urlsplit`` only finds that out when ``port`` is read)."""
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018
+    except ValueError:
+        return None
+    return host if parts.scheme in ("http", "https") and host else None
+
+
 def _base_url(name: str, value: Any) -> str | None:
     name = setting_name(name)
     example = '"https://api.example.com"'
@@ -176,12 +187,7 @@ def _base_url(name: str, value: Any) -> str | None:
             f"{name} must not contain a user name or password; put the key in "
             f"{setting_name('API_KEY')}."
         )
-    try:
-        host = parts.hostname
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError:
-        host = None
-    if parts.scheme not in ("http", "https") or not host:
+    if http_url_host(parts) is None:
         return (
             f"{name} must be an absolute http(s) URL with a host, such as {example}, not {value!r}."
         )

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from ..conf import orders_settings
+from ..conf import http_url_host, orders_settings
 from ..exceptions import InvalidOrderRequest
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
@@ -199,12 +199,7 @@ def _check_url(value: str) -> str:
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
         raise serializers.ValidationError("Must not contain spaces, line breaks or controls.")
     parts = urlsplit(value)
-    try:
-        host = parts.hostname
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError:
-        host = None
-    if parts.scheme not in ("http", "https") or not host:
+    if http_url_host(parts) is None:
         raise serializers.ValidationError(
             "Must be an absolute http(s) URL with a host, e.g. "
             "request.build_absolute_uri(reverse(...)); relative, javascript: and data: URLs "

@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from django_orders.models import Customer, Order, RemoteRecord
+from tests.fixtures.mirror import checkout_values
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 pytestmark = pytest.mark.django_db
@@ -50,13 +51,4 @@ def test_checkout_columns_default_to_unknown_in_the_database():
             ["or_1", "paid", NOW, "{}", "fp", NOW, NOW, "cu_1"],
         )
     order = Order.objects.select_related("customer").get(pk="or_1")
-    assert (
-        order.total,
-        order.currency,
-        order.number,
-        order.payment_url,
-        order.paid_at,
-        order.canceled_at,
-        order.expires_at,
-    ) == (None, "", "", "", None, None, None)
-    assert (order.customer.email_address, order.customer.phone_number) == ("", "")
+    assert checkout_values(order) == (None, "", "", "", None, None, None, "", "")

@@ -21,7 +21,12 @@ from django_orders.mirror.parsing import (
 from django_orders.mirror.store import store_orders
 from django_orders.models import Customer, Order
 from django_orders.services import sync_orders
-from tests.fixtures.mirror import TRANSACTION_CONTROL, assert_mirror_matches, store_orders_by_id
+from tests.fixtures.mirror import (
+    TRANSACTION_CONTROL,
+    assert_mirror_matches,
+    checkout_values,
+    store_orders_by_id,
+)
 
 
 def checkout_record(n: int = 1, **changes):
@@ -59,20 +64,6 @@ def checkout_record(n: int = 1, **changes):
     }
     record.update(changes)
     return record
-
-
-def checkout_values(order):
-    return (
-        order.total,
-        order.currency,
-        order.number,
-        order.payment_url,
-        order.paid_at,
-        order.canceled_at,
-        order.expires_at,
-        order.customer.email_address,
-        order.customer.phone_number,
-    )
 
 
 EXPECTED = (
