@@ -12,7 +12,7 @@ field (``forbid_unknown_fields``), every number an integer, every leaf of the ty
 says. Then its values are those ``json.loads`` reads (duplicate keys: the last, as there;
 integers of any size), a field absent from the record stays ``UNSET`` and is left out when
 encoding, a ``null`` stays ``None``, and msgspec's sorted encoding of an order is byte for byte
-``canonical_json`` of the decoded record (tests/sync/test_page_parsing.py). Anything else (a
+``canonical_json`` of the decoded record (tests/mirror/test_page_parsing.py). Anything else (a
 field the schema does not know, a float, a string where it expects an object, deeper
 ``custom_data``, NUL or surrogate escapes) makes ``decode_orders_page`` return ``None``, and
 the body is decoded as before (``decoding.decode_answer``), values and errors unchanged.
