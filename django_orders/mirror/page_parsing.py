@@ -167,29 +167,34 @@ def _timestamps(texts: list[str]) -> list[datetime] | None:
 _OPTIONAL_TIMES = ("completed_at", "paid_at", "canceled_at", "expires_at")
 
 
+def _vouched(order_id: Any, status: Any, initiated_at: Any, customer_id: Any) -> bool:
+    """Whether a record's id, status, start and customer id have the form ``parse_order``
+    accepts without a word, so that the bulk path may skip its checks (anything else, even a
+    valid but unusual form, is left to ``parse_page``, which gives the same value or error)."""
+    return (
+        type(order_id) is str
+        and 3 < len(order_id) <= 64
+        and order_id.startswith("or_")
+        and type(status) is str
+        and 0 < len(status) <= 64
+        and type(initiated_at) is str
+        and type(customer_id) is str
+        and 3 < len(customer_id) <= 64
+        and customer_id.startswith("cu_")
+    )
+
+
 def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
     """The page's orders, or ``None`` when ``parse_page`` must decide (see the module docs)."""
     texts: list[str] = []
     for record in records:
-        order_id = record.get("id")
-        status = record.get("status")
         customer = record.get("customer")
-        initiated_at = record.get("initiated_at")
-        if not (
-            type(order_id) is str
-            and 3 < len(order_id) <= 64
-            and order_id.startswith("or_")
-            and type(status) is str
-            and 0 < len(status) <= 64
-            and type(initiated_at) is str
-            and type(customer) is dict
-        ):
-            return None
-        customer_id = customer.get("id")
-        if not (
-            type(customer_id) is str
-            and 3 < len(customer_id) <= 64
-            and customer_id.startswith("cu_")
+        initiated_at: Any = record.get("initiated_at")  # a str once vouched for
+        if not _vouched(
+            record.get("id"),
+            record.get("status"),
+            initiated_at,
+            customer.get("id") if type(customer) is dict else None,
         ):
             return None
         texts.append(initiated_at)
@@ -251,25 +256,13 @@ def _typed_orders(orders: list[Any]) -> list[ParsedOrder] | None:
     texts: list[str] = []
     add = texts.append
     for order in orders:
-        order_id = order.id
-        status = order.status
         customer = order.customer
         initiated_at = order.initiated_at
-        if not (
-            type(order_id) is str
-            and 3 < len(order_id) <= 64
-            and order_id.startswith("or_")
-            and type(status) is str
-            and 0 < len(status) <= 64
-            and type(initiated_at) is str
-            and type(customer) is CustomerStruct
-        ):
-            return None
-        customer_id = customer.id
-        if not (
-            type(customer_id) is str
-            and 3 < len(customer_id) <= 64
-            and customer_id.startswith("cu_")
+        if not _vouched(
+            order.id,
+            order.status,
+            initiated_at,
+            customer.id if type(customer) is CustomerStruct else None,
         ):
             return None
         add(initiated_at)
