@@ -200,8 +200,9 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
         )
         if not rows:
             return str(_("None: this order was not created through this shop's order requests."))
+        # Without the admin's list indent, so that the links line up with the other values.
         return format_html(
-            "<ul>{}</ul>",
+            '<ul style="margin: 0; padding: 0; list-style: none">{}</ul>',
             format_html_join(
                 "",
                 '<li><a href="{}">{}</a> {}</li>',
