@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import django
 import pytest
 from django.core import mail
 from django.utils.log import AdminEmailHandler
@@ -62,7 +63,10 @@ def test_the_debug_page_of_a_failed_request_hides_the_key(settings, hostile_serv
 @pytest.mark.parametrize("debug", [True, False])
 def test_the_error_email_hides_the_key(settings, debug):
     settings.DEBUG = debug
-    settings.ADMINS = [("Ops", "ops@example.com")]
+    # Django 6.0 takes plain addresses and deprecates the (name, address) pairs 5.2 needs.
+    settings.ADMINS = (
+        ["ops@example.com"] if django.VERSION >= (6, 0) else [("Ops", "ops@example.com")]
+    )
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "ftp://nowhere"}
     exc = raised_by(OrdersClient.from_settings)
     record = logging.LogRecord(
