@@ -12,7 +12,9 @@ the bytes the service sent, then times, alternating round by round, on the same 
 - generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
   lists) and ``parse_fetched`` (the parser of issue 22's first round);
 - typed: the sync's decoder (``order_structs.decode_orders_page``: msgspec into the order
-  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``.
+  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``;
+- deferred: the same with ``deferred=True``, as the sync's walk parses, the deferred fields
+  never read: what a page of unchanged orders costs a re-sync.
 
 Both also encode and hash each page's distinct customers, as the sync's page helper does
 (``sync._encode_customers``). No network, no database in the timed part. Prints the median CPU
@@ -75,7 +77,7 @@ def old_parse(bodies: list[bytes]) -> list:
     return pages
 
 
-def typed_parse(bodies: list[bytes]) -> list:
+def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
     from django_orders.client.order_structs import decode_orders_page
     from django_orders.client.pages import Page
     from django_orders.mirror.page_parsing import parse_fetched
@@ -86,9 +88,14 @@ def typed_parse(bodies: list[bytes]) -> list:
         envelope = decode_orders_page(body)
         assert envelope is not None, "a page the schema did not fit"
         page = Page(number, PAGE_SIZE, envelope.page.orders, plain=True, typed=True)
-        pages.append(parse_fetched(page, parse_order, resource="orders"))
+        pages.append(parse_fetched(page, parse_order, resource="orders", deferred=deferred))
         encode_customers(pages[-1])
     return pages
+
+
+def deferred_parse(bodies: list[bytes]) -> list:
+    """What a page of unchanged orders costs a re-sync: their fields left unread."""
+    return typed_parse(bodies, deferred=True)
 
 
 def generic_parse(bodies: list[bytes]) -> list:
@@ -146,7 +153,12 @@ def main() -> None:
     bodies = fetch_bodies(options.orders)
     count = sum(body.count(b'"initiated_at"') for body in bodies)
     assert count == options.orders, count
-    parsers = {"old": old_parse, "generic": generic_parse, "typed": typed_parse}
+    parsers = {
+        "old": old_parse,
+        "generic": generic_parse,
+        "typed": typed_parse,
+        "deferred": deferred_parse,
+    }
     samples: dict[str, list[float]] = {name: [] for name in parsers}
     for _ in range(options.rounds):
         for name, parse in parsers.items():
@@ -162,11 +174,12 @@ def main() -> None:
         ("old", "json.loads + parse_page"),
         ("generic", "msgspec generic decode + parse_fetched"),
         ("typed", "msgspec typed decode + parse_fetched"),
+        ("deferred", "the same, deferred, fields never read (an unchanged page)"),
     ):
         rounds = ", ".join(f"{s / count * 1e6:.1f}" for s in samples[name])
         print(f"  {label}: {per_order[name]:.2f} us/order (rounds: {rounds})")
     print(f"  ratio generic/typed: {per_order['generic'] / per_order['typed']:.2f}x")
-    for name in ("generic", "typed"):
+    for name in ("generic", "typed", "deferred"):  # deferred: read when compared
         print(f"  {name}: same values as old: {same_values(bodies, parsers[name])}")
 
 

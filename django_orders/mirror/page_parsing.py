@@ -250,74 +250,168 @@ def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
     return parsed
 
 
-def _typed_orders(orders: list[Any]) -> list[ParsedOrder] | None:
+#: The fields of an order of a typed page that are read for the whole page on first use
+#: (``_DeferredPage.read``); its id, status, customer and fingerprint are read at once.
+DEFERRED_FIELDS = frozenset(
+    (
+        "initiated_at",
+        "completed_at",
+        "paid_at",
+        "canceled_at",
+        "expires_at",
+        "total",
+        "currency",
+        "number",
+        "payment_url",
+        "raw_json",
+    )
+)
+
+
+class _DeferredOrder(ParsedOrder):
+    """An order of a typed page, read at once only as far as the writer needs to tell whether it
+    changed: its id, status, customer and fingerprint.
+
+    Why: in a re-sync nearly every order is unchanged, and its timestamps, checkout fields and
+    text are never used; reading them was most of the page's parsing (benchmarks/README.md,
+    issue 22). Its other fields (``DEFERRED_FIELDS``) are left unset and read for the whole page
+    the first time one of them is asked for: ``__getattr__`` is only called for an attribute
+    that normal lookup did not find, so a field once read costs nothing more.
+    """
+
+    __slots__ = ("_page", "_struct", "_text")
+
+    def __init__(
+        self, struct: Any, customer: _TypedCustomer, text: bytes, page: _DeferredPage
+    ) -> None:
+        # The eager fields only; the deferred slots stay unset until the page is read.
+        self.id = struct.id  # vouched for by _vouched
+        self.status = struct.status
+        self.customer = customer
+        self.fingerprint = _hash(text)
+        self._raw = None  # decoded from raw_json if asked for: the same values
+        self._struct = struct
+        self._text = text
+        self._page = page
+
+    def __getattr__(self, name: str) -> Any:
+        if name in DEFERRED_FIELDS:
+            self._page.read()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class _DeferredPage:
+    """The orders of one typed page, whose deferred fields are read together: the page's
+    timestamps are one regular expression and one msgspec call (``_timestamps``)."""
+
+    __slots__ = ("done", "number", "orders", "resource")
+
+    def __init__(self, number: int, resource: str) -> None:
+        self.number = number
+        self.resource = resource
+        self.orders: list[_DeferredOrder] = []
+        self.done = False
+
+    def read(self) -> None:
+        """Set every order's deferred fields, or raise the ``InvalidRecord`` that
+        ``parse_page`` raises for the page (naming page, record and field)."""
+        if self.done:
+            return
+        texts: list[str] = []
+        add = texts.append
+        for order in self.orders:
+            struct = order._struct
+            add(struct.initiated_at)
+            # The schema types them str, None or UNSET: a str is a timestamp to read.
+            if type(struct.completed_at) is str:
+                add(struct.completed_at)
+            if type(struct.paid_at) is str:
+                add(struct.paid_at)
+            if type(struct.canceled_at) is str:
+                add(struct.canceled_at)
+            if type(struct.expires_at) is str:
+                add(struct.expires_at)
+        moments = _timestamps(texts)
+        if moments is None:
+            self._read_slowly()
+        else:
+            self._read(iter(moments).__next__)
+        self.done = True
+
+    def _read(self, next_moment: Callable[[], datetime]) -> None:
+        for order in self.orders:
+            struct = order._struct
+            order.initiated_at = next_moment()  # in the order read() gave them
+            order.completed_at = next_moment() if type(struct.completed_at) is str else None
+            order.paid_at = next_moment() if type(struct.paid_at) is str else None
+            order.canceled_at = next_moment() if type(struct.canceled_at) is str else None
+            order.expires_at = next_moment() if type(struct.expires_at) is str else None
+            total_value: int | None = None
+            currency = ""
+            group = struct.line_item_group
+            if type(group) is LineItemGroup:
+                total = group.total
+                if type(total) is Money:
+                    value, code = total.value, total.currency
+                    if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX:
+                        total_value = value
+                    if type(code) is str and len(code) <= CURRENCY_MAX:
+                        currency = code.lower()
+            order.total = total_value
+            order.currency = currency
+            number = struct.number
+            order.number = number if type(number) is str and len(number) <= NUMBER_MAX else ""
+            url = None
+            invoice = struct.invoice
+            if invoice:  # a struct is true, None and UNSET are false
+                formats = invoice.format
+                if formats:
+                    web = formats.web
+                    if web:
+                        url = web.url
+            order.payment_url = checked_payment_url(url)
+            order.raw_json = order._text.decode()
+
+    def _read_slowly(self) -> None:
+        """A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
+        decides, with the same values or the same error."""
+        records = to_records([order._struct for order in self.orders])
+        parsed = parse_page(records, parse_order, page_number=self.number, resource=self.resource)
+        for order, values in zip(self.orders, parsed, strict=True):
+            for name in DEFERRED_FIELDS:
+                setattr(order, name, getattr(values, name))
+
+
+def read_deferred(orders: list[Any]) -> None:
+    """Read now the deferred fields of a page parsed with ``parse_fetched(..., deferred=True)``
+    (nothing to do for any other page)."""
+    if orders and type(orders[0]) is _DeferredOrder:
+        orders[0]._page.read()
+
+
+def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder] | None:
     """``_orders`` for a typed page: the schema has checked every type but the ones the parser
-    requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them)."""
-    texts: list[str] = []
-    add = texts.append
+    requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them).
+    The orders' deferred fields are read by ``page.read()``."""
+    parsed = page.orders
+    add = parsed.append
     for order in orders:
         customer = order.customer
-        initiated_at = order.initiated_at
         if not _vouched(
             order.id,
             order.status,
-            initiated_at,
+            order.initiated_at,
             customer.id if type(customer) is CustomerStruct else None,
         ):
             return None
-        add(initiated_at)
-        # The schema types them str, None or UNSET: a str is a timestamp to read.
-        if type(order.completed_at) is str:
-            add(order.completed_at)
-        if type(order.paid_at) is str:
-            add(order.paid_at)
-        if type(order.canceled_at) is str:
-            add(order.canceled_at)
-        if type(order.expires_at) is str:
-            add(order.expires_at)
-    moments = _timestamps(texts)
-    if moments is None:
-        return None
-    next_moment = iter(moments).__next__
-    parsed: list[ParsedOrder] = []
-    for order in orders:
-        started = next_moment()  # in the order _timestamps was given them
-        completed_at = next_moment() if type(order.completed_at) is str else None
-        paid_at = next_moment() if type(order.paid_at) is str else None
-        canceled_at = next_moment() if type(order.canceled_at) is str else None
-        expires_at = next_moment() if type(order.expires_at) is str else None
-        customer = order.customer
         name = customer.name
         email = customer.email_address
         phone = customer.phone_number
-        total_value: int | None = None
-        currency = ""
-        group = order.line_item_group
-        if type(group) is LineItemGroup:
-            total = group.total
-            if type(total) is Money:
-                value, code = total.value, total.currency
-                if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX:
-                    total_value = value
-                if type(code) is str and len(code) <= CURRENCY_MAX:
-                    currency = code.lower()
-        number = order.number
-        url = None
-        invoice = order.invoice
-        if invoice:  # a struct is true, None and UNSET are false
-            formats = invoice.format
-            if formats:
-                web = formats.web
-                if web:
-                    url = web.url
-        text = _ENCODE(order)
-        parsed.append(
-            ParsedOrder(
-                id=order.id,  # checked above
-                status=order.status,
-                initiated_at=started,
-                completed_at=completed_at,
-                customer=_TypedCustomer(
+        add(
+            _DeferredOrder(
+                order,
+                _TypedCustomer(
                     customer,
                     customer.id,
                     customer.guest is True,
@@ -325,16 +419,8 @@ def _typed_orders(orders: list[Any]) -> list[ParsedOrder] | None:
                     email if type(email) is str and len(email) <= EMAIL_MAX else "",
                     phone if type(phone) is str and len(phone) <= PHONE_MAX else "",
                 ),
-                raw=None,  # decoded from raw_json if asked for: the same values
-                fingerprint=_hash(text),
-                raw_json=text.decode(),
-                total=total_value,
-                currency=currency,
-                number=number if type(number) is str and len(number) <= NUMBER_MAX else "",
-                payment_url=checked_payment_url(url),
-                paid_at=paid_at,
-                canceled_at=canceled_at,
-                expires_at=expires_at,
+                _ENCODE(order),
+                page,
             )
         )
     return parsed
@@ -351,14 +437,26 @@ def _records(records: list[dict[str, Any]]) -> list[ParsedRecord] | None:
     return parsed
 
 
-def parse_fetched(page: Page, parse: Callable[[Any], Any], *, resource: str) -> list:
+def parse_fetched(
+    page: Page, parse: Callable[[Any], Any], *, resource: str, deferred: bool = False
+) -> list:
     """``parse_page(page.records, parse, ...)``, in bulk for a plain page (``Page.plain``) of
-    orders (``parse_order``) or other records (``parse_record``): the same values or error."""
+    orders (``parse_order``) or other records (``parse_record``): the same values or error.
+
+    ``deferred=True`` (the sync's walk) leaves the fields of a typed page's orders that only a
+    new or changed order needs to be read on first use, for the whole page (``_DeferredOrder``;
+    ``read_deferred`` reads them at once). A bad timestamp or an impossible date then raises
+    its ``InvalidRecord`` when they are read; an unchanged order's are never read: its text is
+    the one stored, which was read when it was stored.
+    """
     records = page.records
     if page.typed:
         if parse is parse_order:
-            parsed = _typed_orders(records)
+            lazy = _DeferredPage(page.number, resource)
+            parsed = _typed_orders(records, lazy)
             if parsed is not None:
+                if not deferred:
+                    lazy.read()
                 return parsed
         # The same values as dicts: the paths below decide, as for the body decoded as dicts.
         records = to_records(records)

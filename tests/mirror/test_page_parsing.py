@@ -21,10 +21,12 @@ from django_orders.client.pages import Page
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import InvalidRecord
+from django_orders.mirror import page_parsing
 from django_orders.mirror.page_parsing import (
     _timestamps,
     canonical_bytes,
     parse_fetched,
+    read_deferred,
 )
 from django_orders.mirror.parsing import (
     ParsedOrder,
@@ -280,9 +282,10 @@ def envelope_of(records_body: bytes) -> bytes:
 
 
 def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
-    """(old outcome, new outcome[, typed outcome]): parsed values or the InvalidRecord message.
+    """(old outcome, new outcome[, typed outcomes]): parsed values or the InvalidRecord message.
 
-    The typed outcome is there when the order schema decodes the page (``Page.typed``).
+    The typed outcomes are there when the order schema decodes the page (``Page.typed``): read
+    at once, and deferred (as the sync reads it), then read.
     """
     old_records = json.loads(records_body)
     new_records = decode_plain(records_body)
@@ -297,6 +300,13 @@ def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
     if envelope is not None:
         typed = Page(3, 10, envelope.page.orders, plain=True, typed=True)
         ways.append(lambda: parse_fetched(typed, parse, resource=resource))
+
+        def deferred() -> list:
+            parsed = parse_fetched(typed, parse, resource=resource, deferred=True)
+            read_deferred(parsed)
+            return parsed
+
+        ways.append(deferred)
     outcomes = []
     for parse_one in ways:
         try:
@@ -693,6 +703,53 @@ def test_a_bad_record_on_a_typed_page_fails_with_the_old_message():
         "orders page 3, record 2 of 2 (id or_2): order or_2: initiated_at must be an ISO 8601 "
         "timestamp with Z or an offset, not '2026-03-01T10:00:00'"
     )
+
+
+def test_a_deferred_page_reads_nothing_until_asked_then_the_whole_page(monkeypatch):
+    """``deferred=True`` (the sync): id, status, fingerprint and customer at once; the rest for
+    the whole page when one of its orders is first asked for it, with the eager values."""
+    second = {**SANDBOX_LIKE, "id": "or_2", "number": "ORD-2", "paid_at": None}
+    body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
+    eager = parse_fetched(typed_page(body), parse_order, resource="orders")
+    calls: list[int] = []
+    original = page_parsing._timestamps
+
+    def counted(texts):
+        calls.append(len(texts))
+        return original(texts)
+
+    monkeypatch.setattr(page_parsing, "_timestamps", counted)
+    lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
+    assert [(o.id, o.status, o.fingerprint) for o in lazy] == [
+        (o.id, o.status, o.fingerprint) for o in eager
+    ]
+    assert [o.customer.fingerprint for o in lazy] == [o.customer.fingerprint for o in eager]
+    assert calls == []  # nothing else read yet
+    assert lazy[1].total == 41673
+    assert calls == [3]  # both orders' timestamps in one call: initiated and paid, initiated
+    assert_same_orders(eager, lazy)
+    assert [o.raw_json for o in lazy] == [o.raw_json for o in eager]
+    assert lazy[0].raw == eager[0].raw == SANDBOX_LIKE
+    assert calls == [3]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        lazy[0].nope  # noqa: B018
+
+
+def test_a_bad_timestamp_on_a_deferred_page_fails_when_read_with_the_old_message():
+    records = [
+        {"id": "or_1", "status": "paid", "initiated_at": "2026-03-01T10:00:00Z"},
+        {"id": "or_2", "status": "paid", "initiated_at": "2026-02-30T10:00:00Z"},
+    ]
+    records[0]["customer"] = records[1]["customer"] = {"id": "cu_1"}
+    body = json.dumps(records).encode()
+    with pytest.raises(InvalidRecord) as eager:
+        parse_fetched(typed_page(body), parse_order, resource="orders")
+    lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
+    assert [order.id for order in lazy] == ["or_1", "or_2"]  # not read yet: no error
+    with pytest.raises(InvalidRecord) as caught:
+        lazy[0].initiated_at  # noqa: B018  (the first order's field reads the whole page)
+    assert str(caught.value) == str(eager.value)
+    assert str(caught.value).startswith("orders page 3, record 2 of 2 (id or_2): ")
 
 
 def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
