@@ -10,7 +10,9 @@ change are not written at all, so a re-sync of unchanged data writes nothing and
 ``changed_at`` means what it says.
 
 The caller owns the transaction (one short transaction per page or per lookup), on the
-database the mirror is written to: the read and the writes belong together.
+database the mirror is written to: the read and the writes belong together. A page walk may
+also read first with ``compare_orders`` alone, outside a transaction, to learn that a page
+changes nothing and skip its transaction (``sync.engine``).
 """
 
 from __future__ import annotations
@@ -126,6 +128,61 @@ class MirrorResult:
         ]
 
 
+@dataclass
+class Comparison:
+    """A call's orders and customers (each once, the first copy) and what the mirror holds for
+    them: ``stored`` maps an order's id to its (fingerprint, status), ``stored_customers`` a
+    customer's id to its fingerprint. Read by ``compare_orders``, written by ``store_orders``.
+    """
+
+    orders: dict[str, ParsedOrder]
+    customers: dict[str, ParsedCustomer]
+    stored: dict[str, tuple[str, str]] = field(default_factory=dict)
+    stored_customers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether ``store_orders`` would write nothing (a lookup's stamp aside)."""
+        stored, stored_customers = self.stored, self.stored_customers
+        return all(
+            (previous := stored.get(order_id)) is not None and previous[0] == order.fingerprint
+            for order_id, order in self.orders.items()
+        ) and all(
+            stored_customers.get(customer_id) == customer.fingerprint
+            for customer_id, customer in self.customers.items()
+        )
+
+
+def compare_orders(
+    parsed_orders: Sequence[ParsedOrder],
+    *,
+    known_customers: set[str] | None = None,
+    read: bool = True,
+) -> Comparison:
+    """The orders and customers ``store_orders`` would write, and (``read``) what the mirror
+    holds for them: one statement, or none when there is nothing to read.
+
+    A page walk reads this before its page's transaction, and skips the transaction altogether
+    when nothing changed (``sync.engine``): a re-sync's pages are then one statement each.
+    """
+    orders: dict[str, ParsedOrder] = {}
+    for order in parsed_orders:
+        orders.setdefault(order.id, order)  # newest first: the first copy is the newest
+    customers: dict[str, ParsedCustomer] = {}
+    for order in orders.values():
+        if known_customers is None or order.customer.id not in known_customers:
+            customers.setdefault(order.customer.id, order.customer)
+    comparison = Comparison(orders, customers)
+    if read and orders:
+        customer_rows, order_rows = read_by_ids(
+            (Customer, list(customers), ("id", "fingerprint")),
+            (Order, list(orders), ("id", "fingerprint", "status")),
+        )
+        comparison.stored_customers = dict(customer_rows)
+        comparison.stored = {pk: (print_, status) for pk, print_, status in order_rows}
+    return comparison
+
+
 def store_orders(
     parsed_orders: Sequence[ParsedOrder],
     *,
@@ -150,25 +207,11 @@ def store_orders(
     """
     now = now or timezone.now()
     result = MirrorResult(now=now, refreshed=refreshed)
-    orders: dict[str, ParsedOrder] = {}
-    for order in parsed_orders:
-        orders.setdefault(order.id, order)  # newest first: the first copy is the newest
+    comparison = compare_orders(parsed_orders, known_customers=known_customers, read=compare)
+    orders, customers = comparison.orders, comparison.customers
     if not orders:
         return result
-    customers: dict[str, ParsedCustomer] = {}
-    for order in orders.values():
-        if known_customers is None or order.customer.id not in known_customers:
-            customers.setdefault(order.customer.id, order.customer)
-
-    stored: dict[str, tuple[str, str]] = {}
-    stored_customers: dict[str, str] = {}
-    if compare:
-        customer_rows, order_rows = read_by_ids(
-            (Customer, list(customers), ("id", "fingerprint")),
-            (Order, list(orders), ("id", "fingerprint", "status")),
-        )
-        stored_customers = dict(customer_rows)
-        stored = {pk: (print_, status) for pk, print_, status in order_rows}
+    stored, stored_customers = comparison.stored, comparison.stored_customers
     if customers:
         _store_customers(customers, stored_customers, now)
         if known_customers is not None:

@@ -6,9 +6,16 @@ The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page wi
   helper thread), then written in one short
   ``transaction.atomic()`` with the run's progress and the lease renewal: at most six
   statements whatever the page size (five, unless on SQLite a page holds both new orders and
-  changed ones).
+  changed ones), one more for the first page that changes something after one that did not.
+  A page that changes nothing after one that did not (a re-sync) is one statement, the read,
+  outside any transaction; the progress and the lease are then saved once a second
+  (``_WalkMode``).
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
+  What only a new or changed order needs (its timestamps, checkout fields and text) is read
+  for the whole page when first needed (``page_parsing.parse_fetched(deferred=True)``): on the
+  helper thread while pages bring new or changed orders, by the writer otherwise, and never
+  for a page of unchanged orders, the whole of a re-sync.
 - Records are deduplicated by id across the walk: orders created during a walk shift later
   pages, so the same record may come twice (the first, newer copy wins) and none is missed.
   The set of ids seen is the only thing that grows with the total (about 100 bytes an id).
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -35,13 +43,20 @@ from ..conf import orders_settings
 from ..db import refuse_outer_transaction
 from ..exceptions import error_name
 from ..mirror.announce import announce
+from ..mirror.page_parsing import read_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
-from ..mirror.store import MirrorResult
+from ..mirror.store import MirrorResult, compare_orders
 from ..mirror.upsert import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .pagewrite import write_page
-from .progress import PROGRESS_FIELDS, ProgressCallback, add_counts, progress_values
+from .progress import (
+    PROGRESS_FIELDS,
+    ProgressCallback,
+    add_counts,
+    counts_kept_on_commit,
+    progress_values,
+)
 from .read_ahead import fetched_ahead
 from .refresh import refresh_outside_walk
 
@@ -191,7 +206,8 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     is_orders = walk.resource == "orders"
     known_customers: set[str] = set()
     nonterminal_seen = 0
-    for parsed in _pages_ahead(walk):
+    mode = _WalkMode()
+    for parsed in _pages_ahead(walk, mode):
         fresh: dict[str, Any] = {}
         for record in parsed:
             if record.id not in seen_ids:
@@ -199,11 +215,25 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         seen_ids.update(fresh)
         records = list(fresh.values())
         now = timezone.now()
-        commit = partial(_commit_page, run, lease, len(fresh), run.problems, now)
-        # One transaction; record by record only if the database refuses one (pagewrite).
-        write_page(
-            walk.resource, records, run, now=now, known_customers=known_customers, commit=commit
-        )
+        commit = partial(_commit_page, run, lease, len(fresh), run.problems, now, mode)
+        with counts_kept_on_commit(run):
+            results = _quiet_page(records, known_customers, mode) if is_orders else None
+            if results is None:
+                # One transaction; record by record only if the database refuses one.
+                results = write_page(
+                    walk.resource,
+                    records,
+                    run,
+                    now=now,
+                    known_customers=known_customers,
+                    commit=commit,
+                )
+            elif mode.persist_due():
+                with transaction.atomic():
+                    commit(results)
+            else:
+                _count_page(run, len(fresh), results)
+        mode.writing = any(result.created or result.updated for result in results)
         if is_orders:
             nonterminal_seen += sum(r.status not in TERMINAL_STATUSES for r in records)
         if progress is not None:
@@ -211,30 +241,86 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     return nonterminal_seen
 
 
-def _commit_page(run, lease, seen, problems_before, now, results: list[MirrorResult]) -> None:
-    """Inside a page's transaction: progress, lease and signals commit with its rows."""
+#: Seconds between two saves of a run's progress (and renewals of its lease) while its pages
+#: write nothing. Well inside the lease's margin over one page's longest read (``lease``).
+QUIET_PERSIST_INTERVAL = 1.0
+
+
+class _WalkMode:
+    """What the last page said about the next one.
+
+    ``writing``: whether the last page wrote orders. Then the next one likely will too (a first
+    sync), so the helper thread reads its deferred fields before handing it over, keeping them
+    off the writer's path as before deferring, and the writer reads the stored fingerprints in
+    the page's transaction, as ``store_orders`` does. Otherwise (a re-sync) the deferred fields
+    are left unread, and the writer reads the fingerprints first, outside any transaction: a
+    page of unchanged orders is then one statement, with the run's progress saved and the
+    lease renewed every ``QUIET_PERSIST_INTERVAL`` seconds only. A wrong guess costs one read
+    more on a page that turned out to change, or moves the reading to the writer.
+    """
+
+    __slots__ = ("persisted_at", "writing")
+
+    def __init__(self) -> None:
+        self.writing = True
+        self.persisted_at = time.monotonic()
+
+    def persist_due(self) -> bool:
+        return time.monotonic() - self.persisted_at >= QUIET_PERSIST_INTERVAL
+
+
+def _quiet_page(
+    records: list[ParsedOrder], known_customers: set[str], mode: _WalkMode
+) -> list[MirrorResult] | None:
+    """A page that changes nothing in the mirror, counted without writing; ``None`` when the
+    page is to be written as usual (it changes something, or the last page wrote)."""
+    if mode.writing:
+        return None
+    comparison = compare_orders(records, known_customers=known_customers)
+    if not comparison.unchanged:
+        return None  # written in its transaction, which reads the fingerprints again
+    known_customers.update(comparison.customers)
+    return [MirrorResult(unchanged=len(comparison.orders))]
+
+
+def _count_page(run: SyncRun, seen: int, results: list[MirrorResult]) -> None:
     run.pages += 1
     run.seen += seen
     for result in results:
         add_counts(run, result)
+
+
+def _commit_page(run, lease, seen, problems_before, now, mode, results: list[MirrorResult]) -> None:
+    """Inside a page's transaction: progress, lease and signals commit with its rows."""
+    _count_page(run, seen, results)
+    for result in results:
         transaction.on_commit(partial(announce, result), robust=True)
     values = progress_values(run)
     if run.problems != problems_before:
         values["problems"] = run.problems
     SyncRun.objects.filter(pk=run.pk).update(**values)
     lease.renew(now=now)
+    mode.persisted_at = time.monotonic()
 
 
-def _pages_ahead(walk: PageWalk) -> Iterator[list]:
-    """The walk's parsed pages, fetched and parsed ahead by a helper thread (``SYNC_HELPER``).
+def _pages_ahead(walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
+    """The walk's parsed pages, fetched and parsed ahead by a helper thread.
 
     A helper process did this before issue 22, so that parsing would not compete with the
     writer for the interpreter; with pages parsed by msgspec (``page_parsing``) it was no
     faster than the thread on SQLite or PostgreSQL (benchmarks/README.md), and was removed.
     """
     if walk.resource == "orders":
-        return fetched_ahead(walk, parse_order, _encode_customers)
+        return fetched_ahead(walk, parse_order, partial(_prepare_orders, mode), deferred=True)
     return fetched_ahead(walk, parse_record)
+
+
+def _prepare_orders(mode: _WalkMode, orders: list[ParsedOrder]) -> None:
+    """On the helper thread: read the page's deferred fields while pages write (``_WalkMode``),
+    and encode its customers."""
+    if mode.writing:
+        read_deferred(orders)
+    _encode_customers(orders)
 
 
 def _encode_customers(orders: list[ParsedOrder]) -> None:
@@ -263,8 +349,12 @@ def _record_failure(run: SyncRun, exc: BaseException) -> None:
     run.error = error
     run.finished_at = timezone.now()
     try:
+        # With the counts: pages that wrote nothing save them only now and then (_WalkMode).
         SyncRun.objects.filter(pk=run.pk).update(
-            outcome=run.outcome, error=run.error, finished_at=run.finished_at
+            outcome=run.outcome,
+            error=run.error,
+            finished_at=run.finished_at,
+            **progress_values(run),
         )
     except Exception:
         logger.exception("Could not record the failure of sync run %s", run.pk)

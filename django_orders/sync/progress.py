@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ..mirror.store import MirrorResult
 from ..models import SyncRun
@@ -21,3 +22,17 @@ def add_counts(run: SyncRun, result: MirrorResult) -> None:
 
 def progress_values(run: SyncRun) -> dict[str, int]:
     return {name: getattr(run, name) for name in PROGRESS_FIELDS}
+
+
+@contextmanager
+def counts_kept_on_commit(run: SyncRun) -> Iterator[None]:
+    """Take back the counts added to ``run`` in the block if it raises: they were added inside a
+    transaction that was then rolled back (a lost lease, a database error), and a failed run
+    records its counts (``engine._record_failure``), which must be those committed."""
+    before = progress_values(run)
+    try:
+        yield
+    except BaseException:
+        for name, value in before.items():
+            setattr(run, name, value)
+        raise

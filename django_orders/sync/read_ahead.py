@@ -29,6 +29,8 @@ def fetched_ahead(
     walk: PageWalk,
     parse: Callable[[Any], Any],
     prepare: Callable[[list], None] | None = None,
+    *,
+    deferred: bool = False,
 ) -> Iterator[list]:
     """Yield each page's parsed records while a helper thread fetches and parses the next page.
 
@@ -38,12 +40,13 @@ def fetched_ahead(
     runs database statements, and the helper thread never touches the database. Pages arrive in
     order, so a bad record on page n + 1 fails the run after page n is committed, as without the
     helper. ``prepare``, if given, runs on each parsed page on the helper thread too (work the
-    writer would otherwise do). See ``run_ahead`` for memory and stopping.
+    writer would otherwise do); ``deferred`` is ``parse_fetched``'s. See ``run_ahead`` for memory
+    and stopping.
     """
 
     def parsed_pages() -> Iterator[list]:
         for page in pages_named(walk):
-            parsed = parse_fetched(page, parse, resource=walk.resource)
+            parsed = parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
             if prepare is not None:
                 prepare(parsed)
             yield parsed

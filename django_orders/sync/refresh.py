@@ -23,7 +23,7 @@ from ..mirror.upsert import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .pagewrite import REFUSALS, set_aside
-from .progress import ProgressCallback, add_counts, progress_values
+from .progress import ProgressCallback, add_counts, counts_kept_on_commit, progress_values
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -135,7 +135,8 @@ def _store_for_run(lookup: Lookup, run: SyncRun, lease: Lease) -> MirrorResult |
         lease.renew(now=now)
 
     try:
-        return store_lookup(lookup, within=count)
+        with counts_kept_on_commit(run):
+            return store_lookup(lookup, within=count)
     except REFUSALS as exc:
         set_aside(run, f"lookup of order {lookup.order_id}", exc)
 

@@ -148,13 +148,56 @@ def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped):
             "UPDATE",
             "UPDATE",
         ]
-    assert counts[10] == counts[256] == ([5, 5], [3, 3])
+        # A re-sync's pages after the first change nothing: one read each, no transaction,
+        # the progress and the lease saved at most every QUIET_PERSIST_INTERVAL (a second).
+        for page in (1, 2):
+            assert [statement.split()[0] for statement in again.page_sql(page)] == ["SELECT"]
+    assert counts[10] == counts[256] == ([5, 5], [1, 1])
+
+
+def test_quiet_pages_still_save_progress_and_renew_the_lease_every_interval(
+    uncapped, monkeypatch
+):
+    """A walk of unchanged pages saves the run's progress and renews its lease when
+    QUIET_PERSIST_INTERVAL has passed since the last save: with 0, on every page."""
+    from django_orders.models import SyncLease
+    from django_orders.sync import engine
+
+    uncapped.seed(40)
+    sync_orders(page_size=10)
+    saved: dict[str, list] = {"pages": [], "expiry": []}
+
+    def watch(run):
+        saved["pages"].append(SyncRun.objects.get(pk=run.pk).pages)
+        saved["expiry"].append(SyncLease.objects.get(resource="orders").expires_at)
+
+    monkeypatch.setattr(engine, "QUIET_PERSIST_INTERVAL", 0.0)
+    every = PageStatements()
+    with every.capture:
+        sync_orders(page_size=10, progress=every)
+    assert [[sql.split()[0] for sql in every.page_sql(i)] for i in (1, 2, 3)] == [
+        ["SELECT", "UPDATE", "UPDATE"]
+    ] * 3
+    sync_orders(page_size=10, progress=watch)
+    assert saved["pages"] == [1, 2, 3, 4, 5]  # 4 pages and the empty one that ends the walk
+    assert saved["expiry"] == sorted(saved["expiry"]) and len(set(saved["expiry"])) == 5
+
+    # An interval longer than the walk: after the first page, nothing is saved until the end.
+    monkeypatch.setattr(engine, "QUIET_PERSIST_INTERVAL", 3600.0)
+    saved = {"pages": [], "expiry": []}
+    run = sync_orders(page_size=10, progress=watch)
+    assert saved["pages"] == [1, 1, 1, 1, 1]
+    assert len(set(saved["expiry"])) == 1
+    run.refresh_from_db()
+    assert (run.pages, run.seen, run.unchanged, run.created, run.updated) == (5, 40, 40, 0, 0)
 
 
 def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_and_256(uncapped):
     """The most a page costs: a changed customer, a new order and a changed order. On SQLite
     the new order goes in with a plain INSERT and the changed one through the upsert (whose
-    foreign-key update would journal every row), so six statements; five on PostgreSQL."""
+    foreign-key update would journal every row), so six statements; five on PostgreSQL. The
+    first such page after an unchanged one costs one read more: the walk first read it as a
+    quiet page (``engine._WalkMode``)."""
     uncapped.seed(3 * 256)
     newest = uncapped.store.newest_order_ids(3 * 256)
     records = store_orders_by_id(uncapped)
@@ -179,12 +222,65 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
             run = sync_orders(page_size=size, max_pages=3, progress=statements)
         assert (run.created, run.updated) == (2, 2)
         counts[size] = statements.per_page()
-        kinds = [sql.split()[0] for sql in statements.page_sql(1)]
+        kinds = [sql.split()[0] for sql in statements.page_sql(2)]
         if connection.vendor == "sqlite":
             assert kinds == ["SELECT", "INSERT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
         else:
             assert kinds == ["SELECT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
-    assert counts[10] == counts[256] == [6 if connection.vendor == "sqlite" else 5] * 2
+        # Page 1 wrote nothing, so page 2 was first read as a quiet page.
+        assert [sql.split()[0] for sql in statements.page_sql(1)] == ["SELECT", *kinds]
+    most = 6 if connection.vendor == "sqlite" else 5
+    assert counts[10] == counts[256] == [most + 1, most]
+
+
+def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
+    """The timestamps, checkout fields and text of an unchanged order are never read: only the
+    pages the helper thread read ahead while the walk still looked like a first sync."""
+    from django_orders.mirror import page_parsing
+
+    uncapped.seed(95)
+    sync_orders()
+    read: list[int] = []
+    original = page_parsing._DeferredPage.read
+
+    def spy(self):
+        if not self.done:
+            read.append(self.number)
+        original(self)
+
+    monkeypatch.setattr(page_parsing._DeferredPage, "read", spy)
+    run = sync_orders()
+    assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
+    # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.
+    assert set(read) <= {1, 2, 3}
+    # A changed order is read when the writer needs it, on its own page only.
+    newest = uncapped.store.newest_order_ids(95)
+    edit_raw_order(uncapped, newest[75], lambda r: r.update(number="ORD-CHANGED"))
+    read.clear()
+    run = sync_orders()
+    assert (run.updated, run.unchanged) == (1, 94)
+    assert 8 in read and set(read) - {8} <= {1, 2, 3, 9, 10}
+    assert Order.objects.get(pk=newest[75]).number == "ORD-CHANGED"
+
+
+def test_a_record_gone_bad_after_unchanged_pages_fails_the_run_naming_it(uncapped):
+    """Read by the writer (the walk is in its re-sync mode), a bad record still fails the run
+    with the message naming page, record and field, its page unwritten, the earlier pages'
+    counts on the failed run."""
+    uncapped.seed(95)
+    sync_orders()
+    newest = uncapped.store.newest_order_ids(95)
+    bad_id = newest[65]  # page 7, record 6
+    stored = Order.objects.get(pk=bad_id).raw
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
+    with pytest.raises(InvalidRecord) as caught:
+        sync_orders()
+    assert f"orders page 7, record 6 of 10 (id {bad_id})" in str(caught.value)
+    assert "initiated_at" in str(caught.value)
+    assert Order.objects.get(pk=bad_id).raw == stored
+    failed = SyncRun.objects.latest("started_at")
+    assert failed.outcome == SyncRun.Outcome.FAILED
+    assert (failed.pages, failed.seen, failed.unchanged) == (6, 60, 60)
 
 
 def test_a_bad_record_mid_walk_fails_the_run_and_keeps_earlier_pages(uncapped):
@@ -317,13 +413,14 @@ def test_the_sync_reads_orders_pages_typed_and_mirrors_them_exactly(uncapped, mo
     kinds: list[bool] = []
     original = read_ahead.parse_fetched
 
-    def spy(page, parse, *, resource):
-        kinds.append(page.typed)
-        return original(page, parse, resource=resource)
+    def spy(page, parse, *, resource, deferred=False):
+        kinds.append((page.typed, deferred))
+        return original(page, parse, resource=resource, deferred=deferred)
 
     monkeypatch.setattr(read_ahead, "parse_fetched", spy)
     uncapped.seed(30)
     run = sync_orders(page_size=10)
-    assert kinds == [True, True, True, True]  # 3 full pages and the empty one that ends it
+    # 3 full pages and the empty one that ends it, their fields read when first needed
+    assert kinds == [(True, True)] * 4
     assert_mirror_matches(uncapped)
     assert (run.seen, run.created) == (30, 30)
