@@ -237,6 +237,18 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         "The speedup over (a) can never exceed naive / floor, the speedup of a database write "
         f"that cost nothing: {', '.join(bounds)}.",
     ]
+    for backend, r in results.items():
+        if r.get("store_samples"):
+            store = median(r["store_samples"])
+            wire = min(r["wire_samples"])
+            sync = median(r["sync_samples"])
+            lines += [
+                "",
+                f"Store floor (c), {backend}: the server taking the same customers and orders "
+                "by `COPY` (the fastest way in), a page a transaction, into empty copies of the "
+                f"tables with all their indexes: {spread(r['store_samples'])}, "
+                f"{store / wire:.2f}x the wire floor; the sync is {sync / store:.2f}x (c).",
+            ]
     if memory:
         low, high = memory[small]["peak_mb"], memory[n]["peak_mb"]
         rss_low, rss_high = memory[small]["rss_mb"], memory[n]["rss_mb"]
@@ -440,6 +452,42 @@ def wire_floor(url: str, repeat: int) -> list[float]:
     return samples
 
 
+def store_floor(connection) -> float | None:
+    """PostgreSQL: seconds for the server to take the mirror's rows (customers, then orders, a
+    page of 256 each, one transaction per page, ``synchronous_commit`` off as in the walk) by
+    ``COPY``, the fastest way in, into empty copies of both tables with all their indexes.
+
+    What storing the rows costs the server whatever the client does: a bound under the sync's
+    time beside the wire floor (the rows are read from the mirror the sync just wrote, the JSON
+    as text, before timing).
+    """
+    if connection.vendor != "postgresql":
+        return None
+    from django_orders.models import Customer, Order
+
+    spent = 0.0
+    with connection.cursor() as django_cursor:
+        cursor = django_cursor.cursor  # psycopg's own: Django's has no copy()
+        cursor.execute("SET synchronous_commit = off")
+        for model in (Customer, Order):
+            table = model._meta.db_table
+            columns = [f.column for f in model._meta.concrete_fields]
+            select = ", ".join(f"{c}::text" if c == "raw" else c for c in columns)
+            rows = cursor.execute(f"SELECT {select} FROM {table}").fetchall()
+            copy = f"COPY bench_{table} ({', '.join(columns)}) FROM STDIN"
+            cursor.execute(f"DROP TABLE IF EXISTS bench_{table}")
+            cursor.execute(f"CREATE TABLE bench_{table} (LIKE {table} INCLUDING ALL)")
+            started = time.perf_counter()
+            for start in range(0, len(rows), PAGE_SIZE):
+                with cursor.copy(copy) as rows_in:  # autocommit: a transaction each
+                    for row in rows[start : start + PAGE_SIZE]:
+                        rows_in.write_row(row)
+            spent += time.perf_counter() - started
+            cursor.execute(f"DROP TABLE bench_{table}")
+        cursor.execute("SET synchronous_commit = on")
+    return spent
+
+
 def naive(url: str) -> tuple[float, int]:
     """The loop one writes first: update_or_create per customer and per order."""
     from django_orders.client.paging import iter_pages
@@ -587,6 +635,8 @@ def measure_timing() -> dict:
         rows_written += rerun.created + rerun.updated
         mirror_writes += again.mirror_writes
 
+    stores = [store_floor(connection) for _ in range(repeat)]
+
     naive_samples: list[float] = []
     for _ in range(int(os.environ["BENCH_NAIVE_REPEAT"])):
         empty_mirror(connection)
@@ -598,6 +648,7 @@ def measure_timing() -> dict:
         "commit_samples": commit_samples,
         "wire_samples": wire,
         "resync_samples": resync_samples,
+        "store_samples": [] if stores[0] is None else stores,
         "resync_rows_written": rows_written if mirror_writes == 0 else f"{rows_written}*",
         "resync_mirror_statements": mirror_writes,
         "naive_samples": naive_samples,

@@ -90,24 +90,36 @@ class _PlainCustomer(ParsedCustomer):
 
 
 class _TypedCustomer(ParsedCustomer):
-    """A customer of a typed page (``Page.typed``): its struct, encoded when first asked."""
+    """A customer of a typed page (``Page.typed``): its struct, encoded when first asked.
+
+    Only its id is read at once: a walk compares a customer by id and fingerprint, and needs
+    its other fields only to write it. They are read on first use (``__getattr__`` is only
+    called for a slot not set yet), with the checks ``parse_customer`` makes.
+    """
 
     __slots__ = ("_struct",)
 
-    def __init__(
-        self, struct: CustomerStruct, id: str, guest: bool, name: str, email: str, phone: str
-    ) -> None:
+    def __init__(self, struct: CustomerStruct) -> None:
         # ParsedCustomer's attributes, set here rather than through its __init__: one per order
         # of every page, on the helper's hot path.
-        self.id = id
-        self.guest = guest
-        self.name = name
-        self.email_address = email
-        self.phone_number = phone
+        self.id = struct.id  # type: ignore[assignment]  # a str: vouched for by _vouched
         self._raw = None  # decoded from raw_json if asked for: the same values
         self._json = None
         self._fingerprint = None
         self._struct = struct
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("guest", "name", "email_address", "phone_number"):
+            struct = self._struct
+            self.guest = struct.guest is True
+            text = struct.name
+            self.name = (text if type(text) is str else "")[:255]
+            email = struct.email_address
+            self.email_address = email if type(email) is str and len(email) <= EMAIL_MAX else ""
+            phone = struct.phone_number
+            self.phone_number = phone if type(phone) is str and len(phone) <= PHONE_MAX else ""
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _encode(self) -> None:
         text = _ENCODE(self._struct)
@@ -405,24 +417,7 @@ def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder
             customer.id if type(customer) is CustomerStruct else None,
         ):
             return None
-        name = customer.name
-        email = customer.email_address
-        phone = customer.phone_number
-        add(
-            _DeferredOrder(
-                order,
-                _TypedCustomer(
-                    customer,
-                    customer.id,
-                    customer.guest is True,
-                    (name if type(name) is str else "")[:255],
-                    email if type(email) is str and len(email) <= EMAIL_MAX else "",
-                    phone if type(phone) is str and len(phone) <= PHONE_MAX else "",
-                ),
-                _ENCODE(order),
-                page,
-            )
-        )
+        add(_DeferredOrder(order, _TypedCustomer(customer), _ENCODE(order), page))
     return parsed
 
 
