@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -291,7 +292,7 @@ class _DeferredOrder(ParsedOrder):
     that normal lookup did not find, so a field once read costs nothing more.
     """
 
-    __slots__ = ("_page", "_struct", "_text")
+    __slots__ = ("__weakref__", "_page", "_struct", "_text")
 
     def __init__(
         self, struct: Any, customer: _TypedCustomer, text: bytes, page: _DeferredPage
@@ -315,14 +316,21 @@ class _DeferredOrder(ParsedOrder):
 
 class _DeferredPage:
     """The orders of one typed page, whose deferred fields are read together: the page's
-    timestamps are one regular expression and one msgspec call (``_timestamps``)."""
+    timestamps are one regular expression and one msgspec call (``_timestamps``).
 
-    __slots__ = ("done", "number", "orders", "resource")
+    It holds its orders' structs, and the orders themselves only weakly: each order refers to
+    its page, and a page that referred back would make every page a reference cycle, freed
+    only by the garbage collector's rare full collections (it grew a walk's memory by 35 MB
+    at 100,000 orders). An order gone is one nobody reads.
+    """
+
+    __slots__ = ("done", "number", "orders", "resource", "structs")
 
     def __init__(self, number: int, resource: str) -> None:
         self.number = number
         self.resource = resource
-        self.orders: list[_DeferredOrder] = []
+        self.structs: list[Any] = []
+        self.orders: list[weakref.ref[_DeferredOrder]] = []
         self.done = False
 
     def read(self) -> None:
@@ -332,8 +340,7 @@ class _DeferredPage:
             return
         texts: list[str] = []
         add = texts.append
-        for order in self.orders:
-            struct = order._struct
+        for struct in self.structs:
             add(struct.initiated_at)
             # The schema types them str, None or UNSET: a str is a timestamp to read.
             if type(struct.completed_at) is str:
@@ -352,13 +359,21 @@ class _DeferredPage:
         self.done = True
 
     def _read(self, next_moment: Callable[[], datetime]) -> None:
-        for order in self.orders:
-            struct = order._struct
-            order.initiated_at = next_moment()  # in the order read() gave them
-            order.completed_at = next_moment() if type(struct.completed_at) is str else None
-            order.paid_at = next_moment() if type(struct.paid_at) is str else None
-            order.canceled_at = next_moment() if type(struct.canceled_at) is str else None
-            order.expires_at = next_moment() if type(struct.expires_at) is str else None
+        for struct, ref in zip(self.structs, self.orders, strict=True):
+            # Every moment is taken, in the order read() gave them, gone order or not.
+            initiated_at = next_moment()
+            completed_at = next_moment() if type(struct.completed_at) is str else None
+            paid_at = next_moment() if type(struct.paid_at) is str else None
+            canceled_at = next_moment() if type(struct.canceled_at) is str else None
+            expires_at = next_moment() if type(struct.expires_at) is str else None
+            order = ref()
+            if order is None:
+                continue
+            order.initiated_at = initiated_at
+            order.completed_at = completed_at
+            order.paid_at = paid_at
+            order.canceled_at = canceled_at
+            order.expires_at = expires_at
             total_value: int | None = None
             currency = ""
             group = struct.line_item_group
@@ -388,11 +403,13 @@ class _DeferredPage:
     def _read_slowly(self) -> None:
         """A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
         decides, with the same values or the same error."""
-        records = to_records([order._struct for order in self.orders])
+        records = to_records(self.structs)
         parsed = parse_page(records, parse_order, page_number=self.number, resource=self.resource)
-        for order, values in zip(self.orders, parsed, strict=True):
-            for name in DEFERRED_FIELDS:
-                setattr(order, name, getattr(values, name))
+        for ref, values in zip(self.orders, parsed, strict=True):
+            order = ref()
+            if order is not None:
+                for name in DEFERRED_FIELDS:
+                    setattr(order, name, getattr(values, name))
 
 
 def read_deferred(orders: list[Any]) -> None:
@@ -406,7 +423,7 @@ def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder
     """``_orders`` for a typed page: the schema has checked every type but the ones the parser
     requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them).
     The orders' deferred fields are read by ``page.read()``."""
-    parsed = page.orders
+    parsed: list[_DeferredOrder] = []
     add = parsed.append
     for order in orders:
         customer = order.customer
@@ -418,6 +435,8 @@ def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder
         ):
             return None
         add(_DeferredOrder(order, _TypedCustomer(customer), _ENCODE(order), page))
+    page.structs = orders
+    page.orders = [weakref.ref(order) for order in parsed]
     return parsed
 
 

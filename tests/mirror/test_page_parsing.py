@@ -7,8 +7,10 @@ path), and parse a page into the same values, or fail with the same message.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
+import weakref
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -733,6 +735,25 @@ def test_a_deferred_page_reads_nothing_until_asked_then_the_whole_page(monkeypat
     assert calls == [3]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         lazy[0].nope  # noqa: B018
+
+
+@pytest.mark.parametrize("read", [False, True])
+def test_a_deferred_page_is_freed_by_reference_counting_alone(read):
+    """No reference cycle between a page and its orders: a walk's pages are freed as soon as
+    they are dropped, not at the garbage collector's rare full collections (memory flat)."""
+    second = {**SANDBOX_LIKE, "id": "or_2"}
+    body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
+    gc.disable()
+    try:
+        lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
+        if read:
+            read_deferred(lazy)
+            assert lazy[1].number == "ORD-1"
+        order = weakref.ref(lazy[0])  # in a cycle with its page, it would outlive the list
+        del lazy
+        assert order() is None
+    finally:
+        gc.enable()
 
 
 def test_a_bad_timestamp_on_a_deferred_page_fails_when_read_with_the_old_message():
