@@ -155,9 +155,7 @@ def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped):
     assert counts[10] == counts[256] == ([5, 5], [1, 1])
 
 
-def test_quiet_pages_still_save_progress_and_renew_the_lease_every_interval(
-    uncapped, monkeypatch
-):
+def test_quiet_pages_still_save_progress_and_renew_the_lease_every_interval(uncapped, monkeypatch):
     """A walk of unchanged pages saves the run's progress and renews its lease when
     QUIET_PERSIST_INTERVAL has passed since the last save: with 0, on every page."""
     from django_orders.models import SyncLease
