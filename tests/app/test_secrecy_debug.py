@@ -67,6 +67,9 @@ def test_the_error_email_hides_the_key(settings, debug):
     settings.ADMINS = (
         ["ops@example.com"] if django.VERSION >= (6, 0) else [("Ops", "ops@example.com")]
     )
+    if django.VERSION >= (6, 1):
+        # 6.1 configures email as MAILERS and warns where a project relies on the default.
+        settings.MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "ftp://nowhere"}
     exc = raised_by(OrdersClient.from_settings)
     record = logging.LogRecord(
