@@ -150,8 +150,9 @@ _DECODER = msgspec.json.Decoder(OrdersPageStruct)
 
 def decode_orders_page(body: bytes) -> OrdersPageStruct | None:
     """``body`` as typed structs, or ``None`` if the schema cannot vouch for it (module docs)."""
-    # The substring test first: a memchr-speed scan of the page, where most pages end.
-    if b"\\u" in body and _UNSTORABLE.search(body):
+    # The pattern begins with a literal, which the regular expression engine finds at memory
+    # speed (faster than a substring test of its own would).
+    if _UNSTORABLE.search(body):
         return None  # NUL and lone surrogates are replaced by the Python decoder's path
     try:
         return _DECODER.decode(body)
