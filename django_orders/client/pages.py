@@ -7,7 +7,7 @@ neither imports the other's reasons to change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..conf import MAX_PAGE_SIZE
@@ -40,6 +40,9 @@ class Page:
     #: schema (``client.order_structs``): ``records`` are its ``OrderStruct``s, not dicts
     #: (``order_structs.to_records`` gives the dicts, the same values).
     typed: bool = False
+    #: A typed page's body, as the service sent it: the parser hashes each record's bytes as
+    #: sent (``Order.wire_fingerprint``). ``None`` for any other page.
+    body: bytes | None = field(default=None, repr=False)
 
     @property
     def is_last(self) -> bool:

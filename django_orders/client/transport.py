@@ -85,6 +85,8 @@ class _Answer:
     plain: bool = False
     #: ``data`` is an ``OrdersPageStruct`` (``fetch_page(..., typed=True)``).
     typed: bool = False
+    #: The body it was decoded from, kept for a typed page only (``Page.body``).
+    body: bytes | None = None
 
 
 class OrdersClient:
@@ -339,7 +341,7 @@ class OrdersClient:
             if reason is None:
                 envelope = decode_orders_page(content) if typed else None
                 if envelope is not None:
-                    return _Answer(envelope, response.status_code, request_id, True, True)
+                    return _Answer(envelope, response.status_code, request_id, True, True, content)
                 try:
                     data, plain = decode_answer(content)
                     return _Answer(data, response.status_code, request_id, plain)
@@ -423,6 +425,7 @@ def _page_from(
         status_code=answer.status_code,
         plain=answer.plain,
         typed=answer.typed,
+        body=answer.body,
     )
 
 

@@ -169,6 +169,21 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 (
+                    "wire_fingerprint",
+                    models.CharField(
+                        blank=True,
+                        db_default="",
+                        default="",
+                        editable=False,
+                        help_text=(
+                            "Hash of the record's bytes as the service last sent them, if known: "
+                            "a sync that gets the same bytes again skips reading them."
+                        ),
+                        max_length=32,
+                        verbose_name="wire fingerprint",
+                    ),
+                ),
+                (
                     "first_seen_at",
                     models.DateTimeField(
                         default=django.utils.timezone.now, verbose_name="first seen"
@@ -277,6 +292,21 @@ class Migration(migrations.Migration):
                     "fingerprint",
                     models.CharField(
                         blank=True, editable=False, max_length=64, verbose_name="fingerprint"
+                    ),
+                ),
+                (
+                    "wire_fingerprint",
+                    models.CharField(
+                        blank=True,
+                        db_default="",
+                        default="",
+                        editable=False,
+                        help_text=(
+                            "Hash of the record's bytes as the service last sent them, if known: "
+                            "a sync that gets the same bytes again skips reading them."
+                        ),
+                        max_length=32,
+                        verbose_name="wire fingerprint",
                     ),
                 ),
                 (

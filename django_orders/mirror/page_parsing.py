@@ -23,6 +23,13 @@ it can prove to be the same, and hands anything else to the old path, whole page
   anything else (a bad record, a tolerated timestamp form, an impossible date) it parses the
   page with ``parse_page``, which gives the same values, or the same error naming page, record
   and field.
+
+A page decoded with the order schema (``Page.typed``) also gives each order and its customer
+a ``wire_fingerprint``: the hash of its bytes exactly as they are in the body
+(``order_structs.wire_slices``). Equal bytes decode to equal values, so a record whose bytes
+are the ones the mirror last stored is unchanged without being encoded at all; a re-sync then
+hashes each record once instead of decoding, encoding and hashing it (``store.is_stored``).
+The canonical fingerprint still decides whenever the bytes differ.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from ..client.order_structs import CustomerStruct, LineItemGroup, Money, to_records
+from ..client.order_structs import CustomerStruct, LineItemGroup, Money, to_records, wire_slices
 from ..client.pages import Page
 from .parsing import (
     ParsedCustomer,
@@ -100,7 +107,7 @@ class _TypedCustomer(ParsedCustomer):
 
     __slots__ = ("_struct",)
 
-    def __init__(self, struct: CustomerStruct) -> None:
+    def __init__(self, struct: CustomerStruct, wire_fingerprint: str) -> None:
         # ParsedCustomer's attributes, set here rather than through its __init__: one per order
         # of every page, on the helper's hot path.
         self.id = struct.id  # type: ignore[assignment]  # a str: vouched for by _vouched
@@ -108,6 +115,7 @@ class _TypedCustomer(ParsedCustomer):
         self._json = None
         self._fingerprint = None
         self._struct = struct
+        self.wire_fingerprint = wire_fingerprint
 
     def __getattr__(self, name: str) -> Any:
         if name in ("guest", "name", "email_address", "phone_number"):
@@ -264,7 +272,8 @@ def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
 
 
 #: The fields of an order of a typed page that are read for the whole page on first use
-#: (``_DeferredPage.read``); its id, status, customer and fingerprint are read at once.
+#: (``_DeferredPage.read``); its id, status, customer and wire fingerprint are read at once,
+#: its fingerprint on first use, for that order alone (``_DeferredOrder``).
 DEFERRED_FIELDS = frozenset(
     (
         "initiated_at",
@@ -283,35 +292,41 @@ DEFERRED_FIELDS = frozenset(
 
 class _DeferredOrder(ParsedOrder):
     """An order of a typed page, read at once only as far as the writer needs to tell whether it
-    changed: its id, status, customer and fingerprint.
+    changed: its id, status, customer and wire fingerprint.
 
     Why: in a re-sync nearly every order is unchanged, and its timestamps, checkout fields and
     text are never used; reading them was most of the page's parsing (benchmarks/README.md,
     issue 22). Its other fields (``DEFERRED_FIELDS``) are left unset and read for the whole page
     the first time one of them is asked for: ``__getattr__`` is only called for an attribute
-    that normal lookup did not find, so a field once read costs nothing more.
+    that normal lookup did not find, so a field once read costs nothing more. Its canonical
+    text and fingerprint are encoded on first use too: an order whose bytes are the ones the
+    mirror last stored (``wire_fingerprint``) is known unchanged without them.
     """
 
     __slots__ = ("__weakref__", "_page", "_struct", "_text")
 
     def __init__(
-        self, struct: Any, customer: _TypedCustomer, text: bytes, page: _DeferredPage
+        self, struct: Any, customer: _TypedCustomer, wire_fingerprint: str, page: _DeferredPage
     ) -> None:
         # The eager fields only; the deferred slots stay unset until the page is read.
         self.id = struct.id  # vouched for by _vouched
         self.status = struct.status
         self.customer = customer
-        self.fingerprint = _hash(text)
+        self.wire_fingerprint = wire_fingerprint
         self._raw = None  # decoded from raw_json if asked for: the same values
         self._struct = struct
-        self._text = text
         self._page = page
 
     def __getattr__(self, name: str) -> Any:
         if name in DEFERRED_FIELDS:
             self._page.read()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        elif name == "fingerprint" or name == "_text":
+            text = _ENCODE(self._struct)
+            self._text = text
+            self.fingerprint = _hash(text)
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return object.__getattribute__(self, name)
 
 
 class _DeferredPage:
@@ -398,7 +413,7 @@ class _DeferredPage:
                     if web:
                         url = web.url
             order.payment_url = checked_payment_url(url)
-            order.raw_json = order._text.decode()
+            order.raw_json = order._text.decode()  # encodes it first if not yet done
 
     def _read_slowly(self) -> None:
         """A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
@@ -419,12 +434,13 @@ def read_deferred(orders: list[Any]) -> None:
         orders[0]._page.read()
 
 
-def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder] | None:
+def _typed_orders(
+    orders: list[Any], page: _DeferredPage, body: bytes | None
+) -> list[_DeferredOrder] | None:
     """``_orders`` for a typed page: the schema has checked every type but the ones the parser
     requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them).
-    The orders' deferred fields are read by ``page.read()``."""
-    parsed: list[_DeferredOrder] = []
-    add = parsed.append
+    The orders' deferred fields are read by ``page.read()``; each order's and customer's bytes
+    in ``body`` are hashed at once (``wire_fingerprint``)."""
     for order in orders:
         customer = order.customer
         if not _vouched(
@@ -434,7 +450,25 @@ def _typed_orders(orders: list[Any], page: _DeferredPage) -> list[_DeferredOrder
             customer.id if type(customer) is CustomerStruct else None,
         ):
             return None
-        add(_DeferredOrder(order, _TypedCustomer(customer), _ENCODE(order), page))
+    order_slices: list[Any]
+    customer_slices: list[Any]
+    order_slices, customer_slices = wire_slices(body) if body is not None else ([], [])
+    if len(order_slices) != len(orders) or len(customer_slices) != len(orders):
+        # Not a body these structs were decoded from: no wire fingerprints, compared as before.
+        order_slices = customer_slices = [b""] * len(orders)
+    parsed: list[_DeferredOrder] = []
+    add = parsed.append
+    for order, order_bytes, customer_bytes in zip(
+        orders, order_slices, customer_slices, strict=True
+    ):
+        add(
+            _DeferredOrder(
+                order,
+                _TypedCustomer(order.customer, _hash(customer_bytes) if customer_bytes else ""),
+                _hash(order_bytes) if order_bytes else "",
+                page,
+            )
+        )
     page.structs = orders
     page.orders = [weakref.ref(order) for order in parsed]
     return parsed
@@ -467,7 +501,7 @@ def parse_fetched(
     if page.typed:
         if parse is parse_order:
             lazy = _DeferredPage(page.number, resource)
-            parsed = _typed_orders(records, lazy)
+            parsed = _typed_orders(records, lazy, page.body)
             if parsed is not None:
                 if not deferred:
                     lazy.read()

@@ -154,6 +154,7 @@ class ParsedCustomer:
         "id",
         "name",
         "phone_number",
+        "wire_fingerprint",
     )
 
     def __init__(
@@ -173,6 +174,8 @@ class ParsedCustomer:
         self._raw: dict[str, Any] | None = raw
         self._json: str | None = None
         self._fingerprint: str | None = None
+        #: The hash of the bytes it came in as, if known (``Customer.wire_fingerprint``).
+        self.wire_fingerprint = ""
 
     @classmethod
     def from_json(
@@ -261,6 +264,7 @@ class ParsedOrder(_ParsedRecordBase):
         "payment_url",
         "status",
         "total",
+        "wire_fingerprint",
     )
 
     def __init__(
@@ -294,6 +298,9 @@ class ParsedOrder(_ParsedRecordBase):
         self.paid_at = paid_at
         self.canceled_at = canceled_at
         self.expires_at = expires_at
+        #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by
+        #: ``page_parsing`` for a typed page, empty for a record decoded any other way.
+        self.wire_fingerprint = ""
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:

@@ -7,7 +7,10 @@ orders, then an upsert of the new or changed customers and one write of the new 
 orders (two statements on SQLite when a call has both: ``upsert.write_read_rows``), and for a
 lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did not
 change are not written at all, so a re-sync of unchanged data writes nothing and
-``changed_at`` means what it says.
+``changed_at`` means what it says. A record that came in as the same bytes as the stored row
+(``wire_fingerprint``) is unchanged without its fingerprint being computed (``is_stored``);
+every write sets the row's wire fingerprint with its fingerprint, empty when unknown, so the
+two never describe different records.
 
 The caller owns the transaction (one short transaction per page or per lookup), on the
 database the mirror is written to: the read and the writes belong together. A page walk may
@@ -21,13 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from django.utils import timezone
 
 from ..models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
+from .wire_match import count_matches
 
 #: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
 #: raw record like the others, so the fingerprint covers them too.
@@ -48,6 +52,7 @@ ORDER_COLUMNS = (
     "customer",
     "raw",
     "fingerprint",
+    "wire_fingerprint",
     "first_seen_at",
     "changed_at",
     "refreshed_at",
@@ -60,6 +65,7 @@ ORDER_UPDATE = (
     "customer",
     "raw",
     "fingerprint",
+    "wire_fingerprint",
     "changed_at",
     *CHECKOUT_COLUMNS,
 )
@@ -70,6 +76,7 @@ CUSTOMER_COLUMNS = (
     "name",
     "raw",
     "fingerprint",
+    "wire_fingerprint",
     "first_seen_at",
     "changed_at",
     "email_address",
@@ -80,6 +87,7 @@ CUSTOMER_UPDATE = (
     "name",
     "raw",
     "fingerprint",
+    "wire_fingerprint",
     "changed_at",
     "email_address",
     "phone_number",
@@ -128,27 +136,55 @@ class MirrorResult:
         ]
 
 
+class StoredOrder(NamedTuple):
+    fingerprint: str
+    wire_fingerprint: str
+    status: str
+
+
+class StoredCustomer(NamedTuple):
+    fingerprint: str
+    wire_fingerprint: str
+
+
+def is_stored(
+    record: ParsedOrder | ParsedCustomer, stored: StoredOrder | StoredCustomer | None
+) -> bool:
+    """Whether ``record`` is what the mirror holds: the same bytes as the ones stored came in
+    as, or else the same canonical text (the fingerprint, encoded only if the bytes differ).
+
+    The bytes decide first because comparing them needs nothing decoded or encoded: a re-sync
+    of unchanged orders reads neither (``Order.wire_fingerprint``). Equal bytes always have
+    equal canonical text, so this is exactly the fingerprint's verdict, only faster.
+    """
+    if stored is None:
+        return False
+    wire = stored.wire_fingerprint
+    return (wire != "" and record.wire_fingerprint == wire) or (
+        record.fingerprint == stored.fingerprint
+    )
+
+
 @dataclass
 class Comparison:
     """A call's orders and customers (each once, the first copy) and what the mirror holds for
-    them: ``stored`` maps an order's id to its (fingerprint, status), ``stored_customers`` a
-    customer's id to its fingerprint. Read by ``compare_orders``, written by ``store_orders``.
+    them, by id (``stored``, ``stored_customers``). Read by ``compare_orders``, written by
+    ``store_orders``.
     """
 
     orders: dict[str, ParsedOrder]
     customers: dict[str, ParsedCustomer]
-    stored: dict[str, tuple[str, str]] = field(default_factory=dict)
-    stored_customers: dict[str, str] = field(default_factory=dict)
+    stored: dict[str, StoredOrder] = field(default_factory=dict)
+    stored_customers: dict[str, StoredCustomer] = field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
         """Whether ``store_orders`` would write nothing (a lookup's stamp aside)."""
         stored, stored_customers = self.stored, self.stored_customers
         return all(
-            (previous := stored.get(order_id)) is not None and previous[0] == order.fingerprint
-            for order_id, order in self.orders.items()
+            is_stored(order, stored.get(order_id)) for order_id, order in self.orders.items()
         ) and all(
-            stored_customers.get(customer_id) == customer.fingerprint
+            is_stored(customer, stored_customers.get(customer_id))
             for customer_id, customer in self.customers.items()
         )
 
@@ -173,14 +209,42 @@ def compare_orders(
         if known_customers is None or order.customer.id not in known_customers:
             customers.setdefault(order.customer.id, order.customer)
     comparison = Comparison(orders, customers)
-    if read and orders:
-        customer_rows, order_rows = read_by_ids(
-            (Customer, list(customers), ("id", "fingerprint")),
-            (Order, list(orders), ("id", "fingerprint", "status")),
-        )
-        comparison.stored_customers = dict(customer_rows)
-        comparison.stored = {pk: (print_, status) for pk, print_, status in order_rows}
+    if read:
+        read_stored(comparison)
     return comparison
+
+
+def read_stored(comparison: Comparison) -> None:
+    """Read what the mirror holds for ``comparison``'s orders and customers: one statement,
+    none for no orders."""
+    orders, customers = comparison.orders, comparison.customers
+    if orders:
+        customer_rows, order_rows = read_by_ids(
+            (Customer, list(customers), ("id", "fingerprint", "wire_fingerprint")),
+            (Order, list(orders), ("id", "fingerprint", "wire_fingerprint", "status")),
+        )
+        comparison.stored_customers = {
+            pk: StoredCustomer(print_, wire) for pk, print_, wire in customer_rows
+        }
+        comparison.stored = {
+            pk: StoredOrder(print_, wire, status) for pk, print_, wire, status in order_rows
+        }
+
+
+def stored_as_sent(comparison: Comparison) -> bool:
+    """Whether the mirror holds every order and customer of ``comparison`` as the bytes it came
+    in as: one statement that answers with two counts (``wire_match``), no row read.
+
+    ``False`` when any of them came without its bytes' fingerprint (a page not decoded with the
+    order schema) or is stored from other bytes: the stored fingerprints decide then
+    (``read_stored``). A page walk asks this first on a page that likely changes nothing.
+    """
+    orders = [(pk, order.wire_fingerprint) for pk, order in comparison.orders.items()]
+    customers = [(pk, customer.wire_fingerprint) for pk, customer in comparison.customers.items()]
+    if not all(wire for _pk, wire in orders) or not all(wire for _pk, wire in customers):
+        return False
+    order_count, customer_count = count_matches((Order, orders), (Customer, customers))
+    return order_count == len(orders) and customer_count == len(customers)
 
 
 def store_orders(
@@ -221,7 +285,7 @@ def store_orders(
     unchanged_ids: list[str] = []
     for order in orders.values():
         previous = stored.get(order.id)
-        if previous is not None and previous[0] == order.fingerprint:
+        if is_stored(order, previous):
             result.unchanged += 1
             unchanged_ids.append(order.id)
             continue
@@ -235,6 +299,7 @@ def store_orders(
                 order.customer.id,
                 order.raw_json,
                 order.fingerprint,
+                order.wire_fingerprint,
                 now,
                 now,
                 now if refreshed else None,
@@ -247,7 +312,7 @@ def store_orders(
                 order.expires_at,
             )
         )
-        result._written.append((order, None if previous is None else previous[1]))
+        result._written.append((order, None if previous is None else previous.status))
         if previous is None:
             result.created += 1
         else:
@@ -276,6 +341,7 @@ def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None =
         phone_number=customer.phone_number,
         raw=customer.raw,
         fingerprint=customer.fingerprint,
+        wire_fingerprint=customer.wire_fingerprint,
         first_seen_at=now,
         changed_at=now,
     )
@@ -303,6 +369,7 @@ def order_row(
         expires_at=order.expires_at,
         raw=order.raw,
         fingerprint=order.fingerprint,
+        wire_fingerprint=order.wire_fingerprint,
         first_seen_at=now,
         changed_at=now,
         refreshed_at=now if refreshed else None,
@@ -317,10 +384,10 @@ def _as_stored(instance: _Row, using: str | None) -> _Row:
 
 
 def _store_customers(
-    customers: dict[str, ParsedCustomer], stored: dict[str, str], now: datetime
+    customers: dict[str, ParsedCustomer], stored: dict[str, StoredCustomer], now: datetime
 ) -> None:
-    """Upsert the customers whose fingerprint differs from the ``stored`` one (all of them when
-    nothing is stored)."""
+    """Upsert the customers that differ from the ``stored`` ones (all of them when nothing is
+    stored)."""
     rows = [
         (
             c.id,
@@ -328,13 +395,14 @@ def _store_customers(
             c.name,
             c.raw_json,
             c.fingerprint,
+            c.wire_fingerprint,
             now,
             now,
             c.email_address,
             c.phone_number,
         )
         for c in customers.values()
-        if stored.get(c.id) != c.fingerprint
+        if not is_stored(c, stored.get(c.id))
     ]
     upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
 

@@ -82,11 +82,11 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
     selects: list[str] = []
     params: list[str] = []
     for n, (model, ids, columns) in wanted:
-        names = [quote(_column(model, name)) for name in columns]
+        names = [quote(column_of(model, name)) for name in columns]
         names += ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
         selects.append(
             f"SELECT {n:d}, {', '.join(names)} FROM {quote(model._meta.db_table)} "  # noqa: S608
-            f"WHERE {quote(_column(model, model._meta.pk.name))} {where}"
+            f"WHERE {quote(column_of(model, model._meta.pk.name))} {where}"
         )
         params.append(_encode(list(ids)))
     with connection.cursor() as cursor:
@@ -120,9 +120,9 @@ def upsert(
     quote = connection.ops.quote_name
     updates = ", ".join(
         f"{quote(column)} = EXCLUDED.{quote(column)}"
-        for column in (_column(model, name) for name in update)
+        for column in (column_of(model, name) for name in update)
     )
-    target = ", ".join(quote(_column(model, name)) for name in unique)
+    target = ", ".join(quote(column_of(model, name)) for name in unique)
     _insert(connection, model, fields, rows, f" ON CONFLICT ({target}) DO UPDATE SET {updates}")
 
 
@@ -160,7 +160,7 @@ def write_read_rows(
     upsert(model, columns, stored, update)
 
 
-def _column(model: type[models.Model], name: str) -> str:
+def column_of(model: type[models.Model], name: str) -> str:
     """The database column of the concrete field ``name`` (``get_field`` also finds reverse
     relations, which have none)."""
     field = model._meta.get_field(name)

@@ -2,13 +2,15 @@
 
 The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page window):
 
-- No transaction waits on HTTP: a page is fetched and parsed first (one page ahead, by the page
-  helper thread), then written in one short
+- No transaction waits on HTTP: a page is fetched and parsed first (pages ahead, by two helper
+  threads: ``read_ahead``), then written in one short
   ``transaction.atomic()`` with the run's progress and the lease renewal: at most six
   statements whatever the page size (five, unless on SQLite a page holds both new orders and
-  changed ones), one more for the first page that changes something after one that did not.
-  A page that changes nothing after one that did not (a re-sync) is one statement, the read,
-  outside any transaction; the progress and the lease are then saved once a second
+  changed ones), two more for the first page that changes something after one that did not.
+  A page that changes nothing after one that did not (a re-sync) is one statement outside any
+  transaction, which compares each record's bytes as sent with the stored ones in the database
+  and answers with two counts (``store.stored_as_sent``); a page whose bytes differ but whose
+  records do not costs one read more. The progress and the lease are then saved once a second
   (``_WalkMode``).
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
@@ -45,7 +47,7 @@ from ..exceptions import error_name
 from ..mirror.announce import announce
 from ..mirror.page_parsing import read_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
-from ..mirror.store import MirrorResult, compare_orders
+from ..mirror.store import MirrorResult, compare_orders, read_stored, stored_as_sent
 from ..mirror.upsert import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
@@ -253,10 +255,10 @@ class _WalkMode:
     sync), so the helper thread reads its deferred fields before handing it over, keeping them
     off the writer's path as before deferring, and the writer reads the stored fingerprints in
     the page's transaction, as ``store_orders`` does. Otherwise (a re-sync) the deferred fields
-    are left unread, and the writer reads the fingerprints first, outside any transaction: a
-    page of unchanged orders is then one statement, with the run's progress saved and the
-    lease renewed every ``QUIET_PERSIST_INTERVAL`` seconds only. A wrong guess costs one read
-    more on a page that turned out to change, or moves the reading to the writer.
+    are left unread, and the writer compares the page first, outside any transaction: a page
+    of unchanged orders is then one statement (``_quiet_page``), with the run's progress saved
+    and the lease renewed every ``QUIET_PERSIST_INTERVAL`` seconds only. A wrong guess costs two
+    reads more on a page that turned out to change, or moves the reading to the writer.
     """
 
     __slots__ = ("persisted_at", "writing")
@@ -273,12 +275,19 @@ def _quiet_page(
     records: list[ParsedOrder], known_customers: set[str], mode: _WalkMode
 ) -> list[MirrorResult] | None:
     """A page that changes nothing in the mirror, counted without writing; ``None`` when the
-    page is to be written as usual (it changes something, or the last page wrote)."""
+    page is to be written as usual (it changes something, or the last page wrote).
+
+    Its records' bytes decide first (one statement, no row read); only if some differ from the
+    stored ones, their fingerprints are read and compared: other bytes may hold the same record.
+    """
     if mode.writing:
         return None
-    comparison = compare_orders(records, known_customers=known_customers)
-    if not comparison.unchanged:
-        return None  # written in its transaction, which reads the fingerprints again
+    comparison = compare_orders(records, known_customers=known_customers, read=False)
+    if not stored_as_sent(comparison):
+        # Bytes other than the stored ones, or not known: the fingerprints decide.
+        read_stored(comparison)
+        if not comparison.unchanged:
+            return None  # written in its transaction, which reads the fingerprints again
     known_customers.update(comparison.customers)
     return [MirrorResult(unchanged=len(comparison.orders))]
 
@@ -316,25 +325,28 @@ def _pages_ahead(walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
 
 
 def _prepare_orders(mode: _WalkMode, orders: list[ParsedOrder]) -> None:
-    """On the helper thread: read the page's deferred fields while pages write (``_WalkMode``),
-    and encode its customers."""
+    """On the helper thread: while pages write (``_WalkMode``), read the page's deferred fields
+    and encode its customers; otherwise only encode the customers that came without their
+    bytes' fingerprint (a page not decoded with the order schema)."""
     if mode.writing:
         read_deferred(orders)
-    _encode_customers(orders)
+    _encode_customers(orders, all_of_them=mode.writing)
 
 
-def _encode_customers(orders: list[ParsedOrder]) -> None:
+def _encode_customers(orders: list[ParsedOrder], *, all_of_them: bool) -> None:
     """Encode and fingerprint each customer of a page once, on the helper thread.
 
     ``ParsedCustomer`` does it lazily, and the writer asks only for customers it has not written
     yet in this walk: done there, it is Python work on the critical path while the helper
     thread idles waiting for the writer. Copies repeated within the page are skipped; one the
-    writer turns out not to need costs a few microseconds of the helper's idle time.
+    writer turns out not to need costs a few microseconds of the helper's idle time. In a
+    re-sync the helper is the busy one, and a customer whose bytes are the stored ones
+    (``wire_fingerprint``) is never encoded: only those without one are (``all_of_them=False``).
     """
     done: set[str] = set()
     for order in orders:
         customer = order.customer
-        if customer.id not in done:
+        if customer.id not in done and (all_of_them or not customer.wire_fingerprint):
             done.add(customer.id)
             customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
 

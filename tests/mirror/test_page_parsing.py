@@ -8,6 +8,7 @@ path), and parse a page into the same values, or fail with the same message.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import math
 import weakref
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from django_orders.client.decoding import NOT_PLAIN, PLAIN_DEPTH, decode_plain
-from django_orders.client.order_structs import decode_orders_page, to_records
+from django_orders.client.order_structs import decode_orders_page, to_records, wire_slices
 from django_orders.client.pages import Page
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
@@ -629,9 +630,10 @@ SANDBOX_LIKE = {
 
 
 def typed_page(records_body: bytes) -> Page:
-    envelope = decode_orders_page(envelope_of(records_body))
+    body = envelope_of(records_body)
+    envelope = decode_orders_page(body)
     assert envelope is not None
-    return Page(3, 10, envelope.page.orders, plain=True, typed=True)
+    return Page(3, 10, envelope.page.orders, plain=True, typed=True, body=body)
 
 
 def test_a_sandbox_like_record_takes_the_typed_path_with_the_same_values():
@@ -801,3 +803,113 @@ def test_a_page_without_the_schema_says_why_in_the_debug_log(caplog):
     (message,) = [r.getMessage() for r in caplog.records]
     assert "unknown field `livemode`" in message
     assert "not logged" not in message
+
+
+# --- each record's bytes as sent (Order.wire_fingerprint) ---------------------------------------
+
+
+def blake(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@BOUNDED
+@given(
+    records=SCHEMA_PAGES,
+    ensure_ascii=st.booleans(),
+    indent=st.sampled_from([None, 0, 3]),
+    separators=st.sampled_from([None, (",", ":"), (" , ", " : ")]),
+)
+def test_a_typed_page_is_cut_into_the_bytes_of_the_records_it_decoded(
+    records, ensure_ascii, indent, separators
+):
+    """Whatever the spacing, each slice is a piece of the body that reads as the record the
+    typed decoder read, in order, and so is each customer's (absent: empty)."""
+    try:
+        text = json.dumps(records, ensure_ascii=ensure_ascii, indent=indent, separators=separators)
+        body = envelope_of(text.encode("utf-8", "surrogatepass"))
+        expected = json.loads(body)["page"]["orders"]
+    except ValueError:
+        return
+    envelope = decode_orders_page(body)
+    if envelope is None:
+        return
+    orders, customers = wire_slices(body)
+    assert [json.loads(bytes(order)) for order in orders] == expected
+    assert [bytes(order) in body for order in orders] == [True] * len(expected)
+    assert [json.loads(bytes(c)) if c else "absent" for c in customers] == [
+        record.get("customer", "absent") for record in expected
+    ]
+
+
+def test_each_order_and_customer_carries_the_hash_of_its_bytes_as_sent():
+    spaced = json.dumps(SANDBOX_LIKE, ensure_ascii=False, indent=2)
+    compact = json.dumps(
+        {**SANDBOX_LIKE, "id": "or_2", "customer": {"id": "cu_2"}}, separators=(",", ":")
+    )
+    body = f"[{spaced} ,  {compact}]".encode()
+    for deferred in (False, True):
+        orders = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=deferred)
+        assert [o.wire_fingerprint for o in orders] == [
+            blake(spaced.encode()),
+            blake(compact.encode()),
+        ]
+        customer = json.dumps(SANDBOX_LIKE["customer"], ensure_ascii=False, indent=2)
+        customer = customer.replace("\n", "\n  ")  # nested one level deeper in the order
+        assert [o.customer.wire_fingerprint for o in orders] == [
+            blake(customer.encode()),
+            blake(b'{"id":"cu_2"}'),
+        ]
+        # The canonical text is the spacing's own business: the same as for any other bytes.
+        plain = parse_fetched(
+            typed_page(json.dumps([SANDBOX_LIKE]).encode()), parse_order, resource="orders"
+        )
+        assert orders[0].fingerprint == plain[0].fingerprint
+        assert orders[0].wire_fingerprint != plain[0].wire_fingerprint
+
+
+def test_a_repeated_customer_key_is_cut_as_the_typed_decoder_read_it():
+    """The last of duplicate keys wins in both decoders: the bytes hashed are those of the
+    customer the order was decoded with."""
+    body = (
+        b'[{"id":"or_1","status":"completed","initiated_at":"2026-01-09T05:32:43Z",'
+        b'"customer":{"id":"cu_first"},"customer":{"id":"cu_last","name":"L"}}]'
+    )
+    (order,) = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
+    assert order.customer.id == "cu_last"
+    assert order.customer.wire_fingerprint == blake(b'{"id":"cu_last","name":"L"}')
+
+
+def test_a_page_not_decoded_with_the_schema_has_no_wire_fingerprints():
+    """A page decoded into dicts (a float here) or one given without its body: the mirror
+    compares its records by their canonical fingerprint alone."""
+    records = [{**SANDBOX_LIKE, "custom_data": {"ratio": 0.5}}]
+    body = envelope_of(json.dumps(records).encode())
+    assert decode_orders_page(body) is None
+    page = Page(3, 10, json.loads(body)["page"]["orders"])
+    (order,) = parse_fetched(page, parse_order, resource="orders")
+    assert (order.wire_fingerprint, order.customer.wire_fingerprint) == ("", "")
+    typed = typed_page(json.dumps([SANDBOX_LIKE]).encode())
+    without_body = Page(3, 10, typed.records, plain=True, typed=True)
+    (order,) = parse_fetched(without_body, parse_order, resource="orders", deferred=True)
+    assert (order.wire_fingerprint, order.customer.wire_fingerprint) == ("", "")
+    assert order.fingerprint == parse_fetched(typed, parse_order, resource="orders")[0].fingerprint
+
+
+def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
+    """On a deferred page nothing is encoded until the fingerprint or the text is asked for,
+    and then only that order."""
+    encoded: list[str] = []
+    original = page_parsing._ENCODE
+
+    def spy(value):
+        encoded.append(value.id)
+        return original(value)
+
+    second = {**SANDBOX_LIKE, "id": "or_2"}
+    body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
+    monkeypatch.setattr(page_parsing, "_ENCODE", spy)
+    lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
+    assert [o.wire_fingerprint != "" for o in lazy] == [True, True]
+    assert encoded == []
+    assert lazy[1].fingerprint == blake(canonical_json(second).encode())
+    assert encoded == ["or_2"]

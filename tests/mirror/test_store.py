@@ -165,7 +165,7 @@ def test_a_row_read_as_absent_but_there_is_never_skipped():
     store_orders(orders(1))
     (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
-    row += (parsed.raw_json, parsed.fingerprint, timezone.now(), timezone.now(), None)
+    row += (parsed.raw_json, parsed.fingerprint, "", timezone.now(), timezone.now(), None)
     row += (None, "", "", "", None, None, None)  # the checkout columns
     if connection.vendor == "sqlite":
         with pytest.raises(IntegrityError, match="UNIQUE"), transaction.atomic():
@@ -333,7 +333,7 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
     """The values are cast to the column's type without its length: an explicit cast to
     varchar(64) would cut the id silently, the assignment to the column refuses it."""
     now = timezone.now()
-    row = ("cu_" + "x" * 62, False, "Long", '{"id": "long"}', "f", now, now, "", "")
+    row = ("cu_" + "x" * 62, False, "Long", '{"id": "long"}', "f", "", now, now, "", "")
     with pytest.raises(DataError, match="too long"), transaction.atomic():
         upsert(Customer, CUSTOMER_COLUMNS, [row, ("cu_ok", *row[1:])], CUSTOMER_UPDATE)
     assert not Customer.objects.exists()
@@ -349,8 +349,8 @@ def test_each_column_arrives_with_its_type_and_nulls():
     """Several rows (one array per column, shared values sent once) read back exactly."""
     now = timezone.now()
     rows = [
-        ("cu_a", True, "Ama", '{"id": "cu_a", "guest": true}', "f1", now, now, "a@x.gh", ""),
-        ("cu_b", False, "", '{"id": "cu_b", "name": null}', "f2", now, now, "", "+2332"),
+        ("cu_a", True, "Ama", '{"id": "cu_a", "guest": true}', "f1", "w1", now, now, "a@x.gh", ""),
+        ("cu_b", False, "", '{"id": "cu_b", "name": null}', "f2", "", now, now, "", "+2332"),
     ]
     upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
     stored = {c.id: c for c in Customer.objects.all()}
@@ -358,6 +358,7 @@ def test_each_column_arrives_with_its_type_and_nulls():
     assert (stored["cu_b"].guest, stored["cu_b"].raw) == (False, {"id": "cu_b", "name": None})
     assert stored["cu_a"].first_seen_at == stored["cu_b"].changed_at == now
     assert (stored["cu_a"].email_address, stored["cu_b"].phone_number) == ("a@x.gh", "+2332")
+    assert (stored["cu_a"].wire_fingerprint, stored["cu_b"].wire_fingerprint) == ("w1", "")
 
 
 @contextmanager
@@ -393,7 +394,7 @@ def test_sqlite_datetimes_are_stored_as_django_writes_them(zone):
     ]
     with database_time_zone(zone):
         rows = [
-            (f"cu_{n}", False, "", "{}", "f", value, value, "", "")
+            (f"cu_{n}", False, "", "{}", "f", "", value, value, "", "")
             for n, value in enumerate(values)
         ]
         upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)

@@ -194,8 +194,9 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
     """The most a page costs: a changed customer, a new order and a changed order. On SQLite
     the new order goes in with a plain INSERT and the changed one through the upsert (whose
     foreign-key update would journal every row), so six statements; five on PostgreSQL. The
-    first such page after an unchanged one costs one read more: the walk first read it as a
-    quiet page (``engine._WalkMode``)."""
+    first such page after an unchanged one costs two reads more: the walk first asked whether
+    its bytes were the stored ones, then read its fingerprints, as a quiet page
+    (``engine._WalkMode``)."""
     uncapped.seed(3 * 256)
     newest = uncapped.store.newest_order_ids(3 * 256)
     records = store_orders_by_id(uncapped)
@@ -226,9 +227,9 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
         else:
             assert kinds == ["SELECT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
         # Page 1 wrote nothing, so page 2 was first read as a quiet page.
-        assert [sql.split()[0] for sql in statements.page_sql(1)] == ["SELECT", *kinds]
+        assert [sql.split()[0] for sql in statements.page_sql(1)] == ["SELECT", "SELECT", *kinds]
     most = 6 if connection.vendor == "sqlite" else 5
-    assert counts[10] == counts[256] == [most + 1, most]
+    assert counts[10] == counts[256] == [most + 2, most]
 
 
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):

@@ -1,0 +1,81 @@
+"""How many records the mirror holds exactly as they were sent: one statement, counts only.
+
+Why: in a re-sync nearly every page is unchanged, and telling that from the stored
+fingerprints meant reading a row per record and comparing it in Python, the writer's main
+cost on such a page (benchmarks/README.md, issue 22). Each record of a page decoded with the
+order schema comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
+database compares those with the stored ones itself, by primary key, and answers with one
+number per table. A page whose every record matches is unchanged; any other is read and
+compared as before (``store.compare_orders``), so a count that falls short costs one
+statement more and is never wrong.
+
+The pairs travel as JSON text (two arrays on PostgreSQL, one on SQLite): one string for the
+driver to escape, where a list would be bound element by element in Python (it cost a
+quarter of the walk's main thread). Each pair is looked up by primary key: on PostgreSQL a
+``LATERAL`` subquery with ``LIMIT 1`` is a probe of the index per pair whatever the planner
+knows of the table (a walk's table grows faster than its statistics; see
+``upsert.read_by_ids``). Other backends count with the ORM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from django.db import connections, models, router
+
+from .upsert import column_of
+
+#: What ``count_matches`` counts: the ``(id, wire fingerprint)`` pairs of ``model`` stored as
+#: given.
+WireRead = tuple[type[models.Model], Sequence[tuple[str, str]]]
+
+_WIRE = "wire_fingerprint"
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def count_matches(*reads: WireRead) -> list[int]:
+    """For each read, how many of its pairs the mirror holds: a row with that primary key and
+    that non-empty wire fingerprint. One statement for all of them (none if all are empty).
+
+    Ids must be distinct within a read (the callers deduplicate), or a row counts twice.
+    """
+    counts = [0 for _ in reads]
+    wanted = [(n, model, pairs) for n, (model, pairs) in enumerate(reads) if pairs]
+    if not wanted:
+        return counts
+    connection = connections[router.db_for_write(wanted[0][1])]
+    if connection.vendor not in ("sqlite", "postgresql"):
+        for n, model, pairs in wanted:
+            given = dict(pairs)
+            stored = model._default_manager.filter(pk__in=list(given)).values_list("pk", _WIRE)
+            counts[n] = sum(1 for pk, wire in stored if wire and given[pk] == wire)
+        return counts
+    quote = connection.ops.quote_name
+    selects: list[str] = []
+    params: list[str] = []
+    for _n, model, pairs in wanted:
+        table = quote(model._meta.db_table)
+        pk = quote(column_of(model, model._meta.pk.name))
+        wire = quote(column_of(model, _WIRE))
+        if connection.vendor == "postgresql":
+            selects.append(
+                "(SELECT count(*) FROM ROWS FROM (json_array_elements_text(%s::json), "  # noqa: S608
+                "json_array_elements_text(%s::json)) AS p(id, wire) CROSS JOIN LATERAL "
+                f"(SELECT 1 FROM {table} AS r WHERE r.{pk} = p.id AND r.{wire} = p.wire "
+                "AND p.wire <> '' LIMIT 1) AS s)"
+            )
+            params += [_encode([pk_ for pk_, _ in pairs]), _encode([w for _, w in pairs])]
+        else:
+            selects.append(
+                f"(SELECT count(*) FROM json_each(%s) AS p WHERE EXISTS (SELECT 1 FROM "  # noqa: S608
+                f"{table} AS r WHERE r.{pk} = json_extract(p.value, '$[0]') "
+                f"AND r.{wire} = json_extract(p.value, '$[1]') AND r.{wire} <> ''))"
+            )
+            params.append(_encode(pairs))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(selects)}", params)
+        row = cursor.fetchone()
+    for (n, _model, _pairs), count in zip(wanted, row, strict=True):
+        counts[n] = count
+    return counts
