@@ -1,4 +1,5 @@
-"""Reading pages ahead on a helper: stopping the walk never waits for the helper's request."""
+"""Reading pages ahead on helpers: pages and errors in order, and stopping the walk never waits
+for a helper's request."""
 
 from __future__ import annotations
 
@@ -28,11 +29,45 @@ def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
     assert [r.id for r in next(pages)] == ["po_1"]
     assert fetching_page_2.wait(timeout=30)
     helper = next(t for t in threading.enumerate() if t.name == "django-orders-page-fetch")
+    parser = next(t for t in threading.enumerate() if t.name == "django-orders-page-parse")
     pages.close()  # what KeyboardInterrupt in the writer does to the generator
     try:
         assert helper.is_alive()  # close() returned while the helper was still inside its call
-        assert helper.daemon
+        assert helper.daemon and parser.daemon
     finally:
         released.set()
         helper.join(timeout=30)
-    assert not helper.is_alive()  # and it stopped on its own once its call returned
+        parser.join(timeout=30)
+    # Both stopped on their own once the call returned.
+    assert not helper.is_alive() and not parser.is_alive()
+
+
+def test_pages_then_the_error_arrive_in_order_through_both_helpers():
+    """A page that stays invalid fails on the fetching thread; the writer gets the pages before
+    it first, then the error naming the page, and no helper is left running."""
+    import pytest
+
+    from django_orders.client.pages import Page
+    from django_orders.exceptions import InvalidResponse
+    from django_orders.mirror.parsing import parse_record
+    from django_orders.sync import read_ahead as prefetch
+
+    class FailingWalk:
+        resource = "payouts"
+        pages_read = 0
+
+        def __iter__(self):
+            for number in (1, 2):
+                yield Page(number=number, size=1, records=[{"id": f"po_{number}"}])
+                self.pages_read = number
+            raise InvalidResponse("POST /payouts/page answered without the 'page' envelope")
+
+    before = set(threading.enumerate())
+    pages = prefetch.fetched_ahead(FailingWalk(), parse_record)
+    assert [r.id for r in next(pages)] == ["po_1"]
+    assert [r.id for r in next(pages)] == ["po_2"]
+    with pytest.raises(InvalidResponse, match=r"^payouts page 3: POST /payouts/page answered"):
+        next(pages)
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
