@@ -12,13 +12,18 @@ the bytes the service sent, then times, alternating round by round, on the same 
 - generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
   lists) and ``parse_fetched`` (the parser of issue 22's first round);
 - typed: the sync's decoder (``order_structs.decode_orders_page``: msgspec into the order
-  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``;
-- deferred: the same with ``deferred=True``, as the sync's walk parses, the deferred fields
-  never read: what a page of unchanged orders costs a re-sync.
+  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``, each
+  record's bytes hashed too (its wire fingerprint): what a page of new orders costs a sync;
+- deferred: the same with ``deferred=True`` and without the bytes, the deferred fields never
+  read and each fingerprint computed: what a page of unchanged orders cost a re-sync before
+  wire fingerprints (issue 22's third round);
+- wire: ``deferred=True`` with the bytes, nothing encoded: what a page of unchanged orders
+  costs a re-sync now, its records' bytes being the stored ones.
 
-Both also encode and hash each page's distinct customers, as the sync's page helper does
-(``sync._encode_customers``). No network, no database in the timed part. Prints the median CPU
-time per order of each (``time.process_time``) and checks that both give the same values.
+All but the last also encode and hash each page's distinct customers, as the sync's page helper
+does while pages write (``sync._encode_customers``). No network, no database in the timed part.
+Prints the median CPU time per order of each (``time.process_time``) and checks that all give
+the same values.
 """
 
 from __future__ import annotations
@@ -77,7 +82,9 @@ def old_parse(bodies: list[bytes]) -> list:
     return pages
 
 
-def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
+def typed_parse(bodies: list[bytes], *, deferred: bool = False, wire: bool = True) -> list:
+    """As the sync's page helper parses (its body kept: each record's bytes are hashed too);
+    ``wire=False``: as before wire fingerprints, every order's fingerprint computed."""
     from django_orders.client.order_structs import decode_orders_page
     from django_orders.client.pages import Page
     from django_orders.mirror.page_parsing import parse_fetched
@@ -87,14 +94,33 @@ def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
     for number, body in enumerate(bodies, start=1):
         envelope = decode_orders_page(body)
         assert envelope is not None, "a page the schema did not fit"
-        page = Page(number, PAGE_SIZE, envelope.page.orders, plain=True, typed=True)
-        pages.append(parse_fetched(page, parse_order, resource="orders", deferred=deferred))
-        encode_customers(pages[-1])
+        page = Page(
+            number,
+            PAGE_SIZE,
+            envelope.page.orders,
+            plain=True,
+            typed=True,
+            body=body if wire else None,
+        )
+        orders = parse_fetched(page, parse_order, resource="orders", deferred=deferred)
+        if not wire:
+            for order in orders:
+                order.fingerprint  # noqa: B018  (what the comparison asked for)
+        if not (deferred and wire):
+            encode_customers(orders)
+        pages.append(orders)
     return pages
 
 
 def deferred_parse(bodies: list[bytes]) -> list:
-    """What a page of unchanged orders costs a re-sync: their fields left unread."""
+    """What a page of unchanged orders cost a re-sync in the third round: their fields left
+    unread, each order's and customer's fingerprint computed to compare."""
+    return typed_parse(bodies, deferred=True, wire=False)
+
+
+def wire_parse(bodies: list[bytes]) -> list:
+    """What a page of unchanged orders costs a re-sync now: the typed decode and each order's
+    and customer's bytes hashed; nothing encoded (the bytes are the stored ones)."""
     return typed_parse(bodies, deferred=True)
 
 
@@ -158,6 +184,7 @@ def main() -> None:
         "generic": generic_parse,
         "typed": typed_parse,
         "deferred": deferred_parse,
+        "wire": wire_parse,
     }
     samples: dict[str, list[float]] = {name: [] for name in parsers}
     for _ in range(options.rounds):
@@ -174,12 +201,13 @@ def main() -> None:
         ("old", "json.loads + parse_page"),
         ("generic", "msgspec generic decode + parse_fetched"),
         ("typed", "msgspec typed decode + parse_fetched"),
-        ("deferred", "the same, deferred, fields never read (an unchanged page)"),
+        ("deferred", "the same, deferred, fields never read (an unchanged page, third round)"),
+        ("wire", "the same, bytes hashed, nothing encoded (an unchanged page, wire fingerprints)"),
     ):
         rounds = ", ".join(f"{s / count * 1e6:.1f}" for s in samples[name])
         print(f"  {label}: {per_order[name]:.2f} us/order (rounds: {rounds})")
     print(f"  ratio generic/typed: {per_order['generic'] / per_order['typed']:.2f}x")
-    for name in ("generic", "typed", "deferred"):  # deferred: read when compared
+    for name in ("generic", "typed", "deferred", "wire"):  # deferred: read when compared
         print(f"  {name}: same values as old: {same_values(bodies, parsers[name])}")
 
 

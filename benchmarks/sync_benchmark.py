@@ -205,7 +205,7 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
         "",
         "| backend | sync | wire floor: fetch + decode (best) | parse floor (b): fetch + "
-        "parse, the faster of the medians of (helper thread, one page after the other) "
+        "parse, the faster of the medians of (helper threads, one page after the other) "
         f"| naive (a){', scaled' if options.naive_scaled else ''} "
         "| speedup vs (a) (target >= 20x) | sync / wire floor (target <= 2x) "
         "| re-sync (/ wire floor, target <= 1.3x) | rows written by re-sync (target 0) "
@@ -287,31 +287,33 @@ def write_readme(table: str) -> None:
         "the orders' upsert (on SQLite each an `executemany` of one statement, and the new "
         "orders a plain `INSERT` of their own: a page with new and changed orders is six "
         "statements there), the run's progress, the lease renewal. A re-sync's pages after "
-        "the first are one statement each: the read, outside any transaction, the run's "
-        "progress saved and the lease renewed once a second (`QUIET_PERSIST_INTERVAL`).\n\n"
-        "What the sync does for it (issue 6): pages are fetched and parsed one ahead by a "
-        "helper thread (a helper process until issue 22). PostgreSQL commits the walk's pages with "
-        "`synchronous_commit` off (a cache of upstream; order creation stays durable), reads "
-        "stored fingerprints of customers and orders in one statement with `id = ANY(ARRAY(...))` "
-        "(the `IN (SELECT ...)` form was planned as a sequential scan of the growing table), "
-        "sends each column of a page as one JSON array and values shared by every row (the "
-        "write's `now`) once, and runs without the `varchar_pattern_ops` indexes (initial "
-        "migration). SQLite writes each table with one statement text (`executemany`, so one "
-        "compiled statement, not one per row count), inserts the orders the page's read found "
-        "absent with a plain `INSERT` (an upsert that updates a foreign key makes SQLite copy "
-        "every page each row touches into a statement journal), persists its rollback "
-        "journal during a walk instead of deleting it after every page, gives its connection "
-        "an 8 MiB page cache "
-        "(SQLite's default of 2,000 KiB holds less than the mirror's random-key indexes), and "
-        "in WAL mode checkpoints every 40,000 WAL pages during a walk instead of every 1,000. "
-        "Orders pages are decoded by msgspec into the order schema's structs where it fits "
-        "(`client/order_structs.py`; the others into dicts) and parsed in bulk "
-        "(`page_parsing.py`): canonical text by msgspec's sorted encoding (byte for byte "
-        "`json.dumps`'s), a page's timestamps checked by one regular expression and read by "
-        "one msgspec call; what only a new or changed order needs (its timestamps, checkout "
-        "fields and text) is read for its page when first needed, so never in a re-sync. "
-        "The wire floor is the walk with the client's generic decoding "
-        "(msgspec into dicts) and nothing else, the best of the samples.\n"
+        "the first are one statement each, outside any transaction: the database compares the "
+        "page's wire fingerprints (hashes of each record's bytes as sent) with the stored ones "
+        "and answers with two counts; the run's progress is saved and the lease renewed once "
+        "a second (`QUIET_PERSIST_INTERVAL`).\n\n"
+        "What the sync does for it (issue 6): pages are fetched ahead by one helper thread and "
+        "parsed by another (a helper process until issue 22). PostgreSQL commits the walk's "
+        "pages with `synchronous_commit` off (a cache of upstream; order creation stays "
+        "durable), reads stored fingerprints of customers and orders in one statement with `id "
+        "= ANY(ARRAY(...))` (the `IN (SELECT ...)` form was planned as a sequential scan of the"
+        " growing table), sends each column of a page as one JSON array and values shared by "
+        "every row (the write's `now`) once, and runs without the `varchar_pattern_ops` indexes"
+        " (initial migration). SQLite writes each table with one statement text (`executemany`,"
+        " so one compiled statement, not one per row count), inserts the orders the page's read"
+        " found absent with a plain `INSERT` (an upsert that updates a foreign key makes SQLite"
+        " copy every page each row touches into a statement journal), persists its rollback "
+        "journal during a walk instead of deleting it after every page, gives its connection an"
+        " 8 MiB page cache (SQLite's default of 2,000 KiB holds less than the mirror's "
+        "random-key indexes), and in WAL mode checkpoints every 40,000 WAL pages during a walk "
+        "instead of every 1,000. Orders pages are decoded by msgspec into the order schema's "
+        "structs where it fits (`client/order_structs.py`; the others into dicts) and parsed in"
+        " bulk (`page_parsing.py`): canonical text by msgspec's sorted encoding (byte for byte "
+        "`json.dumps`'s), a page's timestamps checked by one regular expression and read by one"
+        " msgspec call; what only a new or changed order needs (its timestamps, checkout fields"
+        " and text) is read for its page when first needed, and an order whose bytes are the "
+        "stored ones is neither encoded nor fingerprinted, so a re-sync only hashes bytes. The "
+        "wire floor is the walk with the client's generic decoding (msgspec into dicts) and "
+        "nothing else, the best of the samples.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -325,20 +327,23 @@ def write_readme(table: str) -> None:
 # --- the children: one backend, one fresh database ----------------------------------------------
 
 
-def configure(backend: str) -> None:
+def configure(backend: str, *, database: str | None = None, migrate: bool = True) -> None:
+    """Django's settings for ``backend``: a fresh database (a new SQLite file, or the empty
+    PostgreSQL one), or the one named ``database`` (another process's), migrated if asked."""
     import django
     from django.conf import settings
 
+    name = database
     if backend == "postgres":
         database = {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": PG_DATABASE,
+            "NAME": name or PG_DATABASE,
             "USER": "postgres",
             "HOST": "127.0.0.1",
             "PORT": "5432",
         }
     else:
-        path = Path(os.environ["BENCH_DIR"]) / f"mirror-{os.getpid()}.sqlite3"
+        path = name or Path(os.environ["BENCH_DIR"]) / f"mirror-{os.getpid()}.sqlite3"
         database = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path)}
         if backend == "sqlite-wal":
             # What a production SQLite usually runs with: commits no longer wait on fsync.
@@ -358,9 +363,10 @@ def configure(backend: str) -> None:
         LOGGING_CONFIG=None,
     )
     django.setup()
-    from django.core.management import call_command
+    if migrate:
+        from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
+        call_command("migrate", verbosity=0)
 
 
 def child(mode: str, backend: str) -> None:
@@ -397,8 +403,8 @@ def measure_rss() -> dict:
 def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """Fetch and parse every page, write nothing: what any sync must at least spend.
 
-    Measured two ways, each ``repeat`` times: one page after the other; and pipelined on a
-    helper thread (which fetches and parses the next page while the current one is consumed),
+    Measured two ways, each ``repeat`` times: one page after the other; and pipelined on the
+    helper threads (which fetch and parse the next pages while the current one is consumed),
     as ``sync_orders`` walks. The faster of the two medians is the floor (b).
     """
     from django_orders.client.paging import iter_pages
@@ -424,7 +430,7 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
         def thread() -> int:
             return sum(len(parsed) for parsed in fetched_ahead(walk(), parse_order))
 
-        ways = {"helper thread": thread, "sequential": sequential}
+        ways = {"helper threads": thread, "sequential": sequential}
         samples: dict[str, list[float]] = {way: [] for way in ways}
         for _ in range(repeat):
             for way, walk_pages in ways.items():
