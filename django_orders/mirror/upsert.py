@@ -43,7 +43,8 @@ from typing import Any
 
 from django.db import connections, models, router
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: Compact JSON text of a page's values, as the statements here send them (module docs).
+json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 #: What ``read_by_ids`` reads: from ``model``, the ``columns`` of the rows whose primary key is
@@ -88,7 +89,7 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
             f"SELECT {n:d}, {', '.join(names)} FROM {quote(model._meta.db_table)} "  # noqa: S608
             f"WHERE {quote(column_of(model, model._meta.pk.name))} {where}"
         )
-        params.append(_encode(list(ids)))
+        params.append(json_text(list(ids)))
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)
         for tag, *values in cursor.fetchall():
@@ -245,13 +246,13 @@ def _json_array(field: models.Field, values: list[Any]) -> str:
         return "[" + ",".join("null" if text is None else text for text in values) + "]"
     if isinstance(field, models.DateTimeField):
         texts: dict[Any, str | None] = {None: None}
-        return _encode(
+        return json_text(
             [
                 texts[value] if value in texts else texts.setdefault(value, value.isoformat())
                 for value in values
             ]
         )
-    return _encode(values)
+    return json_text(values)
 
 
 def _sqlite_rows(connection, fields, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -19,19 +19,17 @@ knows of the table (a walk's table grows faster than its statistics; see
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from django.db import connections, models, router
 
-from .upsert import column_of
+from .upsert import column_of, json_text
 
 #: What ``count_matches`` counts: the ``(id, wire fingerprint)`` pairs of ``model`` stored as
 #: given.
 WireRead = tuple[type[models.Model], Sequence[tuple[str, str]]]
 
 _WIRE = "wire_fingerprint"
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def count_matches(*reads: WireRead) -> list[int]:
@@ -65,14 +63,14 @@ def count_matches(*reads: WireRead) -> list[int]:
                 f"(SELECT 1 FROM {table} AS r WHERE r.{pk} = p.id AND r.{wire} = p.wire "
                 "AND p.wire <> '' LIMIT 1) AS s)"
             )
-            params += [_encode([pk_ for pk_, _ in pairs]), _encode([w for _, w in pairs])]
+            params += [json_text([pk_ for pk_, _ in pairs]), json_text([w for _, w in pairs])]
         else:
             selects.append(
                 f"(SELECT count(*) FROM json_each(%s) AS p WHERE EXISTS (SELECT 1 FROM "  # noqa: S608
                 f"{table} AS r WHERE r.{pk} = json_extract(p.value, '$[0]') "
                 f"AND r.{wire} = json_extract(p.value, '$[1]') AND r.{wire} <> ''))"
             )
-            params.append(_encode(pairs))
+            params.append(json_text(pairs))
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(selects)}", params)
         row = cursor.fetchone()
