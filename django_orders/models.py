@@ -33,15 +33,28 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
-# Why a second hash (``mirror.page_parsing``): the bytes a record came in as can be compared
-# without decoding or encoding it, so a re-sync skips both for an unchanged record. Empty when
-# unknown (a record read from a lookup or written before this column): the row is then compared
-# by its canonical ``fingerprint``, as always. Never set apart from ``fingerprint``: a row's
-# wire fingerprint is empty or the hash of bytes whose canonical text has the row's fingerprint.
-WIRE_FINGERPRINT_HELP = _(
-    "Hash of the record's bytes as the service last sent them, if known: a sync that gets the "
-    "same bytes again skips reading them."
-)
+def wire_fingerprint_field() -> models.CharField:
+    """The ``wire_fingerprint`` column of ``Customer`` and ``Order``.
+
+    Why a second hash (``mirror.page_parsing``): the bytes a record came in as can be compared
+    without decoding or encoding it, so a re-sync skips both for an unchanged record. Empty when
+    unknown (a record from a lookup or ``create_order``, whose answer is decoded another way):
+    the row is then compared by its canonical ``fingerprint``, as always. Never set apart from
+    ``fingerprint``: a row's wire fingerprint is empty or the hash of bytes whose canonical text
+    has the row's fingerprint.
+    """
+    return models.CharField(
+        _("wire fingerprint"),
+        max_length=32,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text=_(
+            "Hash of the record's bytes as the service last sent them, if known: a sync that "
+            "gets the same bytes again skips reading them."
+        ),
+    )
 
 
 class Customer(models.Model):
@@ -64,15 +77,7 @@ class Customer(models.Model):
         editable=False,
         help_text=_("Hash of the raw record; a sync rewrites the row only when it changes."),
     )
-    wire_fingerprint = models.CharField(
-        _("wire fingerprint"),
-        max_length=32,
-        blank=True,
-        default="",
-        db_default="",
-        editable=False,
-        help_text=WIRE_FINGERPRINT_HELP,
-    )
+    wire_fingerprint = wire_fingerprint_field()
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(_("changed"), default=timezone.now)
 
@@ -120,15 +125,7 @@ class Order(models.Model):
     )
     raw = models.JSONField(_("raw record"), default=dict)
     fingerprint = models.CharField(_("fingerprint"), max_length=64, blank=True, editable=False)
-    wire_fingerprint = models.CharField(
-        _("wire fingerprint"),
-        max_length=32,
-        blank=True,
-        default="",
-        db_default="",
-        editable=False,
-        help_text=WIRE_FINGERPRINT_HELP,
-    )
+    wire_fingerprint = wire_fingerprint_field()
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(
         _("changed"),
