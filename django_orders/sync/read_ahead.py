@@ -1,7 +1,7 @@
-"""Reading pages ahead of the writer on a helper thread.
+"""Reading pages ahead of the writer on helper threads.
 
 Kept apart from the engine (``engine``) because it is about threads and the network, not about
-the mirror: the helper thread fetches and parses, and never touches the database.
+the mirror: one helper thread fetches, another parses, and neither touches the database.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
 from ..client.pages import Page
@@ -21,7 +21,7 @@ logger = logging.getLogger("django_orders.sync")
 
 _DONE = object()
 
-#: Seconds the walk waits for the page-fetch helper thread when it stops (see fetched_ahead).
+#: Seconds the walk waits for a helper thread when it stops (see fetched_ahead, run_ahead).
 HELPER_JOIN_TIMEOUT = 1.0
 
 
@@ -51,28 +51,47 @@ def fetched_ahead(
     fetched waiting, one in each helper.
     """
 
-    def parsed_pages() -> Iterator[list]:
-        for page in run_ahead(pages_named(walk), name="django-orders-page-fetch"):
-            parsed = parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
-            if prepare is not None:
-                prepare(parsed)
-            yield parsed
+    # Set when the writer stops: the fetching thread then sends no further request, even while
+    # the parsing thread between them is still busy with a page nobody will take.
+    writer_stopped = threading.Event()
 
-    return run_ahead(parsed_pages(), name="django-orders-page-parse")
+    def parsed_pages() -> Iterator[list]:
+        fetched = run_ahead(
+            pages_named(walk), name="django-orders-page-fetch", stopped=writer_stopped
+        )
+        try:
+            for page in fetched:
+                parsed = parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
+                if prepare is not None:
+                    prepare(parsed)
+                yield parsed
+        finally:
+            # Stops the fetching thread now, whatever ended this loop: a page that failed to
+            # parse keeps this frame, and with it this generator, alive in its traceback.
+            fetched.close()
+
+    return run_ahead(parsed_pages(), name="django-orders-page-parse", on_stop=writer_stopped.set)
 
 
 T = TypeVar("T")
 
 
 def run_ahead(
-    items: Iterator[T], *, name: str, on_stop: Callable[[], None] | None = None
-) -> Iterator[T]:
+    items: Iterator[T],
+    *,
+    name: str,
+    on_stop: Callable[[], None] | None = None,
+    stopped: threading.Event | None = None,
+) -> Generator[T, None, None]:
     """Yield ``items`` while a helper thread produces the next one.
 
     At most one item waits in the queue, so memory stays flat. An exception raised while
     producing is raised here, in order, after the items before it. If the consumer stops (an
     error, or it simply stops iterating), the helper stops after producing its current item;
     ``on_stop``, if given, is called first (to close what the helper may be blocked on).
+    ``stopped``, if given, is an event set by whoever consumes what this consumer makes (a
+    later stage of the same pipeline): once it is set, the helper asks ``items`` for nothing
+    more and ends the items here, though this consumer has not stopped yet.
     """
     queue_: queue.Queue = queue.Queue(maxsize=1)
     stop = threading.Event()
@@ -87,17 +106,17 @@ def run_ahead(
         return False
 
     def produce() -> None:
+        end: object = _DONE
         try:
             for item in items:
                 if not put(item):
                     return
-            end: object = _DONE
+                if stopped is not None and stopped.is_set():
+                    break  # checked before asking for the next item: it would be a request
         except BaseException as exc:  # handed to the consumer, raised there
             end = exc
         finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()  # a producer that is itself run ahead stops its own helper now
+            _close_quietly(items)
         put(end)
 
     helper = threading.Thread(target=produce, name=name, daemon=True)
@@ -120,6 +139,17 @@ def run_ahead(
         # check of ``stop``, so leaving it to finish on its own is safe; an orderly end (the
         # walk done or failed on the helper's side) finds it already stopped.
         helper.join(timeout=HELPER_JOIN_TIMEOUT)
+
+
+def _close_quietly(items: Iterator[Any]) -> None:
+    """Close a producer that is itself run ahead, so that its helper stops now rather than
+    whenever its generator is collected; never in the way of the producer's own outcome."""
+    close = getattr(items, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            logger.exception("Could not close a page producer")
 
 
 def pages_named(walk: PageWalk) -> Iterator[Page]:

@@ -71,3 +71,64 @@ def test_pages_then_the_error_arrive_in_order_through_both_helpers():
     for thread in set(threading.enumerate()) - before:
         thread.join(timeout=30)
         assert not thread.is_alive()
+
+
+def test_a_stopped_walk_sends_no_further_request():
+    """When the writer stops, the fetching thread ends after its current request, even while
+    the parsing thread between them still holds a page: no request is sent after the stop."""
+    from django_orders.client.pages import Page
+    from django_orders.mirror.parsing import parse_record
+    from django_orders.sync import read_ahead as prefetch
+
+    requested: list[int] = []
+    released = threading.Event()
+
+    class EndlessWalk:
+        resource = "payouts"
+
+        def __iter__(self):
+            number = 0
+            while True:
+                number += 1
+                requested.append(number)
+                if number == 2:
+                    released.wait(timeout=30)  # the request in flight when the writer stops
+                yield Page(number=number, size=1, records=[{"id": f"po_{number}"}])
+
+    before = set(threading.enumerate())
+    pages = prefetch.fetched_ahead(EndlessWalk(), parse_record)
+    assert [r.id for r in next(pages)] == ["po_1"]
+    pages.close()
+    released.set()
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert requested == [1, 2]
+
+
+def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
+    """An error on the parsing thread reaches the writer in order, and both helpers end."""
+    import pytest
+
+    from django_orders.client.pages import Page
+    from django_orders.exceptions import InvalidRecord
+    from django_orders.mirror.parsing import parse_record
+    from django_orders.sync import read_ahead as prefetch
+
+    class Walk:
+        resource = "payouts"
+        pages_read = 0
+
+        def __iter__(self):
+            yield Page(number=1, size=1, records=[{"id": "po_1"}])
+            yield Page(number=2, size=1, records=[{"no": "id"}])
+            yield Page(number=3, size=1, records=[{"id": "po_3"}])
+
+    before = set(threading.enumerate())
+    pages = prefetch.fetched_ahead(Walk(), parse_record)
+    assert [r.id for r in next(pages)] == ["po_1"]
+    with pytest.raises(InvalidRecord, match=r"payouts page 2, record 1 of 1"):
+        next(pages)
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
