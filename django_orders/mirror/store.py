@@ -10,7 +10,8 @@ change are not written at all, so a re-sync of unchanged data writes nothing and
 ``changed_at`` means what it says. A record that came in as the same bytes as the stored row
 (``wire_fingerprint``) is unchanged without its fingerprint being computed (``is_stored``);
 every write sets the row's wire fingerprint with its fingerprint, empty when unknown, so the
-two never describe different records.
+two never describe different records. An unchanged record that came in other bytes gets its
+new bytes' hash recorded, that column alone (``store_new_bytes``).
 
 The caller owns the transaction (one short transaction per page or per lookup), on the
 database the mirror is written to: the read and the writes belong together. A page walk may
@@ -31,7 +32,7 @@ from django.utils import timezone
 from ..models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
-from .wire_match import count_matches
+from .wire_match import count_matches, store_wire_fingerprints
 
 #: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
 #: raw record like the others, so the fingerprint covers them too.
@@ -247,6 +248,31 @@ def stored_as_sent(comparison: Comparison) -> bool:
     return order_count == len(orders) and customer_count == len(customers)
 
 
+def store_new_bytes(comparison: Comparison) -> None:
+    """Record the wire fingerprint of each order and customer of ``comparison`` that
+    ``read_stored`` found unchanged though it came in other bytes (its fingerprint is the
+    stored one): at most one statement a table, and nothing else of the row is written
+    (``wire_match.store_wire_fingerprints``). Without it, such a record would be read and
+    compared on every re-sync, after the service changed how it writes its JSON."""
+
+    def new_bytes(records, stored) -> list[tuple[str, str, str]]:
+        rows = []
+        for pk, record in records.items():
+            wire, previous = record.wire_fingerprint, stored.get(pk)
+            # Unchanged here means the fingerprints agree wherever the bytes differ.
+            if (
+                wire
+                and previous is not None
+                and previous.wire_fingerprint != wire
+                and record.fingerprint == previous.fingerprint
+            ):
+                rows.append((pk, record.fingerprint, wire))
+        return rows
+
+    store_wire_fingerprints(Order, new_bytes(comparison.orders, comparison.stored))
+    store_wire_fingerprints(Customer, new_bytes(comparison.customers, comparison.stored_customers))
+
+
 def store_orders(
     parsed_orders: Sequence[ParsedOrder],
     *,
@@ -319,6 +345,8 @@ def store_orders(
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
     write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update)
+    if compare:
+        store_new_bytes(comparison)
     if refreshed and unchanged_ids:
         # A lookup stamps every order it returned, changed or not: the refresh queue is
         # ordered by refreshed_at, and changed_at keeps meaning "the record changed".

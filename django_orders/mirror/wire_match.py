@@ -6,8 +6,8 @@ cost on such a page (benchmarks/README.md, issue 22). Each record of a page deco
 order schema comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
 database compares those with the stored ones itself, by primary key, and answers with one
 number per table. A page whose every record matches is unchanged; any other is read and
-compared as before (``store.compare_orders``), so a count that falls short costs one
-statement more and is never wrong.
+compared as before (``store.read_stored``), so a count that falls short costs one statement
+more and is never wrong.
 
 The pairs travel as JSON text (two arrays on PostgreSQL, one on SQLite): one string for the
 driver to escape, where a list would be bound element by element in Python (it cost a
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db import connections, models, router
+from django.db import connections, models, router, transaction
 
 from .upsert import column_of, json_text
 
@@ -46,8 +46,9 @@ def count_matches(*reads: WireRead) -> list[int]:
     if connection.vendor not in ("sqlite", "postgresql"):
         for n, model, pairs in wanted:
             given = dict(pairs)
-            stored = model._default_manager.filter(pk__in=list(given)).values_list("pk", _WIRE)
-            counts[n] = sum(1 for pk, wire in stored if wire and given[pk] == wire)
+            rows = model._default_manager.using(connection.alias).filter(pk__in=list(given))
+            stored = rows.values_list("pk", _WIRE)
+            counts[n] = sum(1 for pk, wire in stored if wire and given.get(pk) == wire)
         return counts
     quote = connection.ops.quote_name
     selects: list[str] = []
@@ -77,3 +78,31 @@ def count_matches(*reads: WireRead) -> list[int]:
     for (n, _model, _pairs), count in zip(wanted, row, strict=True):
         counts[n] = count
     return counts
+
+
+def store_wire_fingerprints(model: type[models.Model], rows: Sequence[tuple[str, str, str]]) -> int:
+    """Set the wire fingerprint of each ``(id, fingerprint, wire fingerprint)`` row whose stored
+    fingerprint is still the one given; return how many rows were updated.
+
+    For a record that came in other bytes than the stored ones but is the same record (the
+    fingerprints agree): recording its new bytes' hash lets the next re-sync compare it in the
+    database again, instead of reading and comparing its page every time after the service
+    changed how it writes its JSON. Nothing else of the row changes (not ``changed_at``: the
+    record did not change). The condition on the fingerprint keeps a row's two hashes about
+    the same record even if another writer (a lookup) changed it meanwhile. One statement
+    text, run once per row (``executemany``), in one transaction.
+    """
+    if not rows:
+        return 0
+    connection = connections[router.db_for_write(model)]
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    pk = quote(column_of(model, model._meta.pk.name))
+    fingerprint = quote(column_of(model, "fingerprint"))
+    wire = quote(column_of(model, _WIRE))
+    sql = f"UPDATE {table} SET {wire} = %s WHERE {pk} = %s AND {fingerprint} = %s"  # noqa: S608
+    # In the caller's transaction if there is one (a page's), else in one of its own.
+    with transaction.atomic(using=connection.alias, savepoint=False), connection.cursor() as cursor:
+        cursor.executemany(sql, [(new, pk_, print_) for pk_, print_, new in rows])
+        updated = cursor.rowcount
+    return updated

@@ -10,7 +10,8 @@ The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page wi
   A page that changes nothing after one that did not (a re-sync) is one statement outside any
   transaction, which compares each record's bytes as sent with the stored ones in the database
   and answers with two counts (``store.stored_as_sent``); a page whose bytes differ but whose
-  records do not costs one read more. The progress and the lease are then saved once a second
+  records do not costs one read more, and the new bytes' hashes are recorded
+  (``store.store_new_bytes``). The progress and the lease are then saved once a second
   (``_WalkMode``).
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
@@ -47,7 +48,13 @@ from ..exceptions import error_name
 from ..mirror.announce import announce
 from ..mirror.page_parsing import read_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
-from ..mirror.store import MirrorResult, compare_orders, read_stored, stored_as_sent
+from ..mirror.store import (
+    MirrorResult,
+    compare_orders,
+    read_stored,
+    store_new_bytes,
+    stored_as_sent,
+)
 from ..mirror.upsert import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
@@ -288,6 +295,7 @@ def _quiet_page(
         read_stored(comparison)
         if not comparison.unchanged:
             return None  # written in its transaction, which reads the fingerprints again
+        store_new_bytes(comparison)  # so that the next re-sync needs the one statement again
     known_customers.update(comparison.customers)
     return [MirrorResult(unchanged=len(comparison.orders))]
 
@@ -313,11 +321,11 @@ def _commit_page(run, lease, seen, problems_before, now, mode, results: list[Mir
 
 
 def _pages_ahead(walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
-    """The walk's parsed pages, fetched and parsed ahead by a helper thread.
+    """The walk's parsed pages, fetched and parsed ahead by two helper threads (``read_ahead``).
 
     A helper process did this before issue 22, so that parsing would not compete with the
     writer for the interpreter; with pages parsed by msgspec (``page_parsing``) it was no
-    faster than the thread on SQLite or PostgreSQL (benchmarks/README.md), and was removed.
+    faster than a thread on SQLite or PostgreSQL (benchmarks/README.md), and was removed.
     """
     if walk.resource == "orders":
         return fetched_ahead(walk, parse_order, partial(_prepare_orders, mode), deferred=True)

@@ -913,3 +913,24 @@ def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
     assert encoded == []
     assert lazy[1].fingerprint == blake(canonical_json(second).encode())
     assert encoded == ["or_2"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The envelope's keys repeated: the last of each wins in every decoder.
+        b'{"page":{"orders":[{"id":"or_x"}]},"page":{"number":3,"size":10,"orders":[ORDERS]}}',
+        b'{"page":{"number":3,"size":10,"orders":[{"id":"or_x"}],"orders":[ORDERS]}}',
+        b'{"page":{"number":3,"size":10,"orders":[ORDERS],"orders":[ORDERS]}}',
+    ],
+)
+def test_repeated_envelope_keys_cut_the_orders_the_typed_decoder_read(body):
+    first = json.dumps(SANDBOX_LIKE, ensure_ascii=False)
+    second = json.dumps({**SANDBOX_LIKE, "id": "or_2"}, indent=1, ensure_ascii=False)
+    body = body.replace(b"ORDERS", f"{first},{second}".encode())
+    envelope = decode_orders_page(body)
+    assert envelope is not None
+    assert [o.id for o in envelope.page.orders] == ["or_1", "or_2"]
+    orders, customers = wire_slices(body)
+    assert [bytes(o) for o in orders] == [first.encode(), second.encode()]
+    assert [json.loads(bytes(c)) for c in customers] == [SANDBOX_LIKE["customer"]] * 2

@@ -65,3 +65,19 @@ def test_other_backends_count_the_same_with_the_orm(rows, monkeypatch):
     monkeypatch.setattr(connection, "vendor", "mysql")
     assert count_matches((Order, pairs), (Customer, [("cu_a", "wa"), ("cu_b", "")])) == expected
     assert expected == [1, 1]
+
+
+def test_new_bytes_are_recorded_only_where_the_record_is_still_the_same(rows):
+    """A row whose fingerprint is no longer the one compared (another writer changed it
+    meanwhile) keeps its wire fingerprint: the two always describe the same record."""
+    from django_orders.mirror.wire_match import store_wire_fingerprints
+
+    Order.objects.filter(pk__in=["or_1", "or_2"]).update(fingerprint="f")
+    updated = store_wire_fingerprints(Order, [("or_1", "f", "new1"), ("or_2", "stale", "new2")])
+    assert updated == 1
+    assert dict(Order.objects.values_list("id", "wire_fingerprint")) == {
+        "or_1": "new1",
+        "or_2": "w2",
+        "or_3": "",
+    }
+    assert dict(Order.objects.values_list("id", "fingerprint"))["or_1"] == "f"

@@ -17,7 +17,7 @@ from django_orders.mirror import page_parsing
 from django_orders.models import Customer, Order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.testing.sandbox.seed import BASE_URL_TOKEN
-from tests.fixtures.mirror import PageStatements, edit_raw_order
+from tests.fixtures.mirror import PageStatements, edit_raw_order, logged_statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,36 +84,56 @@ def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
         run = sync_orders(progress=statements)
     assert (run.created, run.updated, run.unchanged) == (0, 0, 95)
     newest = uncapped.store.newest_order_ids(95)
-    assert set(encoded) <= {*newest[:30], *Customer.objects.values_list("id", flat=True)}
-    assert not set(encoded) & set(newest[30:])
+    read_ahead = Order.objects.filter(pk__in=newest[:30])  # pages 1 to 3
+    assert {pk for pk in encoded if pk.startswith("or_")} <= set(newest[:30])
+    assert {pk for pk in encoded if pk.startswith("cu_")} <= set(
+        read_ahead.values_list("customer_id", flat=True)
+    )
+    assert len(encoded) > 0  # the pages read ahead were encoded: the spy saw them
     # Pages 2 to 10 (per_page starts at page 2): one statement each, which reads no row.
     assert statements.per_page() == [1] * 9
     assert "wire_fingerprint" in statements.page_sql(5)[0]
 
 
-def test_other_bytes_for_the_same_record_are_no_change_and_rewrite_nothing(uncapped):
+WIRE_ONLY = re.compile(
+    r'^\s*UPDATE "django_orders_(order|customer)" SET "wire_fingerprint" = %s WHERE "id" = %s '
+    r'AND "fingerprint" = %s$'
+)
+
+
+def test_other_bytes_for_the_same_record_are_no_change_and_only_their_hash_is_recorded(uncapped):
     """The service may send an unchanged record in other bytes (spacing, key order): its
-    canonical fingerprint decides, the row is not written, and its stored bytes' hash stays."""
+    canonical fingerprint decides, the record is not rewritten, and only the new bytes' hash
+    is recorded, so that the next re-sync is one statement a page again."""
     uncapped.seed(95)
     sync_orders()
     newest = uncapped.store.newest_order_ids(95)
     moved = newest[45]  # page 5
     record = json.loads(served_texts(uncapped)[moved])
-    set_served_text(uncapped, moved, respaced(record))
+    new_text = respaced(record)
+    set_served_text(uncapped, moved, new_text)
     stored = Order.objects.get(pk=moved)
     statements = PageStatements()
     with statements.capture, CaptureQueriesContext(connection) as captured:
         run = sync_orders(progress=statements)
     assert (run.created, run.updated, run.unchanged) == (0, 0, 95)
-    assert [q["sql"] for q in captured.captured_queries if WRITES.match(q["sql"])] == []
+    writes = [sql for sql in logged_statements(captured) if WRITES.match(sql)]
+    assert writes and all(WIRE_ONLY.match(sql) for sql in writes), writes
     again = Order.objects.get(pk=moved)
-    assert (again.wire_fingerprint, again.changed_at) == (
-        stored.wire_fingerprint,
+    assert again.wire_fingerprint == blake(new_text) != stored.wire_fingerprint
+    assert (again.fingerprint, again.changed_at, again.raw) == (
+        stored.fingerprint,
         stored.changed_at,
+        stored.raw,
     )
-    # Page 5 (per_page starts at page 2): the counts fall short, so its fingerprints are read
-    # and compared.
-    assert statements.per_page() == [1, 1, 1, 2, 1, 1, 1, 1, 1]
+    # Page 5 (per_page starts at page 2): the counts fell short, so its fingerprints were read
+    # and compared, then the new hashes recorded.
+    assert statements.per_page()[:3] == [1, 1, 1] and statements.per_page()[4:] == [1] * 5
+    assert statements.per_page()[3] in (3, 4)  # the order's hash, and its customer's if new
+    statements = PageStatements()
+    with statements.capture:
+        sync_orders(progress=statements)
+    assert statements.per_page() == [1] * 9
 
 
 def test_a_changed_record_stores_the_hash_of_its_new_bytes(uncapped):
@@ -151,14 +171,24 @@ def test_a_lookup_forgets_the_stored_bytes_so_a_record_changed_back_is_written(u
 
 def test_rows_without_a_wire_fingerprint_are_compared_by_their_fingerprint(uncapped):
     """Rows stored from a lookup or by ``create_order`` (answers decoded the generic way): a
-    re-sync reads their fingerprints, finds them unchanged and writes nothing (their wire
-    fingerprint stays empty)."""
+    re-sync reads their fingerprints, finds them unchanged, rewrites none of them and records
+    the bytes' hash of each, after which a re-sync is one statement a page."""
     uncapped.seed(40)
     sync_orders()
+    hashes = dict(Order.objects.values_list("id", "wire_fingerprint"))
+    customer_hashes = dict(Customer.objects.values_list("id", "wire_fingerprint"))
+    changed = dict(Order.objects.values_list("id", "changed_at"))
     Order.objects.update(wire_fingerprint="")
     Customer.objects.update(wire_fingerprint="")
     with CaptureQueriesContext(connection) as captured:
         run = sync_orders()
     assert (run.created, run.updated, run.unchanged) == (0, 0, 40)
-    assert [q["sql"] for q in captured.captured_queries if WRITES.match(q["sql"])] == []
-    assert set(Order.objects.values_list("wire_fingerprint", flat=True)) == {""}
+    writes = [sql for sql in logged_statements(captured) if WRITES.match(sql)]
+    assert writes and all(WIRE_ONLY.match(sql) for sql in writes), writes
+    assert dict(Order.objects.values_list("id", "changed_at")) == changed
+    assert dict(Order.objects.values_list("id", "wire_fingerprint")) == hashes
+    assert dict(Customer.objects.values_list("id", "wire_fingerprint")) == customer_hashes
+    statements = PageStatements()
+    with statements.capture:
+        sync_orders(progress=statements)
+    assert statements.per_page() == [1, 1, 1, 0]  # pages 2 to 5, the last one empty
