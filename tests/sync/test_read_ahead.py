@@ -6,6 +6,13 @@ from __future__ import annotations
 import threading
 
 
+def assert_threads_end(started_since: set[threading.Thread]) -> None:
+    """Every thread started since ``started_since`` was taken ends on its own."""
+    for thread in set(threading.enumerate()) - started_since:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), thread.name
+
+
 def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
     """Ctrl-C (any error in the writer) must not wait out the helper's retry or slow request."""
     from django_orders.client.pages import Page
@@ -68,9 +75,7 @@ def test_pages_then_the_error_arrive_in_order_through_both_helpers():
     assert [r.id for r in next(pages)] == ["po_2"]
     with pytest.raises(InvalidResponse, match=r"^payouts page 3: POST /payouts/page answered"):
         next(pages)
-    for thread in set(threading.enumerate()) - before:
-        thread.join(timeout=30)
-        assert not thread.is_alive()
+    assert_threads_end(started_since=before)
 
 
 def test_a_stopped_walk_sends_no_further_request():
@@ -100,9 +105,7 @@ def test_a_stopped_walk_sends_no_further_request():
     assert [r.id for r in next(pages)] == ["po_1"]
     pages.close()
     released.set()
-    for thread in set(threading.enumerate()) - before:
-        thread.join(timeout=30)
-        assert not thread.is_alive()
+    assert_threads_end(started_since=before)
     assert requested == [1, 2]
 
 
@@ -129,6 +132,4 @@ def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
     assert [r.id for r in next(pages)] == ["po_1"]
     with pytest.raises(InvalidRecord, match=r"payouts page 2, record 1 of 1"):
         next(pages)
-    for thread in set(threading.enumerate()) - before:
-        thread.join(timeout=30)
-        assert not thread.is_alive()
+    assert_threads_end(started_since=before)
