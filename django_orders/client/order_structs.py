@@ -16,6 +16,11 @@ encoding, a ``null`` stays ``None``, and msgspec's sorted encoding of an order i
 field the schema does not know, a float, a string where it expects an object, deeper
 ``custom_data``, NUL or surrogate escapes) makes ``decode_orders_page`` return ``None``, and
 the body is decoded as before (``decoding.decode_answer``), values and errors unchanged.
+
+The sync does not decode a page with the schema at once: the transport reads it as
+``LightOrder``s (the few fields a walk compares, each customer as its bytes) and keeps the
+body, which ``mirror.page_parsing`` decodes with the schema only when one of its orders turns
+out to need more than its bytes (a new or changed order).
 """
 
 from __future__ import annotations
@@ -29,11 +34,15 @@ from msgspec import UNSET, Struct, UnsetType
 from .decoding import _UNSTORABLE, _plain_json
 
 __all__ = [
+    "LightOrder",
+    "LightPageStruct",
     "OrderStruct",
     "OrdersPageStruct",
+    "customer_ids",
+    "decode_light_page",
     "decode_orders_page",
+    "order_slices",
     "to_records",
-    "wire_slices",
 ]
 
 logger = logging.getLogger("django_orders.client")
@@ -136,19 +145,22 @@ class _OrdersPage(_Schema):
     size: int | UnsetType = UNSET
 
 
+def _echoes(page: _OrdersPage | _LightPage) -> dict[str, Any]:
+    """The page's ``number`` and ``size`` as the dict checks read them (absent: absent)."""
+    return {
+        name: value
+        for name, value in (("number", page.number), ("size", page.size))
+        if value is not UNSET
+    }
+
+
 class OrdersPageStruct(_Schema):
     """The envelope ``{"page": {"number": ..., "size": ..., "orders": [...]}}``."""
 
     page: _OrdersPage
 
     def echoes(self) -> dict[str, Any]:
-        """The page's ``number`` and ``size`` as the dict checks read them (absent: absent)."""
-        page = self.page
-        return {
-            name: value
-            for name, value in (("number", page.number), ("size", page.size))
-            if value is not UNSET
-        }
+        return _echoes(self.page)
 
 
 _DECODER = msgspec.json.Decoder(OrdersPageStruct)
@@ -176,11 +188,44 @@ def to_records(orders: list[OrderStruct]) -> list[dict[str, Any]]:
     return records
 
 
-# --- the records' bytes as sent ------------------------------------------------------------------
-# Lenient on purpose (unknown fields skipped, no types checked): these decoders only cut a body
-# that ``decode_orders_page`` has already vouched for into each order's bytes and each order's
-# customer's bytes. msgspec reads duplicate keys the same way for both (the last one wins), so
-# the slices are those of the values the typed decoder read.
+# --- what a walk reads before it knows whether a record changed --------------------------------
+# Why: in a re-sync nearly every order is the one the mirror holds, byte for byte
+# (``Order.wire_fingerprint``), and decoding it into the schema's structs was about half of
+# what such an order cost (benchmarks/README.md, issue 22). These decoders are lenient on
+# purpose (unknown fields skipped, any type taken): they read the few fields a walk compares
+# and each record's bytes, and check the envelope as the schema does. Whether a record fits the
+# schema is decided by ``decode_orders_page`` on the same body, when a record turns out to need
+# more than its bytes (``mirror.page_parsing``). msgspec reads duplicate keys the same way in
+# every decoder (the last one wins), so these are the values and bytes the typed decoder reads.
+
+
+class LightOrder(Struct, gc=False):
+    """An order as a walk first reads it: the fields it compares, its customer as bytes."""
+
+    id: Any = None
+    status: Any = None
+    initiated_at: Any = None
+    #: The customer's bytes exactly as sent (a view of the body); empty when absent.
+    customer: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _LightPage(Struct, gc=False, forbid_unknown_fields=True):
+    orders: list[LightOrder]
+    number: int | UnsetType = UNSET
+    size: int | UnsetType = UNSET
+
+
+class LightPageStruct(Struct, gc=False, forbid_unknown_fields=True):
+    """The envelope as ``OrdersPageStruct`` checks it, its orders read as ``LightOrder``."""
+
+    page: _LightPage
+
+    def echoes(self) -> dict[str, Any]:
+        return _echoes(self.page)
+
+
+class _CustomerId(Struct, gc=False):
+    id: Any = None
 
 
 class _WireOrders(Struct, gc=False):
@@ -191,31 +236,38 @@ class _WireEnvelope(Struct, gc=False):
     page: _WireOrders
 
 
-class _WireCustomer(Struct, gc=False):
-    customer: msgspec.Raw = msgspec.Raw(b"")
-
-
-class _WireCustomers(Struct, gc=False):
-    orders: list[_WireCustomer]
-
-
-class _WireCustomerEnvelope(Struct, gc=False):
-    page: _WireCustomers
-
-
+_LIGHT_DECODER = msgspec.json.Decoder(LightPageStruct)
+_CUSTOMER_IDS = msgspec.json.Decoder(list[_CustomerId])
 _ORDER_SLICES = msgspec.json.Decoder(_WireEnvelope)
-_CUSTOMER_SLICES = msgspec.json.Decoder(_WireCustomerEnvelope)
 
 
-def wire_slices(body: bytes) -> tuple[list[msgspec.Raw], list[msgspec.Raw]]:
-    """Each order's bytes and its customer's bytes, exactly as they are in ``body``: a body that
-    ``decode_orders_page`` decoded, in the order of its ``orders``.
+def decode_light_page(body: bytes) -> LightPageStruct | None:
+    """``body`` read as ``LightOrder``s, or ``None`` where it is to be decoded as any other
+    answer: not JSON, an envelope the schema does not know, a record that is not an object, or
+    text no column stores (NUL, lone surrogates: the Python decoder's path replaces them).
 
-    Two passes in C over the page, about a microsecond an order (benchmarks/README.md): what a
-    re-sync hashes instead of decoding, encoding and hashing each record
-    (``mirror.page_parsing``). A ``Raw`` is a view of ``body``: it keeps the body alive, and
-    hashes as the bytes it covers.
+    About a microsecond an order, against two and a half for the typed decode (in C both).
     """
-    orders = _ORDER_SLICES.decode(body).page.orders
-    customers = [order.customer for order in _CUSTOMER_SLICES.decode(body).page.orders]
-    return orders, customers
+    if _UNSTORABLE.search(body):
+        return None
+    try:
+        return _LIGHT_DECODER.decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+
+
+def customer_ids(orders: list[LightOrder]) -> list[Any] | None:
+    """Each order's customer's ``id`` (``None`` if it has none), read in one call for the
+    page; ``None`` if any order's customer is absent or not an object."""
+    try:
+        found = _CUSTOMER_IDS.decode(b"[" + b",".join(order.customer for order in orders) + b"]")
+    except msgspec.DecodeError:
+        return None
+    return [customer.id for customer in found]
+
+
+def order_slices(body: bytes) -> list[msgspec.Raw]:
+    """Each order's bytes exactly as they are in ``body`` (a body ``decode_light_page`` read),
+    in the order of its ``orders``: one pass in C. A ``Raw`` is a view of ``body``: it keeps
+    the body alive, and hashes as the bytes it covers."""
+    return _ORDER_SLICES.decode(body).page.orders

@@ -28,7 +28,7 @@ class Page:
     number: int
     #: The requested page size (not the answer's ``page.size``, which may be the count).
     size: int
-    #: The records as decoded dicts; on a ``typed`` page, the decoder's order structs.
+    #: The records as decoded dicts; on a ``typed`` page, ``order_structs.LightOrder``s.
     records: list[Any]
     request_id: str | None = None
     #: The HTTP status of the answer (``check_orders_api`` reports it).
@@ -36,12 +36,13 @@ class Page:
     #: The body had no float and was decoded by msgspec (``decoding.decode_plain``): its records'
     #: canonical text can be msgspec's sorted encoding, which is then exactly ``canonical_json``.
     plain: bool = False
-    #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and decoded with the order
-    #: schema (``client.order_structs``): ``records`` are its ``OrderStruct``s, not dicts
-    #: (``order_structs.to_records`` gives the dicts, the same values).
+    #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and read as
+    #: ``order_structs.LightOrder``s: only what a walk compares, each customer as its bytes.
+    #: The parser decodes ``body`` with the order schema when it needs more
+    #: (``mirror.page_parsing``).
     typed: bool = False
     #: A typed page's body, as the service sent it: the parser hashes each record's bytes as
-    #: sent (``Order.wire_fingerprint``). ``None`` for any other page.
+    #: sent (``Order.wire_fingerprint``) and decodes it when needed. ``None`` for any other page.
     body: bytes | None = field(default=None, repr=False)
 
     @property

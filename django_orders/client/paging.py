@@ -50,8 +50,8 @@ class PageWalk:
     page_size: int
     max_pages: int | None = None
     max_page_number: int | None = None
-    #: Ask for orders pages decoded with the order schema (``fetch_page(typed=True)``): the
-    #: sync does; its records are then structs, not dicts (``Page.typed``).
+    #: Ask for orders pages read for the sync (``fetch_page(typed=True)``): the sync does; its
+    #: records are then ``LightOrder`` structs, not dicts (``Page.typed``).
     typed: bool = False
     end_reason: str | None = field(default=None, init=False)
     pages_read: int = field(default=0, init=False)

@@ -59,7 +59,7 @@ from ..secret import Secret
 from .decoding import decode_answer, why_not_json
 from .errors import REQUEST_ID_LENGTH, error_from_response
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
-from .order_structs import OrdersPageStruct, decode_orders_page
+from .order_structs import LightPageStruct, decode_light_page
 from .pages import Page, check_page_args, check_page_shape, collection_for
 from .rate_gate import RateGate
 
@@ -83,7 +83,7 @@ class _Answer:
     request_id: str | None
     #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
     plain: bool = False
-    #: ``data`` is an ``OrdersPageStruct`` (``fetch_page(..., typed=True)``).
+    #: ``data`` is a ``LightPageStruct`` (``fetch_page(..., typed=True)``).
     typed: bool = False
     #: The body it was decoded from, kept for a typed page only (``Page.body``).
     body: bytes | None = None
@@ -242,9 +242,10 @@ class OrdersClient:
         ``retries`` times (default: the client's ``max_retries``; ``0`` asks once, as the API
         check does). The last error is raised when the page stays unreadable.
 
-        ``typed`` (the sync, for ``orders``): decode the body with the order schema when it
-        fits (``client.order_structs``), so that ``records`` are typed structs (``Page.typed``);
-        a body that does not fit is decoded as without it.
+        ``typed`` (the sync, for ``orders``): read only what a walk compares of each order, and
+        keep the body, whose records ``mirror.page_parsing`` decodes with the order schema when
+        it needs them (``Page.typed``); a body whose envelope or records are not objects as
+        the schema has them is decoded as without it.
         """
         collection = collection or collection_for(resource)
         check_page_args(page_number, page_size)
@@ -277,7 +278,8 @@ class OrdersClient:
 
         ``retry_invalid``: an answer that is not what the contract says (``InvalidResponse``,
         raised by the exchange or by ``read``) is retried too; only for reads, never a write.
-        ``typed``: an orders page, decoded with the order schema where it fits (``fetch_page``).
+        ``typed``: an orders page, read as ``order_structs.LightOrder``s where it can be
+        (``fetch_page``).
         """
         # Encoded once: every attempt sends the same bytes (a create's idempotency key and
         # payload must match exactly, or the service answers 422).
@@ -339,7 +341,7 @@ class OrdersClient:
         if 200 <= response.status_code < 300:
             reason = unreadable
             if reason is None:
-                envelope = decode_orders_page(content) if typed else None
+                envelope = decode_light_page(content) if typed else None
                 if envelope is not None:
                     return _Answer(envelope, response.status_code, request_id, True, True, content)
                 try:
@@ -403,8 +405,8 @@ def _page_from(
         )
 
     if answer.typed:
-        # The schema vouched for the envelope, the list and every record's type.
-        envelope: OrdersPageStruct = answer.data
+        # The light decoder vouched for the envelope and that every record is an object.
+        envelope: LightPageStruct = answer.data
         records: list[Any] = envelope.page.orders
         check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
     else:

@@ -24,12 +24,14 @@ it can prove to be the same, and hands anything else to the old path, whole page
   page with ``parse_page``, which gives the same values, or the same error naming page, record
   and field.
 
-A page decoded with the order schema (``Page.typed``) also gives each order and its customer
-a ``wire_fingerprint``: the hash of its bytes exactly as they are in the body
-(``order_structs.wire_slices``). Equal bytes decode to equal values, so a record whose bytes
-are the ones the mirror last stored is unchanged without being encoded at all; a re-sync then
-hashes each record once instead of decoding, encoding and hashing it (``store.is_stored``).
-The canonical fingerprint still decides whenever the bytes differ.
+A typed page (``Page.typed``, the sync's) arrives read only as far as a walk compares it
+(``order_structs.LightOrder``: id, status, start, the customer as bytes) with its body. Each
+order and its customer get a ``wire_fingerprint``, the hash of their bytes exactly as they are
+in the body (``order_structs.order_slices``). Equal bytes decode to equal values, so a record
+whose bytes are the ones the mirror last stored is unchanged without being decoded or encoded
+at all; a re-sync then hashes each record once (``store.is_stored``). The body is decoded with
+the order schema the first time one of the page's orders needs more (``_DeferredPage``), and
+the canonical fingerprint decides whenever the bytes differ.
 """
 
 from __future__ import annotations
@@ -43,8 +45,20 @@ from typing import Any
 
 import msgspec
 
-from ..client.order_structs import CustomerStruct, LineItemGroup, Money, to_records, wire_slices
+from ..client.decoding import decode_answer, why_not_json
+from ..client.order_structs import (
+    CustomerStruct,
+    LightOrder,
+    LineItemGroup,
+    Money,
+    OrderStruct,
+    customer_ids,
+    decode_orders_page,
+    order_slices,
+    to_records,
+)
 from ..client.pages import Page
+from ..exceptions import InvalidResponse
 from .parsing import (
     ParsedCustomer,
     ParsedOrder,
@@ -98,40 +112,54 @@ class _PlainCustomer(ParsedCustomer):
 
 
 class _TypedCustomer(ParsedCustomer):
-    """A customer of a typed page (``Page.typed``): its struct, encoded when first asked.
+    """A customer of a typed page (``Page.typed``), known at once by its id and its bytes'
+    hash; its other fields, text and fingerprint are read from its page on first use.
 
-    Only its id is read at once: a walk compares a customer by id and fingerprint, and needs
-    its other fields only to write it. They are read on first use (``__getattr__`` is only
-    called for a slot not set yet), with the checks ``parse_customer`` makes.
+    ``__getattr__`` is only called for a slot not set yet: a walk compares a customer by id and
+    bytes, and needs the rest only to write it (then with the checks ``parse_customer`` makes).
     """
 
-    __slots__ = ("_struct",)
+    __slots__ = ("_index", "_page")
 
-    def __init__(self, struct: CustomerStruct, wire_fingerprint: str) -> None:
+    def __init__(
+        self, customer_id: str, wire_fingerprint: str, page: _DeferredPage, index: int
+    ) -> None:
         # ParsedCustomer's attributes, set here rather than through its __init__: one per order
         # of every page, on the helper's hot path.
-        self.id = struct.id  # type: ignore[assignment]  # a str: vouched for by _vouched
+        self.id = customer_id
         self._raw = None  # decoded from raw_json if asked for: the same values
         self._json = None
         self._fingerprint = None
-        self._struct = struct
         self.wire_fingerprint = wire_fingerprint
+        self._page = page
+        self._index = index
 
     def __getattr__(self, name: str) -> Any:
         if name in ("guest", "name", "email_address", "phone_number"):
-            struct = self._struct
-            self.guest = struct.guest is True
-            text = struct.name
+            struct = self._page.struct(self._index)
+            if struct is None:
+                parsed = self._page.parsed(self._index).customer
+                self.guest, self.name = parsed.guest, parsed.name
+                self.email_address, self.phone_number = parsed.email_address, parsed.phone_number
+                return object.__getattribute__(self, name)
+            customer: CustomerStruct = struct.customer  # type: ignore[assignment]  # vouched for
+            self.guest = customer.guest is True
+            text = customer.name
             self.name = (text if type(text) is str else "")[:255]
-            email = struct.email_address
+            email = customer.email_address
             self.email_address = email if type(email) is str and len(email) <= EMAIL_MAX else ""
-            phone = struct.phone_number
+            phone = customer.phone_number
             self.phone_number = phone if type(phone) is str and len(phone) <= PHONE_MAX else ""
             return object.__getattribute__(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _encode(self) -> None:
-        text = _ENCODE(self._struct)
+        struct = self._page.struct(self._index)
+        if struct is None:
+            parsed = self._page.parsed(self._index).customer
+            self._json, self._fingerprint = parsed.raw_json, parsed.fingerprint
+            return
+        text = _ENCODE(struct.customer)
         self._json = text.decode()
         self._fingerprint = _hash(text)
 
@@ -294,34 +322,40 @@ class _DeferredOrder(ParsedOrder):
     """An order of a typed page, read at once only as far as the writer needs to tell whether it
     changed: its id, status, customer and wire fingerprint.
 
-    Why: in a re-sync nearly every order is unchanged, and its timestamps, checkout fields and
-    text are never used; reading them was most of the page's parsing (benchmarks/README.md,
-    issue 22). Its other fields (``DEFERRED_FIELDS``) are left unset and read for the whole page
-    the first time one of them is asked for: ``__getattr__`` is only called for an attribute
-    that normal lookup did not find, so a field once read costs nothing more. Its canonical
-    text and fingerprint are encoded on first use too: an order whose bytes are the ones the
-    mirror last stored (``wire_fingerprint``) is known unchanged without them.
+    Why: in a re-sync nearly every order is unchanged, and everything else about it is never
+    used; reading it was most of the page's parsing (benchmarks/README.md, issue 22). Its other
+    fields (``DEFERRED_FIELDS``) are left unset and read for the whole page the first time one
+    of them is asked for: ``__getattr__`` is only called for an attribute that normal lookup did
+    not find, so a field once read costs nothing more. Its canonical text and fingerprint are
+    encoded on first use, for this order alone: an order whose bytes are the ones the mirror
+    last stored (``wire_fingerprint``) is known unchanged without them, and without its page
+    ever being decoded with the order schema.
     """
 
-    __slots__ = ("__weakref__", "_page", "_struct", "_text")
+    __slots__ = ("__weakref__", "_index", "_page", "_text")
 
     def __init__(
-        self, struct: Any, customer: _TypedCustomer, wire_fingerprint: str, page: _DeferredPage
+        self,
+        light: LightOrder,
+        customer: _TypedCustomer,
+        wire_fingerprint: str,
+        page: _DeferredPage,
+        index: int,
     ) -> None:
         # The eager fields only; the deferred slots stay unset until the page is read.
-        self.id = struct.id  # vouched for by _vouched
-        self.status = struct.status
+        self.id = light.id  # vouched for by _vouched
+        self.status = light.status
         self.customer = customer
         self.wire_fingerprint = wire_fingerprint
         self._raw = None  # decoded from raw_json if asked for: the same values
-        self._struct = struct
         self._page = page
+        self._index = index
 
     def __getattr__(self, name: str) -> Any:
         if name in DEFERRED_FIELDS:
             self._page.read()
         elif name == "fingerprint" or name == "_text":
-            text = _ENCODE(self._struct)
+            text = self._page.canonical_text(self._index)
             self._text = text
             self.fingerprint = _hash(text)
         else:
@@ -330,33 +364,73 @@ class _DeferredOrder(ParsedOrder):
 
 
 class _DeferredPage:
-    """The orders of one typed page, whose deferred fields are read together: the page's
-    timestamps are one regular expression and one msgspec call (``_timestamps``).
+    """One typed page: its body, decoded with the order schema the first time one of its
+    orders needs more than its id, status, customer and bytes; and its orders' deferred fields,
+    read together (the page's timestamps are one regular expression and one msgspec call,
+    ``_timestamps``).
 
-    It holds its orders' structs, and the orders themselves only weakly: each order refers to
-    its page, and a page that referred back would make every page a reference cycle, freed
-    only by the garbage collector's rare full collections (it grew a walk's memory by 35 MB
-    at 100,000 orders). An order gone is one nobody reads.
+    A body the schema does not fit (a field it does not know, a float) is decoded and parsed
+    as any other page then (``parsed``), with the same values or the same error.
+
+    It holds its orders only weakly: each order refers to its page, and a page that referred
+    back would make every page a reference cycle, freed only by the garbage collector's rare
+    full collections (it grew a walk's memory by 35 MB at 100,000 orders). An order gone is
+    one nobody reads.
     """
 
-    __slots__ = ("done", "number", "orders", "resource", "structs")
+    __slots__ = ("_parsed", "_structs", "body", "done", "number", "orders", "resource")
 
-    def __init__(self, number: int, resource: str) -> None:
+    def __init__(self, number: int, resource: str, body: bytes) -> None:
         self.number = number
         self.resource = resource
-        self.structs: list[Any] = []
+        self.body = body
         self.orders: list[weakref.ref[_DeferredOrder]] = []
         self.done = False
+        self._structs: list[OrderStruct] | None = None
+        self._parsed: list[ParsedOrder] | None = None
+
+    def _decode(self) -> None:
+        envelope = decode_orders_page(self.body)
+        if envelope is not None:
+            self._structs = envelope.page.orders
+        else:
+            self._parsed = parse_body(self.body, parse_order, self.number, self.resource)
+
+    def struct(self, index: int) -> OrderStruct | None:
+        """The order's struct, or ``None`` if the schema does not fit the page (``parsed``)."""
+        if self._structs is None and self._parsed is None:
+            self._decode()
+        return self._structs[index] if self._structs is not None else None
+
+    def parsed(self, index: int) -> ParsedOrder:
+        """The order parsed as any other page's, on a page the schema does not fit."""
+        assert self._parsed is not None  # struct() said so
+        return self._parsed[index]
+
+    def canonical_text(self, index: int) -> bytes:
+        """The order's canonical JSON (``canonical_json``), encoded."""
+        struct = self.struct(index)
+        if struct is None:
+            return self.parsed(index).raw_json.encode()
+        return _ENCODE(struct)
 
     def read(self) -> None:
         """Set every order's deferred fields, or raise the ``InvalidRecord`` that
         ``parse_page`` raises for the page (naming page, record and field)."""
         if self.done:
             return
+        if self._structs is None and self._parsed is None:
+            self._decode()
+        structs = self._structs
+        if structs is None:
+            assert self._parsed is not None
+            self._copy(self._parsed)
+            self.done = True
+            return
         texts: list[str] = []
         add = texts.append
-        for struct in self.structs:
-            add(struct.initiated_at)
+        for struct in structs:
+            add(struct.initiated_at)  # type: ignore[arg-type]  # a str: vouched for
             # The schema types them str, None or UNSET: a str is a timestamp to read.
             if type(struct.completed_at) is str:
                 add(struct.completed_at)
@@ -368,13 +442,19 @@ class _DeferredPage:
                 add(struct.expires_at)
         moments = _timestamps(texts)
         if moments is None:
-            self._read_slowly()
+            # A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
+            # decides, with the same values or the same error.
+            records = to_records(structs)
+            parsed = parse_page(
+                records, parse_order, page_number=self.number, resource=self.resource
+            )
+            self._copy(parsed)
         else:
-            self._read(iter(moments).__next__)
+            self._read(structs, iter(moments).__next__)
         self.done = True
 
-    def _read(self, next_moment: Callable[[], datetime]) -> None:
-        for struct, ref in zip(self.structs, self.orders, strict=True):
+    def _read(self, structs: list[OrderStruct], next_moment: Callable[[], datetime]) -> None:
+        for struct, ref in zip(structs, self.orders, strict=True):
             # Every moment is taken, in the order read() gave them, gone order or not.
             initiated_at = next_moment()
             completed_at = next_moment() if type(struct.completed_at) is str else None
@@ -413,13 +493,16 @@ class _DeferredPage:
                     if web:
                         url = web.url
             order.payment_url = checked_payment_url(url)
-            order.raw_json = order._text.decode()  # encodes it first if not yet done
+            # Encoded here, struct in hand, rather than through __getattr__ (a first sync reads
+            # every page): again only if the fingerprint was asked for before, on a page that
+            # turned out to change.
+            text = _ENCODE(struct)
+            order._text = text
+            order.fingerprint = _hash(text)
+            order.raw_json = text.decode()
 
-    def _read_slowly(self) -> None:
-        """A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
-        decides, with the same values or the same error."""
-        records = to_records(self.structs)
-        parsed = parse_page(records, parse_order, page_number=self.number, resource=self.resource)
+    def _copy(self, parsed: list[ParsedOrder]) -> None:
+        """The deferred fields from the same page parsed another way (same values)."""
         for ref, values in zip(self.orders, parsed, strict=True):
             order = ref()
             if order is not None:
@@ -434,44 +517,48 @@ def read_deferred(orders: list[Any]) -> None:
         orders[0]._page.read()
 
 
-def _typed_orders(
-    orders: list[Any], page: _DeferredPage, body: bytes | None
-) -> list[_DeferredOrder] | None:
-    """``_orders`` for a typed page: the schema has checked every type but the ones the parser
-    requires (an absent field is ``UNSET``, a null ``None``; both read as ``get`` reads them).
-    The orders' deferred fields are read by ``page.read()``; each order's and customer's bytes
-    in ``body`` are hashed at once (``wire_fingerprint``)."""
-    for order in orders:
-        customer = order.customer
-        if not _vouched(
-            order.id,
-            order.status,
-            order.initiated_at,
-            customer.id if type(customer) is CustomerStruct else None,
-        ):
+def _wire_hash(data: Any) -> str:
+    """``wire_fingerprint``: the bytes' hash, as long as the canonical fingerprint."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _light_orders(orders: list[LightOrder], page: _DeferredPage) -> list[_DeferredOrder] | None:
+    """The orders of a typed page, each with its bytes' hash and its customer's, the rest read
+    from ``page`` on first use; ``None`` when a record's id, status, start or customer id is
+    not of the form the bulk path vouches for (the page is then parsed at once, as before)."""
+    customers = customer_ids(orders)
+    if customers is None:
+        return None  # an order without a customer object
+    for order, customer_id in zip(orders, customers, strict=True):
+        if not _vouched(order.id, order.status, order.initiated_at, customer_id):
             return None
-    order_slices: list[Any]
-    customer_slices: list[Any]
-    order_slices, customer_slices = wire_slices(body) if body is not None else ([], [])
-    if len(order_slices) != len(orders) or len(customer_slices) != len(orders):
-        # Not a body these structs were decoded from: no wire fingerprints, compared as before.
-        order_slices = customer_slices = [b""] * len(orders)
     parsed: list[_DeferredOrder] = []
     add = parsed.append
-    for order, order_bytes, customer_bytes in zip(
-        orders, order_slices, customer_slices, strict=True
+    for index, (order, customer_id, order_bytes) in enumerate(
+        zip(orders, customers, order_slices(page.body), strict=True)
     ):
-        add(
-            _DeferredOrder(
-                order,
-                _TypedCustomer(order.customer, _hash(customer_bytes) if customer_bytes else ""),
-                _hash(order_bytes) if order_bytes else "",
-                page,
-            )
-        )
-    page.structs = orders
+        customer = _TypedCustomer(customer_id, _wire_hash(order.customer), page, index)
+        add(_DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
     page.orders = [weakref.ref(order) for order in parsed]
     return parsed
+
+
+def parse_body(body: bytes, parse: Callable[[Any], Any], number: int, resource: str) -> list:
+    """A typed page's records parsed from its body: the schema's structs where it fits, else
+    the body decoded as any other answer (``decoding.decode_answer``) and parsed as such."""
+    envelope = decode_orders_page(body)
+    if envelope is not None:
+        return _parse_records(to_records(envelope.page.orders), True, parse, number, resource)
+    try:
+        data, plain = decode_answer(body)
+    except ValueError as exc:
+        # What the transport says of such a body; a light read found it well formed, so only
+        # what msgspec's reading skips gets here (nested deeper than MAX_JSON_DEPTH).
+        raise InvalidResponse(
+            f"{resource} page {number}: POST /{resource}/page answered with a body that is "
+            f"not JSON ({why_not_json(exc, body)})"
+        ) from None
+    return _parse_records(data["page"]["orders"], plain, parse, number, resource)
 
 
 def _records(records: list[dict[str, Any]]) -> list[ParsedRecord] | None:
@@ -497,20 +584,25 @@ def parse_fetched(
     its ``InvalidRecord`` when they are read; an unchanged order's are never read: its text is
     the one stored, which was read when it was stored.
     """
-    records = page.records
     if page.typed:
+        assert page.body is not None  # a typed page keeps its body (Page.typed)
         if parse is parse_order:
-            lazy = _DeferredPage(page.number, resource)
-            parsed = _typed_orders(records, lazy, page.body)
+            lazy = _DeferredPage(page.number, resource, page.body)
+            parsed = _light_orders(page.records, lazy)
             if parsed is not None:
                 if not deferred:
                     lazy.read()
                 return parsed
-        # The same values as dicts: the paths below decide, as for the body decoded as dicts.
-        records = to_records(records)
-    if page.plain:
+        return parse_body(page.body, parse, page.number, resource)
+    return _parse_records(page.records, page.plain, parse, page.number, resource)
+
+
+def _parse_records(
+    records: list[Any], plain: bool, parse: Callable[[Any], Any], number: int, resource: str
+) -> list:
+    if plain:
         fast = _orders if parse is parse_order else _records if parse is parse_record else None
         bulk = fast(records) if fast is not None else None
         if bulk is not None:
             return bulk
-    return parse_page(records, parse, page_number=page.number, resource=resource)
+    return parse_page(records, parse, page_number=number, resource=resource)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from django_orders.client.pages import COLLECTIONS, collection_for
@@ -203,10 +205,11 @@ def test_pages_carry_number_size_request_id_and_status(api, make_client):
     assert isinstance(iter_pages(make_client(), "orders", page_size=5), PageWalk)
 
 
-def test_typed_pages_are_structs_when_the_schema_fits_and_dicts_when_not(api, make_client):
-    """``fetch_page(..., typed=True)`` (the sync's walk of orders): the same page checks, the
-    same values; a body the order schema does not fit is decoded into dicts as before."""
-    from django_orders.client.order_structs import OrderStruct, to_records
+def test_typed_pages_are_light_structs_with_their_body_and_dicts_when_not(api, make_client):
+    """``fetch_page(..., typed=True)`` (the sync's walk of orders): the same page checks; the
+    records read as far as a walk compares them, the body kept for the rest (whether or not
+    the order schema fits it); an envelope the schema does not know is decoded into dicts."""
+    from django_orders.client.order_structs import LightOrder
 
     records = [{"id": "or_1", "status": "paid", "customer": {"id": "cu_1", "guest": False}}]
     odd = [{"id": "or_2", "status": "paid", "livemode": False}]
@@ -214,15 +217,21 @@ def test_typed_pages_are_structs_when_the_schema_fits_and_dicts_when_not(api, ma
         "/orders/page",
         ok({"page": {"number": 1, "size": 5, "orders": records}}),
         ok({"page": {"number": 1, "size": 5, "orders": odd}}),
+        ok({"page": {"number": 1, "size": 5, "orders": odd, "has_more": False}}),
         ok({"page": {"number": 2, "size": 5, "orders": records}}),
     )
     client = make_client()
     typed = client.fetch_page("orders", 1, 5, typed=True)
     assert typed.typed and typed.plain and typed.is_last
-    assert [type(r) for r in typed.records] == [OrderStruct]
-    assert to_records(typed.records) == records
+    assert [type(r) for r in typed.records] == [LightOrder]
+    assert [(r.id, r.status, bytes(r.customer)) for r in typed.records] == [
+        ("or_1", "paid", b'{"id": "cu_1", "guest": false}')
+    ]
+    assert json.loads(typed.body)["page"]["orders"] == records
+    unknown_field = client.fetch_page("orders", 1, 5, typed=True)
+    assert unknown_field.typed and json.loads(unknown_field.body)["page"]["orders"] == odd
     fallback = client.fetch_page("orders", 1, 5, typed=True)
-    assert not fallback.typed and fallback.records == odd
+    assert not fallback.typed and fallback.records == odd and fallback.body is None
     with pytest.raises(InvalidResponse, match=r"page.number 2 for the requested 1"):
         # The echo is checked on typed pages too (asked once: an invalid page is retried).
         client.fetch_page("orders", 1, 5, typed=True, retries=0)

@@ -19,11 +19,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from django_orders.client.decoding import NOT_PLAIN, PLAIN_DEPTH, decode_plain
-from django_orders.client.order_structs import decode_orders_page, to_records, wire_slices
+from django_orders.client.order_structs import (
+    decode_light_page,
+    decode_orders_page,
+    order_slices,
+    to_records,
+)
 from django_orders.client.pages import Page
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
-from django_orders.exceptions import InvalidRecord
+from django_orders.exceptions import InvalidRecord, InvalidResponse
 from django_orders.mirror import page_parsing
 from django_orders.mirror.page_parsing import (
     _timestamps,
@@ -287,7 +292,7 @@ def envelope_of(records_body: bytes) -> bytes:
 def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
     """(old outcome, new outcome[, typed outcomes]): parsed values or the InvalidRecord message.
 
-    The typed outcomes are there when the order schema decodes the page (``Page.typed``): read
+    The typed outcomes are there when the light decoder reads the page (``Page.typed``): read
     at once, and deferred (as the sync reads it), then read.
     """
     old_records = json.loads(records_body)
@@ -295,13 +300,16 @@ def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
     plain = new_records is not NOT_PLAIN
     if not plain:
         new_records = json.loads(records_body)
-    envelope = decode_orders_page(envelope_of(records_body))
+    body = envelope_of(records_body)
+    light = decode_light_page(body)
     ways = [
         lambda: parse_page(old_records, parse, page_number=3, resource=resource),
         lambda: parse_fetched(Page(3, 10, new_records, plain=plain), parse, resource=resource),
     ]
-    if envelope is not None:
-        typed = Page(3, 10, envelope.page.orders, plain=True, typed=True)
+    if light is not None:
+        # Whether the schema fits the page or not (a float, a field it does not know): it is
+        # decoded when first needed, and parsed the old way if it does not fit.
+        typed = Page(3, 10, light.page.orders, plain=True, typed=True, body=body)
         ways.append(lambda: parse_fetched(typed, parse, resource=resource))
 
         def deferred() -> list:
@@ -630,10 +638,18 @@ SANDBOX_LIKE = {
 
 
 def typed_page(records_body: bytes) -> Page:
+    """A page as ``fetch_page(..., typed=True)`` makes it."""
     body = envelope_of(records_body)
-    envelope = decode_orders_page(body)
-    assert envelope is not None
-    return Page(3, 10, envelope.page.orders, plain=True, typed=True, body=body)
+    light = decode_light_page(body)
+    assert light is not None
+    return Page(3, 10, light.page.orders, plain=True, typed=True, body=body)
+
+
+def slices_of(body: bytes) -> tuple[list, list]:
+    """Each order's bytes and its customer's, as the walk hashes them."""
+    light = decode_light_page(body)
+    assert light is not None
+    return order_slices(body), [order.customer for order in light.page.orders]
 
 
 def test_a_sandbox_like_record_takes_the_typed_path_with_the_same_values():
@@ -786,7 +802,7 @@ def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
     for page in walk:
         assert page.typed and page.plain
         new = parse_fetched(page, parse_order, resource="orders")
-        records = json.loads(json.dumps(to_records(page.records)))
+        records = json.loads(page.body)["page"]["orders"]
         old = parse_page(records, parse_order, page_number=page.number, resource="orders")
         assert_same_orders(old, new)
         assert all(type(order.customer).__name__ == "_TypedCustomer" for order in new)
@@ -808,7 +824,11 @@ def test_a_page_without_the_schema_says_why_in_the_debug_log(caplog):
 # --- each record's bytes as sent (Order.wire_fingerprint) ---------------------------------------
 
 
-def blake(data: bytes) -> str:
+def canonical_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def wire_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
@@ -830,10 +850,9 @@ def test_a_typed_page_is_cut_into_the_bytes_of_the_records_it_decoded(
         expected = json.loads(body)["page"]["orders"]
     except ValueError:
         return
-    envelope = decode_orders_page(body)
-    if envelope is None:
-        return
-    orders, customers = wire_slices(body)
+    if decode_light_page(body) is None:
+        return  # decoded as any other answer: no bytes to cut
+    orders, customers = slices_of(body)
     assert [json.loads(bytes(order)) for order in orders] == expected
     assert [bytes(order) in body for order in orders] == [True] * len(expected)
     assert [json.loads(bytes(c)) if c else "absent" for c in customers] == [
@@ -850,14 +869,14 @@ def test_each_order_and_customer_carries_the_hash_of_its_bytes_as_sent():
     for deferred in (False, True):
         orders = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=deferred)
         assert [o.wire_fingerprint for o in orders] == [
-            blake(spaced.encode()),
-            blake(compact.encode()),
+            wire_hash(spaced.encode()),
+            wire_hash(compact.encode()),
         ]
         customer = json.dumps(SANDBOX_LIKE["customer"], ensure_ascii=False, indent=2)
         customer = customer.replace("\n", "\n  ")  # nested one level deeper in the order
         assert [o.customer.wire_fingerprint for o in orders] == [
-            blake(customer.encode()),
-            blake(b'{"id":"cu_2"}'),
+            wire_hash(customer.encode()),
+            wire_hash(b'{"id":"cu_2"}'),
         ]
         # The canonical text is the spacing's own business: the same as for any other bytes.
         plain = parse_fetched(
@@ -876,23 +895,72 @@ def test_a_repeated_customer_key_is_cut_as_the_typed_decoder_read_it():
     )
     (order,) = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert order.customer.id == "cu_last"
-    assert order.customer.wire_fingerprint == blake(b'{"id":"cu_last","name":"L"}')
+    assert order.customer.wire_fingerprint == wire_hash(b'{"id":"cu_last","name":"L"}')
 
 
-def test_a_page_not_decoded_with_the_schema_has_no_wire_fingerprints():
-    """A page decoded into dicts (a float here) or one given without its body: the mirror
+def test_a_page_decoded_into_dicts_has_no_wire_fingerprints():
+    """A page read as any other answer (not asked for typed, or not read light): the mirror
     compares its records by their canonical fingerprint alone."""
-    records = [{**SANDBOX_LIKE, "custom_data": {"ratio": 0.5}}]
-    body = envelope_of(json.dumps(records).encode())
-    assert decode_orders_page(body) is None
-    page = Page(3, 10, json.loads(body)["page"]["orders"])
+    body = envelope_of(json.dumps([SANDBOX_LIKE]).encode())
+    page = Page(3, 10, json.loads(body)["page"]["orders"], plain=True)
     (order,) = parse_fetched(page, parse_order, resource="orders")
     assert (order.wire_fingerprint, order.customer.wire_fingerprint) == ("", "")
-    typed = typed_page(json.dumps([SANDBOX_LIKE]).encode())
-    without_body = Page(3, 10, typed.records, plain=True, typed=True)
-    (order,) = parse_fetched(without_body, parse_order, resource="orders", deferred=True)
-    assert (order.wire_fingerprint, order.customer.wire_fingerprint) == ("", "")
-    assert order.fingerprint == parse_fetched(typed, parse_order, resource="orders")[0].fingerprint
+    typed = parse_fetched(
+        typed_page(json.dumps([SANDBOX_LIKE]).encode()), parse_order, resource="orders"
+    )
+    assert order.fingerprint == typed[0].fingerprint
+
+
+@pytest.mark.parametrize(
+    "surprise",
+    [{"custom_data": {"ratio": 0.5}}, {"livemode": False}, {"customer": {"id": "cu_1", "x": 1}}],
+)
+def test_a_typed_page_the_schema_does_not_fit_is_parsed_as_before_when_needed(
+    surprise, monkeypatch
+):
+    """A float, or a field the schema does not know: the page still carries its records'
+    bytes' hashes (an unchanged record is known by them), and the first order that needs more
+    has its page decoded and parsed the old way: the same values and fingerprints."""
+    records = [{**SANDBOX_LIKE, **surprise}, {**SANDBOX_LIKE, "id": "or_2"}]
+    records_body = json.dumps(records, ensure_ascii=False).encode()
+    assert decode_orders_page(envelope_of(records_body)) is None
+    old = parse_page(json.loads(records_body), parse_order, page_number=3, resource="orders")
+    decoded: list[int] = []
+    original = page_parsing.decode_answer
+
+    def spy(body):
+        decoded.append(len(body))
+        return original(body)
+
+    monkeypatch.setattr(page_parsing, "decode_answer", spy)
+    lazy = parse_fetched(typed_page(records_body), parse_order, resource="orders", deferred=True)
+    assert [o.wire_fingerprint != "" for o in lazy] == [True, True]
+    assert [o.customer.wire_fingerprint != "" for o in lazy] == [True, True]
+    assert decoded == []
+    assert [o.fingerprint for o in lazy] == [o.fingerprint for o in old]
+    assert len(decoded) == 1  # the whole page, once
+    assert_same_orders(old, lazy)
+    assert [o.customer.fingerprint for o in lazy] == [o.customer.fingerprint for o in old]
+    assert len(decoded) == 1
+
+
+def test_a_typed_page_nested_too_deep_fails_as_the_transport_says_when_read():
+    """msgspec's light reading skips what it does not read, however deep (up to its own limit
+    of about a thousand levels); the page is refused, as the transport refuses any answer
+    nested past MAX_JSON_DEPTH, when one of its records is first needed."""
+    deep = b"[" * 70 + b"]" * 70
+    record = json.dumps(SANDBOX_LIKE).encode()
+    records_body = b"[" + record[:-1] + b',"extra":' + deep + b"}]"
+    (order,) = parse_fetched(
+        typed_page(records_body), parse_order, resource="orders", deferred=True
+    )
+    assert order.id == "or_1"
+    with pytest.raises(InvalidResponse) as caught:
+        order.fingerprint  # noqa: B018
+    assert str(caught.value) == (
+        "orders page 3: POST /orders/page answered with a body that is not JSON "
+        "(JSON nested deeper than 64 levels)"
+    )
 
 
 def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
@@ -907,12 +975,24 @@ def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
 
     second = {**SANDBOX_LIKE, "id": "or_2"}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
+    decoded: list[int] = []
+    original_decode = page_parsing.decode_orders_page
+
+    def decode_spy(body):
+        decoded.append(len(body))
+        return original_decode(body)
+
     monkeypatch.setattr(page_parsing, "_ENCODE", spy)
+    monkeypatch.setattr(page_parsing, "decode_orders_page", decode_spy)
     lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert [o.wire_fingerprint != "" for o in lazy] == [True, True]
-    assert encoded == []
-    assert lazy[1].fingerprint == blake(canonical_json(second).encode())
+    assert [o.customer.id for o in lazy] == ["cu_1", "cu_1"]
+    assert (encoded, decoded) == ([], [])  # the page is not even decoded with the schema
+    assert lazy[1].fingerprint == canonical_hash(canonical_json(second).encode())
     assert encoded == ["or_2"]
+    assert len(decoded) == 1
+    assert lazy[0].fingerprint == canonical_hash(canonical_json(SANDBOX_LIKE).encode())
+    assert len(decoded) == 1  # once for the page
 
 
 @pytest.mark.parametrize(
@@ -931,6 +1011,6 @@ def test_repeated_envelope_keys_cut_the_orders_the_typed_decoder_read(body):
     envelope = decode_orders_page(body)
     assert envelope is not None
     assert [o.id for o in envelope.page.orders] == ["or_1", "or_2"]
-    orders, customers = wire_slices(body)
+    orders, customers = slices_of(body)
     assert [bytes(o) for o in orders] == [first.encode(), second.encode()]
     assert [json.loads(bytes(c)) for c in customers] == [SANDBOX_LIKE["customer"]] * 2

@@ -26,7 +26,7 @@ WRITES = re.compile(r'^\s*(INSERT|UPDATE|DELETE)\b.*"django_orders_(order|custom
 CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
-def blake(text: str) -> str:
+def wire_hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -52,7 +52,7 @@ def test_a_sync_stores_the_hash_of_each_record_s_bytes_as_sent(uncapped):
     sync_orders()
     texts = served_texts(uncapped)
     assert dict(Order.objects.values_list("id", "wire_fingerprint")) == {
-        pk: blake(text) for pk, text in texts.items()
+        pk: wire_hash(text) for pk, text in texts.items()
     }
     # A customer's row holds the newest copy of it (the first the walk met, newest first).
     newest_copy: dict[str, str] = {}
@@ -60,15 +60,16 @@ def test_a_sync_stores_the_hash_of_each_record_s_bytes_as_sent(uncapped):
         text = CUSTOMER.search(texts[order.id]).group(1)
         newest_copy.setdefault(order.customer_id, text)
     assert dict(Customer.objects.values_list("id", "wire_fingerprint")) == {
-        pk: blake(text) for pk, text in newest_copy.items()
+        pk: wire_hash(text) for pk, text in newest_copy.items()
     }
 
 
 def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
     uncapped, monkeypatch
 ):
-    """Neither an order nor a customer of an unchanged page is encoded or fingerprinted: only
-    the pages the helper thread read while the walk still looked like a first sync."""
+    """Neither an order nor a customer of an unchanged page is encoded or fingerprinted, nor its
+    page decoded with the order schema: only the pages the helper thread read while the walk
+    still looked like a first sync."""
     uncapped.seed(95)
     sync_orders()
     encoded: list[str] = []
@@ -78,11 +79,21 @@ def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
         encoded.append(value.id)
         return original(value)
 
+    decoded: list[int] = []
+    original_decode = page_parsing.decode_orders_page
+
+    def decode_spy(body):
+        decoded.append(json.loads(body)["page"]["number"])
+        return original_decode(body)
+
     monkeypatch.setattr(page_parsing, "_ENCODE", spy)
+    monkeypatch.setattr(page_parsing, "decode_orders_page", decode_spy)
     statements = PageStatements()
     with statements.capture:
         run = sync_orders(progress=statements)
     assert (run.created, run.updated, run.unchanged) == (0, 0, 95)
+    # Nor is a page decoded with the order schema (only its light reading, in the transport).
+    assert decoded and set(decoded) <= {1, 2, 3}
     newest = uncapped.store.newest_order_ids(95)
     read_ahead = Order.objects.filter(pk__in=newest[:30])  # pages 1 to 3
     assert {pk for pk in encoded if pk.startswith("or_")} <= set(newest[:30])
@@ -120,7 +131,7 @@ def test_other_bytes_for_the_same_record_are_no_change_and_only_their_hash_is_re
     writes = [sql for sql in logged_statements(captured) if WRITES.match(sql)]
     assert writes and all(WIRE_ONLY.match(sql) for sql in writes), writes
     again = Order.objects.get(pk=moved)
-    assert again.wire_fingerprint == blake(new_text) != stored.wire_fingerprint
+    assert again.wire_fingerprint == wire_hash(new_text) != stored.wire_fingerprint
     assert (again.fingerprint, again.changed_at, again.raw) == (
         stored.fingerprint,
         stored.changed_at,
@@ -145,7 +156,7 @@ def test_a_changed_record_stores_the_hash_of_its_new_bytes(uncapped):
     assert (run.updated, run.unchanged) == (1, 94)
     order = Order.objects.get(pk=changed)
     assert order.number == "ORD-NEW"
-    assert order.wire_fingerprint == blake(served_texts(uncapped)[changed])
+    assert order.wire_fingerprint == wire_hash(served_texts(uncapped)[changed])
 
 
 def test_a_lookup_forgets_the_stored_bytes_so_a_record_changed_back_is_written(uncapped):
@@ -166,7 +177,7 @@ def test_a_lookup_forgets_the_stored_bytes_so_a_record_changed_back_is_written(u
     assert (run.updated, run.unchanged) == (1, 29)
     back = Order.objects.get(pk=order_id)
     assert (back.number, back.fingerprint) == (first.number, first.fingerprint)
-    assert back.wire_fingerprint == first.wire_fingerprint == blake(first_text)
+    assert back.wire_fingerprint == first.wire_fingerprint == wire_hash(first_text)
 
 
 def test_rows_without_a_wire_fingerprint_are_compared_by_their_fingerprint(uncapped):
