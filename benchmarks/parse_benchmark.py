@@ -11,17 +11,16 @@ the bytes the service sent, then times, alternating round by round, on the same 
   before issue 22, still the path for bodies that are not plain);
 - generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
   lists) and ``parse_fetched`` (the parser of issue 22's first round);
-- typed: the sync's decoder (``order_structs.decode_orders_page``: msgspec into the order
-  schema's structs, what ``fetch_page(..., typed=True)`` does) and ``parse_fetched``, each
-  record's bytes hashed too (its wire fingerprint): what a page of new orders costs a sync;
-- deferred: the same with ``deferred=True`` and without the bytes, the deferred fields never
-  read and each fingerprint computed: what a page of unchanged orders cost a re-sync before
-  wire fingerprints (issue 22's third round);
-- wire: ``deferred=True`` with the bytes, nothing encoded: what a page of unchanged orders
-  costs a re-sync now, its records' bytes being the stored ones.
+- typed: what the sync's helper threads do with a page of new orders: the transport's reading
+  of the body (``fetch_page(..., typed=True)``), then ``parse_fetched`` with every field read,
+  each record's bytes hashed (its wire fingerprint), each distinct customer encoded and hashed;
+- wire: ``deferred=True``, nothing read but what the walk compares: what a page of unchanged
+  orders costs a re-sync, its records' bytes being the stored ones.
 
-All but the last also encode and hash each page's distinct customers, as the sync's page helper
-does while pages write (``sync._encode_customers``). No network, no database in the timed part.
+typed and wire are timed for this checkout and for the package at ``--before`` (by default the
+last commit before pages were read light, issue 22's fourth round), exported from git, each
+round in a fresh process per package (its second timing: the first warms it up).
+No network, no database in the timed part.
 Prints the median CPU time per order of each (``time.process_time``) and checks that all give
 the same values.
 """
@@ -30,16 +29,20 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+# A worker imports the package it is given (``--before``'s export), the checkout's otherwise.
+sys.path.insert(0, os.environ.get("PARSE_BENCH_TREE", str(REPO)))
 
 PAGE_SIZE = 256
 
@@ -82,45 +85,40 @@ def old_parse(bodies: list[bytes]) -> list:
     return pages
 
 
-def typed_parse(bodies: list[bytes], *, deferred: bool = False, wire: bool = True) -> list:
-    """As the sync's page helper parses (its body kept: each record's bytes are hashed too);
-    ``wire=False``: as before wire fingerprints, every order's fingerprint computed."""
-    from django_orders.client.order_structs import decode_orders_page
+def typed_page(number: int, body: bytes):
+    """The page as ``fetch_page(..., typed=True)`` makes it from ``body``, in whichever package
+    is imported: read light since issue 22's fifth round, decoded with the schema before."""
+    from django_orders.client import order_structs
     from django_orders.client.pages import Page
+
+    if hasattr(order_structs, "decode_light_page"):
+        envelope = order_structs.decode_light_page(body)
+    else:
+        envelope = order_structs.decode_orders_page(body)
+    assert envelope is not None, "a page the sync would not read typed"
+    return Page(number, PAGE_SIZE, envelope.page.orders, plain=True, typed=True, body=body)
+
+
+def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
+    """What the sync's helper threads do with a page of new orders (a first sync): the
+    transport's reading of the body, then every field read, each order encoded and hashed, its
+    bytes hashed, each distinct customer encoded and hashed."""
     from django_orders.mirror.page_parsing import parse_fetched
     from django_orders.mirror.parsing import parse_order
 
     pages = []
     for number, body in enumerate(bodies, start=1):
-        envelope = decode_orders_page(body)
-        assert envelope is not None, "a page the schema did not fit"
-        page = Page(
-            number,
-            PAGE_SIZE,
-            envelope.page.orders,
-            plain=True,
-            typed=True,
-            body=body if wire else None,
-        )
+        page = typed_page(number, body)
         orders = parse_fetched(page, parse_order, resource="orders", deferred=deferred)
-        if not wire:
-            for order in orders:
-                order.fingerprint  # noqa: B018  (what the comparison asked for)
-        if not (deferred and wire):
+        if not deferred:
             encode_customers(orders)
         pages.append(orders)
     return pages
 
 
-def deferred_parse(bodies: list[bytes]) -> list:
-    """What a page of unchanged orders cost a re-sync in the third round: their fields left
-    unread, each order's and customer's fingerprint computed to compare."""
-    return typed_parse(bodies, deferred=True, wire=False)
-
-
 def wire_parse(bodies: list[bytes]) -> list:
-    """What a page of unchanged orders costs a re-sync now: the typed decode and each order's
-    and customer's bytes hashed; nothing encoded (the bytes are the stored ones)."""
+    """What a page of unchanged orders costs a re-sync: the transport's reading of the body and
+    each order's and customer's bytes hashed; nothing encoded (the bytes are the stored ones)."""
     return typed_parse(bodies, deferred=True)
 
 
@@ -170,26 +168,68 @@ def same_values(bodies: list[bytes], new_parse) -> bool:
     return True
 
 
+#: The last commit before the light reading of pages (issue 22's fourth round).
+PREVIOUS_ROUND = "451cc78"
+TYPED = {"typed": typed_parse, "wire": wire_parse}
+
+
+def worker(name: str, bodies_file: str, rounds: int) -> None:
+    """``rounds`` timings of the parser ``name`` in this process, with the package first on
+    ``sys.path``: the checkout's, or the exported one of ``--before``."""
+    import msgspec
+
+    bodies = msgspec.msgpack.decode(Path(bodies_file).read_bytes(), type=list[bytes])
+    print(" ".join(f"{timed(TYPED[name], bodies):.6f}" for _ in range(rounds)))
+
+
+def run_worker(name: str, tree: Path, bodies_file: Path) -> float:
+    """One timing of ``name`` by the package under ``tree``, in a fresh process."""
+    env = {**os.environ, "PARSE_BENCH_TREE": str(tree)}
+    command = [sys.executable, __file__, "--worker", name, "--bodies", str(bodies_file)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        raise SystemExit(f"parse worker {name} ({tree}) failed")
+    # The second of two rounds: the first warms the process (imports, msgspec's decoders).
+    return float(result.stdout.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=20_000, help="default: 20000")
     parser.add_argument("--rounds", type=int, default=5, help="default: 5")
+    parser.add_argument("--before", default=PREVIOUS_ROUND, help=f"default: {PREVIOUS_ROUND}")
+    parser.add_argument("--worker", choices=TYPED, help=argparse.SUPPRESS)
+    parser.add_argument("--bodies", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.worker:
+        worker(options.worker, options.bodies, 2)
+        return
+    import msgspec
 
     bodies = fetch_bodies(options.orders)
     count = sum(body.count(b'"initiated_at"') for body in bodies)
     assert count == options.orders, count
-    parsers = {
-        "old": old_parse,
-        "generic": generic_parse,
-        "typed": typed_parse,
-        "deferred": deferred_parse,
-        "wire": wire_parse,
+    parsers = {"old": old_parse, "generic": generic_parse}
+    labels = {
+        "old": "json.loads + parse_page (before issue 22)",
+        "generic": "msgspec generic decode + parse_fetched (first round)",
     }
-    samples: dict[str, list[float]] = {name: [] for name in parsers}
-    for _ in range(options.rounds):
-        for name, parse in parsers.items():
-            samples[name].append(timed(parse, bodies))
+    for name, what in (("typed", "a new order"), ("wire", "an unchanged order")):
+        labels[f"before {name}"] = f"{what}, {options.before} (fourth round)"
+        labels[f"now {name}"] = f"{what}, this checkout"
+    samples: dict[str, list[float]] = {name: [] for name in labels}
+    with tempfile.TemporaryDirectory(prefix="parse-bench-") as tmp:
+        trees = {"before": Path(tmp) / "before", "now": REPO}
+        export_package(options.before, trees["before"])
+        bodies_file = Path(tmp) / "bodies.msgpack"
+        bodies_file.write_bytes(msgspec.msgpack.encode(bodies))
+        for _ in range(options.rounds):
+            for name, parse in parsers.items():
+                samples[name].append(timed(parse, bodies))
+            for name in TYPED:
+                for code, tree in trees.items():
+                    samples[f"{code} {name}"].append(run_worker(name, tree, bodies_file))
     per_order = {k: statistics.median(v) / count * 1e6 for k, v in samples.items()}
     load = os.getloadavg()[0]
     print(
@@ -197,18 +237,27 @@ def main() -> None:
         f"in pages of {PAGE_SIZE}, median CPU of {options.rounds} alternating rounds, "
         f"load average {load:.1f}, {time.strftime('%Y-%m-%d %H:%M')}:"
     )
-    for name, label in (
-        ("old", "json.loads + parse_page"),
-        ("generic", "msgspec generic decode + parse_fetched"),
-        ("typed", "msgspec typed decode + parse_fetched"),
-        ("deferred", "the same, deferred, fields never read (an unchanged page, third round)"),
-        ("wire", "the same, bytes hashed, nothing encoded (an unchanged page, wire fingerprints)"),
-    ):
-        rounds = ", ".join(f"{s / count * 1e6:.1f}" for s in samples[name])
+    for name, label in labels.items():
+        rounds = ", ".join(f"{s / count * 1e6:.2f}" for s in samples[name])
         print(f"  {label}: {per_order[name]:.2f} us/order (rounds: {rounds})")
-    print(f"  ratio generic/typed: {per_order['generic'] / per_order['typed']:.2f}x")
-    for name in ("generic", "typed", "deferred", "wire"):  # deferred: read when compared
-        print(f"  {name}: same values as old: {same_values(bodies, parsers[name])}")
+    for name in TYPED:
+        before, now = per_order[f"before {name}"], per_order[f"now {name}"]
+        print(f"  {name}: before / now {before / now:.2f}x")
+    for name in ("generic", "typed", "wire"):  # wire: its fields read when compared
+        same = same_values(bodies, {**parsers, **TYPED}[name])
+        print(f"  {name}: same values as old: {same}")
+
+
+def export_package(ref: str, into: Path) -> None:
+    """The ``django_orders`` package as it was at ``ref``, unpacked under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "django_orders"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
 
 
 if __name__ == "__main__":
