@@ -829,7 +829,7 @@ def canonical_hash(data: bytes) -> str:
 
 
 def wire_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 @BOUNDED

@@ -27,7 +27,8 @@ CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
 def wire_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    """SHA-256 of the bytes, cut to 128 bits (``page_parsing._wire_hash``)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def served_texts(server) -> dict[str, str]:
