@@ -145,6 +145,7 @@ def main() -> None:
             "BENCH_REPEAT": str(options.repeat),
             "BENCH_NAIVE_URL": small_url if options.naive_scaled else big_url,
             "BENCH_NAIVE_REPEAT": str(options.repeat if options.naive_scaled else 1),
+            "BENCH_SANDBOX_PID": str(big.pid),
         }
         try:
             for backend in backends:
@@ -249,6 +250,28 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
                 f"tables with all their indexes: {spread(r['store_samples'])}, "
                 f"{store / wire:.2f}x the wire floor; the sync is {sync / store:.2f}x (c).",
             ]
+    cores = os.cpu_count() or 1
+    lines += [
+        "",
+        f"Where the time goes: CPU seconds of this machine's {cores} cores (medians), in the "
+        "sync's process (its threads; SQLite runs in them), PostgreSQL's process serving it "
+        "(its background writers not counted) and the sandbox. No schedule of that work "
+        f"finishes in less than its total over {cores} cores.",
+        "",
+        "| backend | wire floor: client + sandbox | sync: process + database + sandbox = total "
+        f"| total / {cores} cores, / wire floor (target <= 2x) |",
+        "|---|---|---|---|",
+    ]
+    for backend, r in results.items():
+        wire = min(r["wire_samples"])
+        client, database, sandbox = r["sync_cpu"]
+        total = client + database + sandbox
+        server = f"{database:.1f} s" if r["database_process"] else "(in the process)"
+        lines.append(
+            f"| {backend} | {r['wire_cpu'][0]:.1f} s + {r['wire_cpu'][2]:.1f} s "
+            f"| {client:.1f} s + {server} + {sandbox:.1f} s = {total:.1f} s "
+            f"| {total / cores:.1f} s, {total / cores / wire:.2f}x |"
+        )
     if memory:
         low, high = memory[small]["peak_mb"], memory[n]["peak_mb"]
         rss_low, rss_high = memory[small]["rss_mb"], memory[n]["rss_mb"]
@@ -600,6 +623,34 @@ def commit_time(connection) -> Iterator[list[float]]:
         del wrapper._commit
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process of this machine has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_meters(connection):
+    """A function giving the CPU seconds used so far by this process (the sync's threads, and
+    SQLite, which runs in them), the database server's process serving this connection
+    (PostgreSQL; its background writers are not counted) and the sandbox."""
+    server: int | None = None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            server = cursor.fetchone()[0]
+    sandbox = int(os.environ["BENCH_SANDBOX_PID"])
+
+    def read() -> list[float]:
+        database = process_cpu(server) if server is not None else 0.0
+        return [time.process_time(), database, process_cpu(sandbox)]
+
+    return read
+
+
+def cpu_spent(before: list[float], after: list[float]) -> list[float]:
+    return [b - a for a, b in zip(before, after, strict=True)]
+
+
 def measure_timing() -> dict:
     from django.db import connection
 
@@ -608,20 +659,26 @@ def measure_timing() -> dict:
 
     orders = int(os.environ["BENCH_ORDERS"])
     repeat = int(os.environ["BENCH_REPEAT"])
+    processes = cpu_meters(connection)
+    before = processes()
     wire = wire_floor(os.environ["BENCH_URL"], repeat)
+    wire_cpu = [spent / repeat for spent in cpu_spent(before, processes())]
     floors = walk_floor(os.environ["BENCH_URL"], repeat)
 
     # The first sync runs on the fresh database, each later one into the emptied mirror.
     sync_samples: list[float] = []
     commit_samples: list[float] = []
+    sync_cpu: list[list[float]] = []
     for n in range(repeat):
         if n:
             empty_mirror(connection)
         counter = StatementCounter()
         with connection.execute_wrapper(counter), commit_time(connection) as committing:
+            before = processes()
             started = time.perf_counter()
             run = sync_orders(page_size=PAGE_SIZE, progress=counter.page_done)
             sync_samples.append(time.perf_counter() - started)
+            sync_cpu.append(cpu_spent(before, processes()))
         commit_samples.append(committing[0])
         assert (run.seen, run.created) == (orders, orders), (run.seen, run.created)
         assert Order.objects.count() == orders
@@ -660,6 +717,9 @@ def measure_timing() -> dict:
         "naive_samples": naive_samples,
         "naive_records": naive_records,
         "statements_per_page": counter.summary(),
+        "wire_cpu": wire_cpu,
+        "sync_cpu": [median(column) for column in zip(*sync_cpu, strict=True)],
+        "database_process": connection.vendor == "postgresql",
         "resync_statements_per_page": again.summary(),
     }
 
