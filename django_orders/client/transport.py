@@ -242,10 +242,11 @@ class OrdersClient:
         ``retries`` times (default: the client's ``max_retries``; ``0`` asks once, as the API
         check does). The last error is raised when the page stays unreadable.
 
-        ``typed`` (the sync, for ``orders``): read only what a walk compares of each order, and
-        keep the body, whose records ``mirror.page_parsing`` decodes with the order schema when
-        it needs them (``Page.typed``); a body whose envelope or records are not objects as
-        the schema has them is decoded as without it.
+        ``typed`` (the sync, for ``orders``): read only what a walk compares of each order, as
+        structs (``order_structs.LightOrder``), and keep the body, whose records
+        ``mirror.page_parsing`` decodes with the order schema when it needs them
+        (``Page.typed``). A body whose envelope or records are not objects as the schema has
+        them, or with NUL or lone surrogate escapes, is decoded as without it.
         """
         collection = collection or collection_for(resource)
         check_page_args(page_number, page_size)
@@ -343,7 +344,8 @@ class OrdersClient:
             if reason is None:
                 envelope = decode_light_page(content) if typed else None
                 if envelope is not None:
-                    return _Answer(envelope, response.status_code, request_id, True, True, content)
+                    # Not ``plain``: the light reading does not say whether the body has floats.
+                    return _Answer(envelope, response.status_code, request_id, False, True, content)
                 try:
                     data, plain = decode_answer(content)
                     return _Answer(data, response.status_code, request_id, plain)

@@ -111,8 +111,8 @@ class _PlainCustomer(ParsedCustomer):
         return self._fingerprint
 
 
-class _TypedCustomer(ParsedCustomer):
-    """A customer of a typed page (``Page.typed``), known at once by its id and its bytes'
+class _DeferredCustomer(ParsedCustomer):
+    """A customer of a light page (``Page.typed``), known at once by its id and its bytes'
     hash; its other fields, text and fingerprint are read from its page on first use.
 
     ``__getattr__`` is only called for a slot not set yet: a walk compares a customer by id and
@@ -299,9 +299,10 @@ def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
     return parsed
 
 
-#: The fields of an order of a typed page that are read for the whole page on first use
+#: The fields of an order of a light page that are read for the whole page on first use
 #: (``_DeferredPage.read``); its id, status, customer and wire fingerprint are read at once,
-#: its fingerprint on first use, for that order alone (``_DeferredOrder``).
+#: its fingerprint on first use, encoded for that order alone where the schema fits the page
+#: (where it does not, the page is parsed the old way, whole: ``_DeferredPage.parsed``).
 DEFERRED_FIELDS = frozenset(
     (
         "initiated_at",
@@ -332,12 +333,12 @@ class _DeferredOrder(ParsedOrder):
     ever being decoded with the order schema.
     """
 
-    __slots__ = ("__weakref__", "_index", "_page", "_text")
+    __slots__ = ("__weakref__", "_index", "_page")
 
     def __init__(
         self,
         light: LightOrder,
-        customer: _TypedCustomer,
+        customer: _DeferredCustomer,
         wire_fingerprint: str,
         page: _DeferredPage,
         index: int,
@@ -354,10 +355,8 @@ class _DeferredOrder(ParsedOrder):
     def __getattr__(self, name: str) -> Any:
         if name in DEFERRED_FIELDS:
             self._page.read()
-        elif name == "fingerprint" or name == "_text":
-            text = self._page.canonical_text(self._index)
-            self._text = text
-            self.fingerprint = _hash(text)
+        elif name == "fingerprint":
+            self.fingerprint = _hash(self._page.canonical_text(self._index))
         else:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return object.__getattribute__(self, name)
@@ -493,11 +492,9 @@ class _DeferredPage:
                     if web:
                         url = web.url
             order.payment_url = checked_payment_url(url)
-            # Encoded here, struct in hand, rather than through __getattr__ (a first sync reads
-            # every page): again only if the fingerprint was asked for before, on a page that
-            # turned out to change.
+            # Encoded here, struct in hand (a first sync reads every page): a second time only for
+            # an order whose fingerprint was asked for first, on a page that turned out to change.
             text = _ENCODE(struct)
-            order._text = text
             order.fingerprint = _hash(text)
             order.raw_json = text.decode()
 
@@ -540,7 +537,7 @@ def _light_orders(orders: list[LightOrder], page: _DeferredPage) -> list[_Deferr
     for index, (order, customer_id, order_bytes) in enumerate(
         zip(orders, customers, order_slices(page.body), strict=True)
     ):
-        customer = _TypedCustomer(customer_id, _wire_hash(order.customer), page, index)
+        customer = _DeferredCustomer(customer_id, _wire_hash(order.customer), page, index)
         add(_DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
     page.orders = [weakref.ref(order) for order in parsed]
     return parsed
@@ -555,8 +552,11 @@ def parse_body(body: bytes, parse: Callable[[Any], Any], number: int, resource: 
     try:
         data, plain = decode_answer(body)
     except ValueError as exc:
-        # What the transport says of such a body; a light read found it well formed, so only
-        # what msgspec's reading skips gets here (nested deeper than MAX_JSON_DEPTH).
+        # What the transport says of such a body. The light reading found it well formed JSON
+        # but does not look inside what it skips: text that is not UTF-8, or nesting deeper
+        # than MAX_JSON_DEPTH, there. Checking every body for both would cost the fetching
+        # thread 0.6 and 8.7 us an order (benchmarks/README.md), and such a record can never
+        # have been stored, so it is compared, hence decoded, whenever it is on a page: here.
         raise InvalidResponse(
             f"{resource} page {number}: POST /{resource}/page answered with a body that is "
             f"not JSON ({why_not_json(exc, body)})"

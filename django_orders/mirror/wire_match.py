@@ -2,8 +2,8 @@
 
 Why: in a re-sync nearly every page is unchanged, and telling that from the stored
 fingerprints meant reading a row per record and comparing it in Python, the writer's main
-cost on such a page (benchmarks/README.md, issue 22). Each record of a page decoded with the
-order schema comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
+cost on such a page (benchmarks/README.md, issue 22). Each record of a page read light
+(``Page.typed``) comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
 database compares those with the stored ones itself, by primary key, and answers with one
 number per table. A page whose every record matches is unchanged; any other is read and
 compared as before (``store.read_stored``), so a count that falls short costs one statement

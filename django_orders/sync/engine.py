@@ -147,7 +147,7 @@ def sync_orders(
             max_pages=max_pages,
             max_page_number=_page_window(max_pages),
         )
-        # Orders pages as typed structs where the schema fits (``parse_fetched`` takes both).
+        # Orders pages read light, as structs (``Page.typed``; ``parse_fetched`` takes both).
         walk.typed = resource == "orders"
         lease = Lease(resource)
         lease.acquire()
@@ -335,7 +335,7 @@ def _pages_ahead(walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
 def _prepare_orders(mode: _WalkMode, orders: list[ParsedOrder]) -> None:
     """On the helper thread: while pages write (``_WalkMode``), read the page's deferred fields
     and encode its customers; otherwise only encode the customers that came without their
-    bytes' fingerprint (a page not decoded with the order schema)."""
+    bytes' fingerprint (a page not read light: ``Page.typed``)."""
     if mode.writing:
         read_deferred(orders)
     _encode_customers(orders, all_of_them=mode.writing)

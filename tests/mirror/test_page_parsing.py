@@ -309,7 +309,7 @@ def both_ways(records_body: bytes, parse=parse_order, resource="orders"):
     if light is not None:
         # Whether the schema fits the page or not (a float, a field it does not know): it is
         # decoded when first needed, and parsed the old way if it does not fit.
-        typed = Page(3, 10, light.page.orders, plain=True, typed=True, body=body)
+        typed = Page(3, 10, light.page.orders, typed=True, body=body)
         ways.append(lambda: parse_fetched(typed, parse, resource=resource))
 
         def deferred() -> list:
@@ -642,7 +642,7 @@ def typed_page(records_body: bytes) -> Page:
     body = envelope_of(records_body)
     light = decode_light_page(body)
     assert light is not None
-    return Page(3, 10, light.page.orders, plain=True, typed=True, body=body)
+    return Page(3, 10, light.page.orders, typed=True, body=body)
 
 
 def slices_of(body: bytes) -> tuple[list, list]:
@@ -658,7 +658,7 @@ def test_a_sandbox_like_record_takes_the_typed_path_with_the_same_values():
     new = parse_fetched(page, parse_order, resource="orders")
     old = parse_page(json.loads(body), parse_order, page_number=3, resource="orders")
     assert_same_orders(old, new)
-    assert type(new[0].customer).__name__ == "_TypedCustomer"
+    assert type(new[0].customer).__name__ == "_DeferredCustomer"
     assert (new[0].total, new[0].currency, new[0].number) == (41673, "usd", "ORD-1")
 
 
@@ -800,12 +800,12 @@ def test_the_sync_fetches_the_sandboxs_pages_typed(sandbox_no_cap):
     walk = iter_pages(client, "orders", page_size=256)
     walk.typed = True  # as sync_orders walks
     for page in walk:
-        assert page.typed and page.plain
+        assert page.typed and not page.plain  # plain: not known from a light reading
         new = parse_fetched(page, parse_order, resource="orders")
         records = json.loads(page.body)["page"]["orders"]
         old = parse_page(records, parse_order, page_number=page.number, resource="orders")
         assert_same_orders(old, new)
-        assert all(type(order.customer).__name__ == "_TypedCustomer" for order in new)
+        assert all(type(order.customer).__name__ == "_DeferredCustomer" for order in new)
         pages += 1
     assert pages == 3
     # Other callers get dicts, as before.
@@ -944,13 +944,20 @@ def test_a_typed_page_the_schema_does_not_fit_is_parsed_as_before_when_needed(
     assert len(decoded) == 1
 
 
-def test_a_typed_page_nested_too_deep_fails_as_the_transport_says_when_read():
-    """msgspec's light reading skips what it does not read, however deep (up to its own limit
-    of about a thousand levels); the page is refused, as the transport refuses any answer
-    nested past MAX_JSON_DEPTH, when one of its records is first needed."""
-    deep = b"[" * 70 + b"]" * 70
+@pytest.mark.parametrize(
+    ("inside", "why"),
+    [
+        (b"[" * 70 + b"]" * 70, "JSON nested deeper than 64 levels"),
+        (b'"\xff"', "'utf-8' codec can't decode byte 0xff in position 853: invalid start byte"),
+    ],
+)
+def test_a_light_page_with_what_its_reading_skips_unreadable_fails_when_read(inside, why):
+    """msgspec's light reading checks what it skips for JSON's grammar only, not for UTF-8 or
+    nesting (up to its own limit of about a thousand levels). Such a record can never have
+    been stored, so it is compared, and its page refused as the transport refuses any answer
+    that is not JSON, when one of its records is first needed."""
     record = json.dumps(SANDBOX_LIKE).encode()
-    records_body = b"[" + record[:-1] + b',"extra":' + deep + b"}]"
+    records_body = b"[" + record[:-1] + b',"extra":' + inside + b"}]"
     (order,) = parse_fetched(
         typed_page(records_body), parse_order, resource="orders", deferred=True
     )
@@ -958,9 +965,56 @@ def test_a_typed_page_nested_too_deep_fails_as_the_transport_says_when_read():
     with pytest.raises(InvalidResponse) as caught:
         order.fingerprint  # noqa: B018
     assert str(caught.value) == (
-        "orders page 3: POST /orders/page answered with a body that is not JSON "
-        "(JSON nested deeper than 64 levels)"
+        f"orders page 3: POST /orders/page answered with a body that is not JSON ({why})"
     )
+
+
+def test_a_customer_id_that_is_not_utf8_refuses_the_page_at_once():
+    record = json.dumps(SANDBOX_LIKE).encode().replace(b'"cu_1"', b'"cu_\xff"')
+    page = typed_page(b"[" + record + b"]")
+    with pytest.raises(
+        InvalidResponse,
+        match=r"^orders page 3: POST /orders/page answered with a body that is not JSON \('utf-8'",
+    ):
+        parse_fetched(page, parse_order, resource="orders", deferred=True)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"id": "or_1", "status": "paid", "initiated_at": "2026-01-09T05:51:46Z"}],
+        [
+            {
+                "id": "or_1",
+                "status": "paid",
+                "initiated_at": "2026-01-09T05:51:46Z",
+                "customer": None,
+            }
+        ],
+        [
+            {
+                "id": "or_1",
+                "status": "paid",
+                "initiated_at": "2026-01-09T05:51:46Z",
+                "customer": "cu_1",
+            }
+        ],
+        [
+            {**SANDBOX_LIKE, "id": "or_2"},
+            {"id": "or_1", "status": "paid", "initiated_at": "2026-01-09T05:51:46Z"},
+        ],
+        [{"id": "or_1", "status": "paid", "initiated_at": "2026-01-09T05:51:46Z", "customer": {}}],
+    ],
+)
+def test_orders_without_a_customer_object_fail_as_the_old_path_says(records):
+    """One order alone without a customer too (its customers' bytes join to an empty list)."""
+    body = json.dumps(records).encode()
+    with pytest.raises(InvalidRecord) as old:
+        parse_page(json.loads(body), parse_order, page_number=3, resource="orders")
+    for deferred in (False, True):
+        with pytest.raises(InvalidRecord) as new:
+            parse_fetched(typed_page(body), parse_order, resource="orders", deferred=deferred)
+        assert str(new.value) == str(old.value)
 
 
 def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
