@@ -10,8 +10,13 @@ were read is ``decoding``'s job.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import logging
+import os
 import socket
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +42,73 @@ class UnsupportedEncoding(ValueError):
 # --- the deadline ---------------------------------------------------------------------------------
 
 _current = threading.local()
+logger = logging.getLogger("django_orders.client")
+
+
+class _Watchdog:
+    """One daemon thread that fires each pending ``Deadline`` of the process when it passes.
+
+    Why not a ``threading.Timer`` per exchange, as before: starting a thread for every request
+    was about a fifth of a small request's CPU (benchmarks/README.md, issue 22). The heap holds
+    only the exchanges in flight: a deadline is taken out as its exchange ends. The thread
+    starts with the first deadline, and again in a forked child, which has none of its parent's
+    threads (``os.register_at_fork`` below).
+    """
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition(threading.Lock())
+        self._pending: list[tuple[float, int, Deadline]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline, seconds: float) -> tuple[float, int, Deadline]:
+        """Fire ``deadline`` in ``seconds``; returns what ``forget`` takes."""
+        entry = (time.monotonic() + seconds, next(self._order), deadline)
+        with self._wake:
+            heapq.heappush(self._pending, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="django-orders-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._pending[0] is entry:
+                self._wake.notify()  # sooner than what the thread sleeps until
+        return entry
+
+    def forget(self, entry: tuple[float, int, Deadline]) -> None:
+        with self._wake:
+            try:
+                self._pending.remove(entry)
+            except ValueError:
+                return  # already taken out to fire
+            heapq.heapify(self._pending)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while True:
+                    now = time.monotonic()
+                    if self._pending and self._pending[0][0] <= now:
+                        break
+                    self._wake.wait(self._pending[0][0] - now if self._pending else None)
+                deadline = heapq.heappop(self._pending)[2]
+            try:
+                deadline._fire()  # outside the lock: it watches itself again (REFIRE)
+            except Exception:  # never let one exchange stop every other's deadline
+                logger.exception("A request deadline could not fire")
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _new_watchdog() -> None:
+    """In a forked child: the parent's thread is not there, and its lock may be held."""
+    global _WATCHDOG
+    _WATCHDOG = _Watchdog()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_watchdog)
 
 
 class Deadline:
@@ -47,27 +119,23 @@ class Deadline:
         self.seconds = seconds
         self.fired = False
         self.connection: Any = None
-        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
         self._done = False
+        self._entry: tuple[float, int, Deadline] | None = None
 
     def __enter__(self) -> Deadline:
         _current.deadline = self
-        self._arm(self.seconds)
+        with self._lock:
+            self._entry = _WATCHDOG.watch(self, self.seconds)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         _current.deadline = None
         with self._lock:
             self._done = True
-            if self._timer is not None:
-                self._timer.cancel()
-
-    def _arm(self, seconds: float) -> None:
-        timer = threading.Timer(seconds, self._fire)
-        timer.daemon = True
-        self._timer = timer
-        timer.start()
+            entry = self._entry
+        if entry is not None:
+            _WATCHDOG.forget(entry)
 
     def _fire(self) -> None:
         with self._lock:
@@ -80,7 +148,7 @@ class Deadline:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-            self._arm(REFIRE)
+            self._entry = _WATCHDOG.watch(self, REFIRE)
 
     def check(self) -> None:
         if self.fired:
