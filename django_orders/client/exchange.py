@@ -9,7 +9,7 @@ it is the one place the key is unwrapped, to be put in the ``Authorization`` hea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
@@ -70,23 +70,18 @@ def send_bounded(
     limit: int,
     scrub: Callable[[str], str],
     scrub_body: Callable[[bytes], bytes],
+    environment: Mapping[str, Any],
 ) -> tuple[requests.Response, bytes, str | None]:
     """Send ``request`` and read its answer: the response, its body, and why the body could
     not be read (too large, an unknown encoding, damaged) or None. The response's
-    ``content`` is the body read here."""
+    ``content`` is the body read here. ``environment`` is what
+    ``Session.merge_environment_settings`` gives for the request's URL (proxies, CA bundle)."""
     prepared: requests.PreparedRequest | None = None
     with Deadline(deadline) as watchdog:
         try:
             prepared = session.prepare_request(request)
             # What Session.request does, minus following redirects (``transport``'s docstring),
             # and streamed: the body is read within bounds below.
-            environment = session.merge_environment_settings(
-                prepared.url,  # type: ignore[arg-type]  # prepare_request always sets it
-                {},
-                True,
-                None,
-                None,
-            )
             response = session.send(prepared, timeout=timeout, allow_redirects=False, **environment)
             content, unreadable = _read(response, limit, watchdog)
             content = scrub_body(content)  # a body that echoes the key keeps it nowhere

@@ -135,6 +135,7 @@ class OrdersClient:
         self._gate = gate
         self._auth = BearerAuth(api_key)
         self.session = session or requests.Session()
+        self._environment: dict[str, Any] | None = None
         adapter = BoundedAdapter(max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
@@ -361,6 +362,14 @@ class OrdersClient:
 
     def _send(self, path: str, body: bytes) -> tuple[requests.Response, bytes, str | None]:
         """One bounded HTTP exchange (``exchange.send_bounded``)."""
+        if self._environment is None:
+            # What requests takes from the environment for this client's URL (proxies, CA
+            # bundle), read at its first request. requests reads it again for every call,
+            # walking all of os.environ twice: about a fifth of a small request's CPU
+            # (benchmarks/README.md, issue 22).
+            self._environment = self.session.merge_environment_settings(
+                self.base_url, {}, True, None, None
+            )
         request = requests.Request(
             "POST",
             f"{self.base_url}{path}",
@@ -377,6 +386,7 @@ class OrdersClient:
             limit=self.max_response_bytes,
             scrub=self._auth.scrub,
             scrub_body=self._auth.scrub_bytes,
+            environment=self._environment,
         )
 
 

@@ -176,3 +176,29 @@ def test_errors_on_page_one_are_not_swallowed(api, make_client):
     api.script("/orders/page", error(400, "parameter_invalid", "page_size is wrong"))
     with pytest.raises(RequestRejected):
         list(iter_pages(make_client(), "orders", page_size=3))
+
+
+def test_proxies_from_the_environment_are_read_once_per_client_and_used_every_time(
+    api, make_client, monkeypatch
+):
+    """requests reads the environment for every call, walking all of os.environ twice; the
+    client reads it at its first request, for its base URL, and sends every request with it."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    reads: list[str] = []
+    original = requests.Session.merge_environment_settings
+
+    def counted(self, url, *args):
+        reads.append(url)
+        return original(self, url, *args)
+
+    monkeypatch.setattr(requests.Session, "merge_environment_settings", counted)
+    api.script("/orders/lookup", ok({"order": ORDER}), ok({"order": ORDER}))
+    api.script("/orders/page", page_of(1, 2, 1))
+    client = make_client()
+    client.lookup_order("or_1")
+    client.lookup_order("or_1")
+    client.fetch_page("orders", 1, 2)
+    assert reads == [BASE]
+    assert [s.kwargs["proxies"] for s in api.sent] == [{"https": "http://proxy.example:3128"}] * 3
