@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -219,6 +217,9 @@ def main() -> None:
         labels[f"before {name}"] = f"{what}, {options.before} (fourth round)"
         labels[f"now {name}"] = f"{what}, this checkout"
     samples: dict[str, list[float]] = {name: [] for name in labels}
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from resync_benchmark import export_package  # the package at a commit, from git
+
     with tempfile.TemporaryDirectory(prefix="parse-bench-") as tmp:
         trees = {"before": Path(tmp) / "before", "now": REPO}
         export_package(options.before, trees["before"])
@@ -246,18 +247,6 @@ def main() -> None:
     for name in ("generic", "typed", "wire"):  # wire: its fields read when compared
         same = same_values(bodies, {**parsers, **TYPED}[name])
         print(f"  {name}: same values as old: {same}")
-
-
-def export_package(ref: str, into: Path) -> None:
-    """The ``django_orders`` package as it was at ``ref``, unpacked under ``into``."""
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", ref, "django_orders"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
 
 
 if __name__ == "__main__":

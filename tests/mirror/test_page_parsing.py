@@ -637,6 +637,20 @@ SANDBOX_LIKE = {
 }
 
 
+def spy_on(monkeypatch, name: str, record) -> list:
+    """Wrap ``page_parsing.<name>`` (a function of one argument); returns the list of
+    ``record(argument)`` of each call."""
+    calls: list = []
+    original = getattr(page_parsing, name)
+
+    def spy(value):
+        calls.append(record(value))
+        return original(value)
+
+    monkeypatch.setattr(page_parsing, name, spy)
+    return calls
+
+
 def typed_page(records_body: bytes) -> Page:
     """A page as ``fetch_page(..., typed=True)`` makes it."""
     body = envelope_of(records_body)
@@ -731,14 +745,7 @@ def test_a_deferred_page_reads_nothing_until_asked_then_the_whole_page(monkeypat
     second = {**SANDBOX_LIKE, "id": "or_2", "number": "ORD-2", "paid_at": None}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
     eager = parse_fetched(typed_page(body), parse_order, resource="orders")
-    calls: list[int] = []
-    original = page_parsing._timestamps
-
-    def counted(texts):
-        calls.append(len(texts))
-        return original(texts)
-
-    monkeypatch.setattr(page_parsing, "_timestamps", counted)
+    calls = spy_on(monkeypatch, "_timestamps", len)
     lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert [(o.id, o.status, o.fingerprint) for o in lazy] == [
         (o.id, o.status, o.fingerprint) for o in eager
@@ -925,14 +932,7 @@ def test_a_typed_page_the_schema_does_not_fit_is_parsed_as_before_when_needed(
     records_body = json.dumps(records, ensure_ascii=False).encode()
     assert decode_orders_page(envelope_of(records_body)) is None
     old = parse_page(json.loads(records_body), parse_order, page_number=3, resource="orders")
-    decoded: list[int] = []
-    original = page_parsing.decode_answer
-
-    def spy(body):
-        decoded.append(len(body))
-        return original(body)
-
-    monkeypatch.setattr(page_parsing, "decode_answer", spy)
+    decoded = spy_on(monkeypatch, "decode_answer", len)
     lazy = parse_fetched(typed_page(records_body), parse_order, resource="orders", deferred=True)
     assert [o.wire_fingerprint != "" for o in lazy] == [True, True]
     assert [o.customer.wire_fingerprint != "" for o in lazy] == [True, True]
@@ -1020,24 +1020,10 @@ def test_orders_without_a_customer_object_fail_as_the_old_path_says(records):
 def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
     """On a deferred page nothing is encoded until the fingerprint or the text is asked for,
     and then only that order."""
-    encoded: list[str] = []
-    original = page_parsing._ENCODE
-
-    def spy(value):
-        encoded.append(value.id)
-        return original(value)
-
     second = {**SANDBOX_LIKE, "id": "or_2"}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
-    decoded: list[int] = []
-    original_decode = page_parsing.decode_orders_page
-
-    def decode_spy(body):
-        decoded.append(len(body))
-        return original_decode(body)
-
-    monkeypatch.setattr(page_parsing, "_ENCODE", spy)
-    monkeypatch.setattr(page_parsing, "decode_orders_page", decode_spy)
+    encoded = spy_on(monkeypatch, "_ENCODE", lambda value: value.id)
+    decoded = spy_on(monkeypatch, "decode_orders_page", len)
     lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert [o.wire_fingerprint != "" for o in lazy] == [True, True]
     assert [o.customer.id for o in lazy] == ["cu_1", "cu_1"]
