@@ -13,6 +13,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import os
 import socket
 import threading
@@ -29,6 +30,9 @@ CHUNK = 64 * 1024
 #: Seconds between two shots of a watchdog whose deadline passed (the socket may be replaced
 #: while it fires, e.g. between connect and send).
 REFIRE = 0.25
+#: The longest the watchdog sleeps at once (it looks again then): well under what
+#: ``Condition.wait`` accepts.
+LONGEST_SLEEP = 3600.0
 
 
 class AnswerTooLarge(ValueError):
@@ -63,19 +67,30 @@ class _Watchdog:
 
     def watch(self, deadline: Deadline, seconds: float) -> tuple[float, int, Deadline]:
         """Fire ``deadline`` in ``seconds``; returns what ``forget`` takes."""
-        entry = (time.monotonic() + seconds, next(self._order), deadline)
         with self._wake:
+            entry = (time.monotonic() + seconds, next(self._order), deadline)
             heapq.heappush(self._pending, entry)
             if self._thread is None:
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._run, name="django-orders-deadlines", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except BaseException:
+                    # No thread (a process at its limit): this exchange fails, the next one
+                    # tries again, and nothing of this one stays behind.
+                    self._pending.remove(entry)
+                    heapq.heapify(self._pending)
+                    raise
+                self._thread = thread
             elif self._pending[0] is entry:
                 self._wake.notify()  # sooner than what the thread sleeps until
         return entry
 
     def forget(self, entry: tuple[float, int, Deadline]) -> None:
+        # A linear search: the heap holds only the exchanges in flight (a few), and taking an
+        # entry out as its exchange ends keeps it that small, where leaving finished entries
+        # to be skipped when due would keep a deadline's worth of requests (60 s by default).
         with self._wake:
             try:
                 self._pending.remove(entry)
@@ -90,7 +105,10 @@ class _Watchdog:
                     now = time.monotonic()
                     if self._pending and self._pending[0][0] <= now:
                         break
-                    self._wake.wait(self._pending[0][0] - now if self._pending else None)
+                    # Capped: Condition.wait refuses a timeout past threading.TIMEOUT_MAX, and
+                    # a deadline of years would otherwise end this thread, and every deadline.
+                    wait = self._pending[0][0] - now if self._pending else None
+                    self._wake.wait(None if wait is None else min(wait, LONGEST_SLEEP))
                 deadline = heapq.heappop(self._pending)[2]
             try:
                 deadline._fire()  # outside the lock: it watches itself again (REFIRE)
@@ -116,6 +134,9 @@ class Deadline:
     wakes any blocked read or write with an error; ``fired`` then tells that error apart."""
 
     def __init__(self, seconds: float) -> None:
+        if not math.isfinite(seconds):
+            # NaN would never compare as due, and would disorder the watchdog's heap.
+            raise ValueError(f"a request deadline must be a finite number of seconds: {seconds}")
         self.seconds = seconds
         self.fired = False
         self.connection: Any = None
@@ -124,9 +145,9 @@ class Deadline:
         self._entry: tuple[float, int, Deadline] | None = None
 
     def __enter__(self) -> Deadline:
-        _current.deadline = self
         with self._lock:
             self._entry = _WATCHDOG.watch(self, self.seconds)
+        _current.deadline = self
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -111,3 +111,51 @@ def test_a_forked_child_fires_deadlines_with_a_watchdog_of_its_own():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_deadline_of_years_does_not_stop_the_others():
+    """The watchdog sleeps at most LONGEST_SLEEP at once: Condition.wait refuses a timeout past
+    threading.TIMEOUT_MAX, which would have ended the thread, and every deadline with it."""
+    far, soon = reading.Deadline(1e10), reading.Deadline(0.1)
+    far.__enter__()
+    try:
+        time.sleep(0.1)  # the watchdog is asleep until the far one
+        with soon:
+            soon.connection = FakeConnection()
+            try:
+                assert wait_until(lambda: soon.fired)
+            finally:
+                soon.connection.close()
+    finally:
+        far.__exit__(None, None, None)
+    assert [t.is_alive() for t in watchdog_threads()] == [True]
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf")])
+def test_a_deadline_that_is_not_a_finite_number_is_refused(seconds):
+    with pytest.raises(ValueError, match="must be a finite number of seconds"):
+        reading.Deadline(seconds)
+
+
+def test_a_watchdog_that_could_not_start_its_thread_tries_again(monkeypatch):
+    """A process at its thread limit fails that one exchange, leaving nothing behind; the next
+    exchange starts the thread."""
+    watchdog = reading._Watchdog()
+    monkeypatch.setattr(reading, "_WATCHDOG", watchdog)
+    original = threading.Thread.start
+    failures = [RuntimeError("can't start new thread")]
+
+    def start(thread):
+        if failures:
+            raise failures.pop()
+        return original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError), reading.Deadline(0.1):
+        pass
+    assert watchdog._pending == []
+    assert getattr(reading._current, "deadline", None) is None
+    deadline = reading.Deadline(0.1)
+    with deadline:
+        assert wait_until(lambda: deadline.fired)
+    assert watchdog._thread is not None and watchdog._thread.is_alive()
