@@ -388,18 +388,21 @@ class _DeferredPage:
         self._structs: list[OrderStruct] | None = None
         self._parsed: list[ParsedOrder] | None = None
 
-    def _decode(self) -> None:
-        envelope = decode_orders_page(self.body)
-        if envelope is not None:
-            self._structs = envelope.page.orders
-        else:
-            self._parsed = parse_body(self.body, parse_order, self.number, self.resource)
+    def _decode(self) -> list[OrderStruct] | None:
+        """The page's structs, decoded on first call; ``None`` if the schema does not fit the
+        page, which is then parsed as any other (``parsed``)."""
+        if self._structs is None and self._parsed is None:
+            envelope = decode_orders_page(self.body)
+            if envelope is not None:
+                self._structs = envelope.page.orders
+            else:
+                self._parsed = parse_body(self.body, parse_order, self.number, self.resource)
+        return self._structs
 
     def struct(self, index: int) -> OrderStruct | None:
         """The order's struct, or ``None`` if the schema does not fit the page (``parsed``)."""
-        if self._structs is None and self._parsed is None:
-            self._decode()
-        return self._structs[index] if self._structs is not None else None
+        structs = self._decode()
+        return structs[index] if structs is not None else None
 
     def parsed(self, index: int) -> ParsedOrder:
         """The order parsed as any other page's, on a page the schema does not fit."""
@@ -418,9 +421,7 @@ class _DeferredPage:
         ``parse_page`` raises for the page (naming page, record and field)."""
         if self.done:
             return
-        if self._structs is None and self._parsed is None:
-            self._decode()
-        structs = self._structs
+        structs = self._decode()
         if structs is None:
             assert self._parsed is not None
             self._copy(self._parsed)
