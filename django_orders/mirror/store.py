@@ -2,16 +2,17 @@
 
 Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
 ``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
-fixed number of statements: one read of the stored fingerprints of the customers and the
-orders, then an upsert of the new or changed customers and one write of the new or changed
-orders (two statements on SQLite when a call has both: ``upsert.write_read_rows``), and for a
-lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did not
-change are not written at all, so a re-sync of unchanged data writes nothing and
-``changed_at`` means what it says. A record that came in as the same bytes as the stored row
-(``wire_fingerprint``) is unchanged without its fingerprint being computed (``is_stored``);
-every write sets the row's wire fingerprint with its fingerprint, empty when unknown, so the
-two never describe different records. An unchanged record that came in other bytes gets its
-new bytes' hash recorded, that column alone (``store_new_bytes``).
+fixed number of statements: one read of the stored fingerprints of the customers and the orders,
+then one write of the new or changed customers and one of the new or changed orders
+(``upsert.write_read_rows``: on PostgreSQL rows that are all new go in by ``COPY``; on SQLite new
+orders by a plain ``INSERT`` and changed ones by the upsert, two statements when a call has both),
+and for a lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did
+not change are not written at all, so a re-sync of unchanged data writes nothing and ``changed_at``
+means what it says. A record that came in as the same bytes as the stored row
+(``wire_fingerprint``) is unchanged without its fingerprint being computed (``is_stored``); every
+write sets the row's wire fingerprint with its fingerprint, empty when unknown, so the two never
+describe different records. An unchanged record that came in other bytes gets its new bytes' hash
+recorded, that column alone (``store_new_bytes``).
 
 The caller owns the transaction (one short transaction per page or per lookup), on the
 database the mirror is written to: the read and the writes belong together. A page walk may
@@ -303,7 +304,7 @@ def store_orders(
         return result
     stored, stored_customers = comparison.stored, comparison.stored_customers
     if customers:
-        _store_customers(customers, stored_customers, now)
+        _store_customers(customers, stored_customers, now, compared=compare)
         if known_customers is not None:
             known_customers.update(customers)
     new_rows: list[tuple] = []
@@ -412,10 +413,16 @@ def _as_stored(instance: _Row, using: str | None) -> _Row:
 
 
 def _store_customers(
-    customers: dict[str, ParsedCustomer], stored: dict[str, StoredCustomer], now: datetime
+    customers: dict[str, ParsedCustomer],
+    stored: dict[str, StoredCustomer],
+    now: datetime,
+    *,
+    compared: bool,
 ) -> None:
-    """Upsert the customers that differ from the ``stored`` ones (all of them when nothing is
-    stored)."""
+    """Write the customers that differ from the ``stored`` ones (all of them when nothing is
+    stored). When ``stored`` is what a read in this transaction found (``compared``), the
+    absent ones are known to be new and go in as ``write_read_rows`` inserts them; otherwise
+    all go through the upsert."""
     rows = [
         (
             c.id,
@@ -432,7 +439,12 @@ def _store_customers(
         for c in customers.values()
         if not is_stored(c, stored.get(c.id))
     ]
-    upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
+    if not compared:
+        upsert(Customer, CUSTOMER_COLUMNS, rows, CUSTOMER_UPDATE)
+        return
+    absent = [row for row in rows if row[0] not in stored]
+    changed = [row for row in rows if row[0] in stored]
+    write_read_rows(Customer, CUSTOMER_COLUMNS, absent, changed, CUSTOMER_UPDATE)
 
 
 def store_records(

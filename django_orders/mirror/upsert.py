@@ -36,12 +36,14 @@ Other backends fall back to the ORM.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections, models, router
+from django.db.backends.utils import CursorDebugWrapper
 
 #: Compact JSON text of a page's values, as the statements here send them (module docs).
 json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -137,28 +139,50 @@ def write_read_rows(
     """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
     primary key): insert the first, overwrite the ``update`` columns of the second.
 
-    On SQLite the absent rows go in with a plain ``INSERT`` and only the stored ones through
-    the upsert: two statements when a page has both. An upsert whose ``DO UPDATE`` sets a
-    foreign-key column (an order's ``customer``) is a statement SQLite may have to undo half
-    way, so it opens a statement journal for each row of the ``executemany`` and copies into
-    it every database page the row touches, conflict or not: a fifth of the writer's time on
-    a walk of new orders (benchmarks/README.md, sync). A plain ``INSERT`` needs no such journal,
-    and the foreign key is checked exactly as before. It is safe because the read and the
-    insert share a transaction: SQLite lets no other connection commit in between (with its
-    rollback journal the read's lock keeps writers from committing; in WAL mode a write on a
-    snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after
-    all would make the ``INSERT`` fail, never be skipped.
+    On SQLite, when the ``update`` columns include a foreign key (an order's ``customer``), the
+    absent rows go in with a plain ``INSERT`` and only the stored ones through the upsert: two
+    statements when a page has both. An upsert whose ``DO UPDATE`` sets a foreign-key column is a
+    statement SQLite may have to undo half way, so it opens a statement journal for each row of the
+    ``executemany`` and copies into it every database page the row touches, conflict or not: a fifth
+    of the writer's time on a walk of new orders (benchmarks/README.md, sync). A plain ``INSERT``
+    needs no such journal, and the foreign key is checked exactly as before. It is safe because the
+    read and the insert share a transaction: SQLite lets no other connection commit in between (with
+    its rollback journal the read's lock keeps writers from committing; in WAL mode a write on a
+    snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after all
+    would make the ``INSERT`` fail, never be skipped.
+
+    On PostgreSQL, when every row is absent (a first sync's pages) and there are at least
+    ``COPY_MIN_ROWS``, they go in by ``COPY``: the server takes them as text, without the
+    ``ON CONFLICT`` arbitration or unpacking JSON arrays, which cut its CPU on a first sync by
+    about a fifth (benchmarks/README.md, sync). Under READ COMMITTED another transaction (an
+    order created meanwhile) may insert one of them between the read and the ``COPY``; the
+    ``COPY`` then fails with an ``IntegrityError`` and rolls the page's transaction back, and
+    the walk writes that page again record by record (``sync.pagewrite``), each read anew and
+    upserted: a row is never skipped. A page with both absent and stored rows goes through one
+    upsert as before, so a page never takes more statements than it did; so does a single row
+    (a lookup), for which ``COPY`` saves nothing and which has no page to fall back on.
 
     Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
-    insert a row between the read and the write, and the upsert then updates it. So too on
-    SQLite outside a transaction (autocommit), where the read and the write are two.
+    insert a row between the read and the write, and the upsert then updates it. So too
+    outside a transaction (autocommit), where the read and the write are two.
     """
     connection = connections[router.db_for_write(model)]
-    if connection.vendor != "sqlite" or not absent or not connection.in_atomic_block:
-        upsert(model, columns, [*absent, *stored], update)
-        return
-    _insert(connection, model, [model._meta.get_field(name) for name in columns], absent, "")
-    upsert(model, columns, stored, update)
+    if absent and connection.in_atomic_block:
+        fields = [model._meta.get_field(name) for name in columns]
+        if connection.vendor == "postgresql" and not stored and len(absent) >= COPY_MIN_ROWS:
+            _copy(connection, model, fields, absent)
+            return
+        if connection.vendor == "sqlite" and any(
+            model._meta.get_field(name).is_relation for name in update
+        ):
+            _insert(connection, model, fields, absent, "")
+            upsert(model, columns, stored, update)
+            return
+    upsert(model, columns, [*absent, *stored], update)
+
+
+#: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).
+COPY_MIN_ROWS = 2
 
 
 def column_of(model: type[models.Model], name: str) -> str:
@@ -186,6 +210,38 @@ def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_confl
             f"INSERT INTO {table} ({names}) VALUES ({placeholder}){on_conflict}",  # noqa: S608
             _sqlite_rows(connection, fields, rows),
         )
+
+
+def _copy(connection, model, fields, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``COPY`` the rows into the model's table (PostgreSQL, psycopg 3).
+
+    Django's cursor has no ``copy()``, so the statement is run on psycopg's own cursor, the
+    way Django runs any other: through the connection's ``execute_wrappers`` (which see it as
+    one statement with the rows as its parameters), logged when queries are logged (as the
+    statement alone, not its rows), refused on a broken transaction, and with psycopg's errors
+    raised as Django's (``IntegrityError``, ``DataError``). Values are dumped by psycopg from
+    their Python types as for any parameter; JSON columns are already JSON text.
+    """
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(field.column) for field in fields)
+    sql = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN"
+    with connection.cursor() as cursor:
+
+        def run_copy(sql: str, rows: Sequence[tuple[Any, ...]], many: bool, context: dict) -> None:
+            connection.validate_no_broken_transaction()
+            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+        executor: Callable[..., None] = run_copy
+        for wrapper in reversed(connection.execute_wrappers):
+            executor = functools.partial(wrapper, executor)
+        context = {"connection": connection, "cursor": cursor}
+        if isinstance(cursor, CursorDebugWrapper):
+            with cursor.debug_sql(sql):
+                executor(sql, rows, False, context)
+        else:
+            executor(sql, rows, False, context)
 
 
 def _postgresql_insert(connection, table, names, fields, rows, conflict) -> tuple[str, list]:

@@ -17,6 +17,7 @@ from django.db import (
     connections,
     transaction,
 )
+from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from django_orders.mirror import store as mirror
@@ -68,14 +69,16 @@ def test_new_orders_take_three_statements_whatever_the_size(size, django_assert_
     assert Customer.objects.count() == size
 
 
-def test_a_full_page_is_one_insert_per_table_on_every_backend(django_assert_num_queries):
+def test_a_full_page_is_one_write_per_table_on_every_backend(django_assert_num_queries):
     """Django 5.2's bulk_create splits this on SQLite (it assumes 999 variables); the mirror
-    writes one statement per table on every backend and version."""
+    writes one statement per table on every backend and version: on PostgreSQL a ``COPY`` of
+    rows the read found absent, elsewhere an ``INSERT``."""
     with django_assert_num_queries(3) as captured:
         store_orders(orders(256))
     texts = [statement_text(q["sql"]) for q in captured.captured_queries]
-    inserts = [sql for sql in texts if sql.startswith("INSERT")]
-    assert len(inserts) == 2  # one for the customers, one for the orders
+    writes = [sql.split(" (")[0] for sql in texts if sql.startswith(("INSERT", "COPY"))]
+    verb = "COPY" if connection.vendor == "postgresql" else "INSERT INTO"
+    assert writes == [f'{verb} "django_orders_customer"', f'{verb} "django_orders_order"']
     assert Order.objects.count() == Customer.objects.count() == 256
 
 
@@ -159,21 +162,113 @@ def test_new_and_changed_orders_in_one_call(django_assert_num_queries):
     assert Order.objects.filter(first_seen_at__gt=old).count() == 2
 
 
-def test_a_row_read_as_absent_but_there_is_never_skipped():
-    """The SQLite INSERT relies on the read and the write sharing a transaction. Were a row there
-    after all, the write fails (and the page with it): it never silently keeps the old row."""
-    store_orders(orders(1))
-    (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+def _order_row(parsed) -> tuple:
+    """``parsed`` as a row of ``ORDER_COLUMNS``."""
     row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
     row += (parsed.raw_json, parsed.fingerprint, "", timezone.now(), timezone.now(), None)
-    row += (None, "", "", "", None, None, None)  # the checkout columns
-    if connection.vendor == "sqlite":
-        with pytest.raises(IntegrityError, match="UNIQUE"), transaction.atomic():
-            write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
-        assert Order.objects.get().status == "requires_payment"
-    else:
-        write_read_rows(Order, ORDER_COLUMNS, [row], [], ORDER_UPDATE)
-        assert Order.objects.get().status == "completed"
+    return (*row, None, "", "", "", None, None, None)  # the checkout columns
+
+
+def test_rows_read_as_absent_but_there_are_never_skipped():
+    """SQLite's INSERT and PostgreSQL's COPY of absent rows rely on the read: were a row there
+    after all, the write fails (and the page with it, which the walk then writes record by
+    record: tests/sync/test_set_aside.py); it never silently keeps the old row."""
+    store_orders(orders(1))
+    rows = [_order_row(parsed) for parsed in orders(2, status="completed")]
+    refusal = "UNIQUE" if connection.vendor == "sqlite" else "duplicate key"
+    with pytest.raises(IntegrityError, match=refusal), transaction.atomic():
+        write_read_rows(Order, ORDER_COLUMNS, rows, [], ORDER_UPDATE)
+    assert list(Order.objects.values_list("status", flat=True)) == ["requires_payment"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite inserts any absent row")
+def test_a_single_absent_row_goes_through_the_upsert_on_postgresql():
+    """A lookup writes one order: no page to fall back on, so it keeps the upsert, which takes
+    a row another transaction inserted after the read."""
+    store_orders(orders(1))
+    (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
+    with transaction.atomic():
+        write_read_rows(Order, ORDER_COLUMNS, [_order_row(parsed)], [], ORDER_UPDATE)
+    assert Order.objects.get().status == "completed"
+
+
+def test_absent_rows_read_back_exactly_as_given():
+    """What a COPY (PostgreSQL) or plain INSERT (SQLite) of new rows stores, value by value:
+    text that COPY's format must escape (tab, newline, backslash, a literal \\N), JSON text,
+    NULLs, booleans, big integers and datetimes to the microsecond in another zone."""
+    tricky = 'tab\there, line\nbreak, back\\slash, \\N, "quoted", \u00e9\u20ac\U0001f600'
+    when = datetime(2026, 3, 1, 10, 0, 0, 123456, tzinfo=ZoneInfo("Asia/Kolkata"))
+    raw = {"id": "or_a", "note": tricky, "nested": {"list": [1, 2.5, None, True]}}
+    parsed = parse_order(
+        {
+            **raw,
+            "status": "paid",
+            "initiated_at": "2026-03-01T10:00:00.123456+05:30",
+            "customer": {"id": "cu_a", "guest": True, "name": tricky},
+        }
+    )
+    other = orders(1, start=7)[0]
+    big = 9_007_199_254_740_993  # past a double's exact integers
+    rows = [
+        (*_order_row(parsed)[:11], big, "EUR", "N-1", "https://pay.example/\\N", when, None, when),
+        _order_row(other),
+    ]
+    with transaction.atomic():
+        customers = [_customer_row(parsed.customer), _customer_row(other.customer)]
+        write_read_rows(Customer, CUSTOMER_COLUMNS, customers, [], CUSTOMER_UPDATE)
+        write_read_rows(Order, ORDER_COLUMNS, rows, [], ORDER_UPDATE)
+    stored = Order.objects.select_related("customer").get(pk="or_a")
+    assert stored.raw == parsed.raw and stored.raw["note"] == tricky
+    assert stored.customer.name == tricky and stored.customer.guest is True
+    assert stored.initiated_at == parsed.initiated_at == when
+    assert (stored.completed_at, stored.canceled_at, stored.refreshed_at) == (None, None, None)
+    assert (stored.total, stored.currency, stored.number) == (big, "EUR", "N-1")
+    assert (stored.payment_url, stored.paid_at, stored.expires_at) == (
+        "https://pay.example/\\N",
+        when,
+        when,
+    )
+    assert Order.objects.get(pk=other.id).raw == other.raw
+    assert Order.objects.filter(raw__note=tricky).exists()  # real JSON, queryable
+
+
+def _customer_row(customer) -> tuple:
+    """``customer`` as a row of ``CUSTOMER_COLUMNS``."""
+    now = timezone.now()
+    return (
+        customer.id,
+        customer.guest,
+        customer.name,
+        customer.raw_json,
+        customer.fingerprint,
+        "",
+        now,
+        now,
+        customer.email_address,
+        customer.phone_number,
+    )
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's COPY")
+def test_a_copy_is_a_statement_like_any_other_to_django():
+    """Django's cursor has no ``copy()``: the COPY is still seen by ``execute_wrapper`` (once,
+    with its rows), logged once without its rows, and refused inside a broken transaction."""
+    seen: list[tuple[str, int, bool]] = []
+
+    def record(execute, sql, params, many, context):
+        seen.append((sql.split(" (")[0], len(params), many))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        store_orders(orders(3))
+    assert seen[1:] == [
+        ('COPY "django_orders_customer"', 3, False),
+        ('COPY "django_orders_order"', 3, False),
+    ]
+    with pytest.raises(TransactionManagementError), transaction.atomic():
+        transaction.set_rollback(True)  # as after an error caught inside the block
+        write_read_rows(Order, ORDER_COLUMNS, [_order_row(p) for p in orders(2, start=5)], [], ())
+    assert Order.objects.count() == 3
 
 
 def _insert_order_elsewhere(path: str, order_id: str) -> str:
@@ -343,6 +438,10 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
         rows = [record, (record[0], "bt_2", *record[2:])]
         upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE, conflict=RECORD_CONFLICT)
     assert not RemoteRecord.objects.exists()
+    # New rows (COPY on PostgreSQL): refused all the same.
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        write_read_rows(Customer, CUSTOMER_COLUMNS, [("cu_ok", *row[1:]), row], [], ())
+    assert not Customer.objects.exists()
 
 
 def test_each_column_arrives_with_its_type_and_nulls():

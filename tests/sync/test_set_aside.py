@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
+from django_orders.mirror import store as mirror_store
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer
@@ -157,3 +159,62 @@ def test_a_refresh_lookup_the_database_refuses_is_set_aside(pages, settings, hos
     assert "lookup of order or_old" in SyncRun.objects.get(pk=run.pk).problems
     old = Order.objects.get(pk="or_old")
     assert old.refreshed_at is not None and old.raw == {"id": "or_old"}  # to the back, unchanged
+
+
+def _commit_order_elsewhere(order_id: str) -> None:
+    """Commit a customer and an order on a PostgreSQL connection of its own, as an order
+    created in another process would be."""
+    import psycopg
+
+    settings_dict = connection.settings_dict
+    with psycopg.connect(
+        host=settings_dict["HOST"],
+        port=settings_dict["PORT"] or 5432,
+        user=settings_dict["USER"],
+        password=settings_dict["PASSWORD"] or None,
+        dbname=settings_dict["NAME"],
+        autocommit=True,
+    ) as other:
+        other.execute(
+            "INSERT INTO django_orders_customer (id, guest, name, raw, fingerprint, "
+            "wire_fingerprint, first_seen_at, changed_at, email_address, phone_number) "
+            "VALUES ('cu_elsewhere', false, 'Elsewhere', '{}', '', '', now(), now(), '', '')"
+        )
+        other.execute(
+            "INSERT INTO django_orders_order (id, status, initiated_at, raw, fingerprint, "
+            "wire_fingerprint, first_seen_at, changed_at, customer_id, currency, number, "
+            "payment_url) VALUES (%s, 'canceled', now(), '{}', '', '', now(), now(), "
+            "'cu_elsewhere', '', '', '')",
+            [order_id],
+        )
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's COPY of new rows")
+def test_an_order_committed_between_the_read_and_the_copy_is_written_not_set_aside(
+    pages, monkeypatch, caplog
+):
+    """A page's new orders go in by COPY (upsert.write_read_rows). Another process commits one
+    of them right after the page's read: the COPY fails on its key, the page's transaction rolls
+    back, and the walk writes the page record by record, where that order reads as stored and
+    is updated. Nothing is set aside, and the order holds the page's version."""
+    pages("orders", "orders", [order(1), order(2), order(3)], [order(4)])
+    read_by_ids = mirror_store.read_by_ids
+    raced: list[str] = []
+
+    def read_then_race(*reads):
+        rows = read_by_ids(*reads)
+        if not raced:
+            _commit_order_elsewhere("or_2")
+            raced.append("or_2")
+        return rows
+
+    monkeypatch.setattr(mirror_store, "read_by_ids", read_then_race)
+    with caplog.at_level("WARNING", logger="django_orders.sync"):
+        run = sync_orders()
+    assert raced == ["or_2"]
+    assert "writing it record by record" in caplog.text and "duplicate key" in caplog.text
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert (run.seen, run.created, run.updated, run.skipped) == (4, 3, 1, 0)
+    stored = Order.objects.get(pk="or_2")
+    assert (stored.status, stored.customer_id) == ("paid", "cu_2")
+    assert set(Order.objects.values_list("id", flat=True)) == {"or_1", "or_2", "or_3", "or_4"}
