@@ -201,7 +201,9 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
             f"of {2 * options.repeat} samples, half of them taken before the syncs, half each "
             "just before a re-sync."
         )
-        + " Commits: the part of the sync's time spent in its page commits (median).",
+        + " Statements and commits: the part of the sync's time its writing thread spent "
+        "waiting on the database's answers to its statements (reads and writes) and on its "
+        "page commits (medians).",
         "",
         f"Load average {os.getloadavg()[0]:.1f} at the end of the run.",
         "",
@@ -224,6 +226,7 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
         bounds.append(f"{backend} {naive / floor:.0f}x")
         lines.append(
             f"| {backend} | {spread(r['sync_samples'])}, {n / sync:,.0f}/s; "
+            f"statements {median(r.get('statement_samples') or [0.0]):.1f} s, "
             f"commits {median(r['commit_samples']):.1f} s "
             f"| {wire:.1f} s ({', '.join(f'{w:.1f}' for w in r['wire_samples'])}) "
             f"| {floor:.1f} s ({', '.join(f'{median(way):.1f} s' for way in ways.values())}) "
@@ -306,10 +309,11 @@ def write_readme(table: str) -> None:
         "Floor (b) is the same walk with parsing and fingerprinting but no database, measured "
         "two ways in the same run, the faster median taken. Every measured sync and naive loop "
         "starts from an empty database (SQLite: emptied, then `VACUUM`). Statements "
-        "per page: one read of the page's stored customers and orders, the customers' upsert, "
-        "the orders' upsert (on SQLite each an `executemany` of one statement, and the new "
-        "orders a plain `INSERT` of their own: a page with new and changed orders is six "
-        "statements there), the run's progress, the lease renewal. A re-sync's pages after "
+        "per page: one read of the page's stored customers and orders, the customers' write, "
+        "the orders' write (on PostgreSQL a `COPY` when every row is new, else one upsert; on "
+        "SQLite each an `executemany` of one statement, and the new orders a plain `INSERT` "
+        "of their own: a page with new and changed orders is six statements there), the run's "
+        "progress, the lease renewal. A re-sync's pages after "
         "the first are one statement each, outside any transaction: the database compares the "
         "page's wire fingerprints (hashes of each record's bytes as sent) with the stored ones "
         "and answers with two counts; the run's progress is saved and the lease renewed once "
@@ -319,26 +323,27 @@ def write_readme(table: str) -> None:
         "pages with `synchronous_commit` off (a cache of upstream; order creation stays "
         "durable), reads stored fingerprints of customers and orders in one statement with `id "
         "= ANY(ARRAY(...))` (the `IN (SELECT ...)` form was planned as a sequential scan of the"
-        " growing table), sends each column of a page as one JSON array and values shared by "
-        "every row (the write's `now`) once, and runs without the `varchar_pattern_ops` indexes"
-        " (initial migration). SQLite writes each table with one statement text (`executemany`,"
-        " so one compiled statement, not one per row count), inserts the orders the page's read"
-        " found absent with a plain `INSERT` (an upsert that updates a foreign key makes SQLite"
-        " copy every page each row touches into a statement journal), persists its rollback "
-        "journal during a walk instead of deleting it after every page, gives its connection an"
-        " 8 MiB page cache (SQLite's default of 2,000 KiB holds less than the mirror's "
-        "random-key indexes), and in WAL mode checkpoints every 40,000 WAL pages during a walk "
-        "instead of every 1,000. Orders pages are read by msgspec only as far as a walk "
-        "compares them (ids, status, each record's bytes: `client/order_structs.py`), decoded "
-        "into the order schema's structs when a record needs more (the others into dicts) and "
-        "parsed in bulk (`page_parsing.py`): canonical text by msgspec's sorted encoding "
-        "(byte for byte `json.dumps`'s), a page's timestamps checked by one regular expression "
-        "and read by one msgspec call; what only a new or changed order needs (its timestamps, "
-        "checkout fields and text) is read for its page when first needed, and an order whose "
-        "bytes are the stored ones is neither encoded nor fingerprinted, so a re-sync only "
-        "hashes bytes. The "
-        "wire floor is the walk with the client's generic decoding (msgspec into dicts) and "
-        "nothing else, the best of the samples.\n"
+        " growing table), writes a page's rows by `COPY` when all are new (a first sync) and "
+        "otherwise upserts them with each column of the page as one JSON array and values "
+        "shared by every row (the write's `now`) sent once, and runs without the "
+        "`varchar_pattern_ops` indexes (initial migration). SQLite writes each table with one "
+        "statement text (`executemany`, so one compiled statement, not one per row count), "
+        "inserts the orders the page's read found absent with a plain `INSERT` (an upsert that "
+        "updates a foreign key makes SQLite copy every page each row touches into a statement "
+        "journal), persists its rollback journal during a walk instead of deleting it after "
+        "every page, gives its connection an 8 MiB page cache (SQLite's default of 2,000 KiB "
+        "holds less than the mirror's random-key indexes), and in WAL mode checkpoints every "
+        "40,000 WAL pages during a walk instead of every 1,000. Orders pages are read by "
+        "msgspec only as far as a walk compares them (ids, status, each record's bytes: "
+        "`client/order_structs.py`), decoded into the order schema's structs when a record "
+        "needs more (the others into dicts) and parsed in bulk (`page_parsing.py`): canonical "
+        "text by msgspec's sorted encoding (byte for byte `json.dumps`'s), a page's timestamps "
+        "checked by one regular expression and read by one msgspec call; what only a new or "
+        "changed order needs (its timestamps, checkout fields and text) is read for its page "
+        "when first needed, and an order whose bytes are the stored ones is neither encoded nor"
+        " fingerprinted, so a re-sync only hashes bytes. The wire floor is the walk with the "
+        "client's generic decoding (msgspec into dicts) and nothing else, the best of the "
+        "samples.\n"
         f"{README_END}\n"
     )
     if README_START in text:
@@ -558,15 +563,20 @@ class StatementCounter:
         self.current = 0
         self.per_page: list[int] = []
         self.mirror_writes = 0
+        self.seconds = 0.0  # the sync's thread waiting on its statements, commits not included
 
     def __call__(self, execute, sql, params, many, context):
         if not sql.startswith(TRANSACTION_CONTROL):
             self.current += 1
-        if sql.startswith(("INSERT", "UPDATE", "DELETE")) and (
+        if sql.startswith(("INSERT", "UPDATE", "DELETE", "COPY")) and (
             '"django_orders_order"' in sql or '"django_orders_customer"' in sql
         ):
             self.mirror_writes += 1
-        return execute(sql, params, many, context)
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - started
 
     def page_done(self, run) -> None:
         self.per_page.append(self.current)
@@ -670,6 +680,7 @@ def measure_timing() -> dict:
     # The first sync runs on the fresh database, each later one into the emptied mirror.
     sync_samples: list[float] = []
     commit_samples: list[float] = []
+    statement_samples: list[float] = []
     sync_cpu: list[list[float]] = []
     for n in range(repeat):
         if n:
@@ -682,6 +693,7 @@ def measure_timing() -> dict:
             sync_samples.append(time.perf_counter() - started)
             sync_cpu.append(cpu_spent(before, processes()))
         commit_samples.append(committing[0])
+        statement_samples.append(counter.seconds)
         assert (run.seen, run.created) == (orders, orders), (run.seen, run.created)
         assert Order.objects.count() == orders
 
@@ -711,6 +723,7 @@ def measure_timing() -> dict:
         "floor_samples": floors,
         "sync_samples": sync_samples,
         "commit_samples": commit_samples,
+        "statement_samples": statement_samples,
         "wire_samples": wire,
         "resync_samples": resync_samples,
         "store_samples": [] if stores[0] is None else stores,
