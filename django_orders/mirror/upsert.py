@@ -151,16 +151,17 @@ def write_read_rows(
     snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after all
     would make the ``INSERT`` fail, never be skipped.
 
-    On PostgreSQL, when every row is absent (a first sync's pages) and there are at least
-    ``COPY_MIN_ROWS``, they go in by ``COPY``: the server takes them as text, without the
-    ``ON CONFLICT`` arbitration or unpacking JSON arrays, which cut its CPU on a first sync by
-    about a fifth (benchmarks/README.md, sync). Under READ COMMITTED another transaction (an
-    order created meanwhile) may insert one of them between the read and the ``COPY``; the
-    ``COPY`` then fails with an ``IntegrityError`` and rolls the page's transaction back, and
-    the walk writes that page again record by record (``sync.pagewrite``), each read anew and
-    upserted: a row is never skipped. A page with both absent and stored rows goes through one
-    upsert as before, so a page never takes more statements than it did; so does a single row
-    (a lookup), for which ``COPY`` saves nothing and which has no page to fall back on.
+    On PostgreSQL (psycopg 3), when every row is absent (a first sync's pages) and there are at
+    least ``COPY_MIN_ROWS``, they go in by ``COPY``: the server takes them as text, without the
+    ``ON CONFLICT`` arbitration or unpacking JSON arrays, which cut its CPU on a first sync by a
+    quarter (benchmarks/README.md, "Issue 22, sixth round"). Under READ COMMITTED another
+    transaction (an order created meanwhile) may insert one of them between the read and the
+    ``COPY``; the ``COPY`` then fails with an ``IntegrityError`` and rolls the page's
+    transaction back, and the walk writes that page again record by record (``sync.pagewrite``),
+    each read anew and upserted: a row is never skipped. A page with both absent and stored rows
+    goes through one upsert as before, so a page never takes more statements than it did; so
+    does a single row (a lookup), for which ``COPY`` saves nothing and which has no page to fall
+    back on.
 
     Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
     insert a row between the read and the write, and the upsert then updates it. So too
@@ -169,7 +170,7 @@ def write_read_rows(
     connection = connections[router.db_for_write(model)]
     if absent and connection.in_atomic_block:
         fields = [model._meta.get_field(name) for name in columns]
-        if connection.vendor == "postgresql" and not stored and len(absent) >= COPY_MIN_ROWS:
+        if not stored and len(absent) >= COPY_MIN_ROWS and _copies(connection):
             _copy(connection, model, fields, absent)
             return
         if connection.vendor == "sqlite" and any(
@@ -183,6 +184,17 @@ def write_read_rows(
 
 #: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).
 COPY_MIN_ROWS = 2
+
+
+def _copies(connection) -> bool:
+    """Whether ``_copy`` can write on ``connection``: PostgreSQL through psycopg 3. Django 5.2
+    also runs PostgreSQL on psycopg2, whose cursor has another ``COPY`` interface; there the
+    rows go through the upsert."""
+    if connection.vendor != "postgresql":
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3
 
 
 def column_of(model: type[models.Model], name: str) -> str:
@@ -215,11 +227,13 @@ def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_confl
 def _copy(connection, model, fields, rows: Sequence[tuple[Any, ...]]) -> None:
     """``COPY`` the rows into the model's table (PostgreSQL, psycopg 3).
 
-    Django's cursor has no ``copy()``, so the statement is run on psycopg's own cursor, the
-    way Django runs any other: through the connection's ``execute_wrappers`` (which see it as
-    one statement with the rows as its parameters), logged when queries are logged (as the
+    Django's cursor hands ``copy()`` straight to psycopg's (its debug cursor logs it), past
+    everything else it does for a statement. So the statement is run on psycopg's own cursor
+    the way Django runs any other: through the connection's ``execute_wrappers`` (which see it
+    as one statement with the rows as its parameters), logged when queries are logged (as the
     statement alone, not its rows), refused on a broken transaction, and with psycopg's errors
-    raised as Django's (``IntegrityError``, ``DataError``). Values are dumped by psycopg from
+    raised as Django's (``IntegrityError``, ``DataError``). Tools that patch the cursor's
+    methods instead of using ``execute_wrapper`` do not see it. Values are dumped by psycopg from
     their Python types as for any parameter; JSON columns are already JSON text.
     """
     quote = connection.ops.quote_name

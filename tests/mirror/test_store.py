@@ -18,6 +18,7 @@ from django.db import (
     transaction,
 )
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_orders.mirror import store as mirror
@@ -253,18 +254,30 @@ def _customer_row(customer) -> tuple:
 def test_a_copy_is_a_statement_like_any_other_to_django():
     """Django's cursor has no ``copy()``: the COPY is still seen by ``execute_wrapper`` (once,
     with its rows), logged once without its rows, and refused inside a broken transaction."""
-    seen: list[tuple[str, int, bool]] = []
+    seen: list[tuple[str, str, int, bool]] = []
 
-    def record(execute, sql, params, many, context):
-        seen.append((sql.split(" (")[0], len(params), many))
-        return execute(sql, params, many, context)
+    def wrapper(name):
+        def record(execute, sql, params, many, context):
+            seen.append((name, sql.split(" (")[0], len(params), many))
+            return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(record):
+        return record
+
+    with (
+        CaptureQueriesContext(connection) as captured,
+        connection.execute_wrapper(wrapper("outer")),
+        connection.execute_wrapper(wrapper("inner")),
+    ):
         store_orders(orders(3))
-    assert seen[1:] == [
-        ('COPY "django_orders_customer"', 3, False),
-        ('COPY "django_orders_order"', 3, False),
+    assert seen[2:] == [  # after the read, seen by both
+        ("outer", 'COPY "django_orders_customer"', 3, False),
+        ("inner", 'COPY "django_orders_customer"', 3, False),
+        ("outer", 'COPY "django_orders_order"', 3, False),
+        ("inner", 'COPY "django_orders_order"', 3, False),
     ]
+    logged = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("COPY")]
+    columns = ", ".join(f'"{Order._meta.get_field(name).column}"' for name in ORDER_COLUMNS)
+    assert logged[1] == f'COPY "django_orders_order" ({columns}) FROM STDIN'  # no rows
     with pytest.raises(TransactionManagementError), transaction.atomic():
         transaction.set_rollback(True)  # as after an error caught inside the block
         write_read_rows(Order, ORDER_COLUMNS, [_order_row(p) for p in orders(2, start=5)], [], ())
@@ -335,11 +348,10 @@ def test_no_other_connection_slips_an_order_in_between_the_read_and_the_insert(m
             cursor.execute("PRAGMA journal_mode = DELETE")
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the SQLite INSERT of new orders")
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_new_orders_go_through_the_upsert():
-    """In autocommit the read and the write are two transactions, so the INSERT's premise does
-    not hold: the writer falls back to the upsert."""
+    """In autocommit the read and the write are two transactions, so the premise of SQLite's
+    plain INSERT and PostgreSQL's COPY does not hold: the writer falls back to the upsert."""
     texts: list[str] = []
 
     def record(execute, sql, params, many, context):
@@ -348,8 +360,23 @@ def test_outside_a_transaction_new_orders_go_through_the_upsert():
 
     with connection.execute_wrapper(record):
         store_orders(orders(3))
-    order_writes = [sql for sql in texts if sql.startswith('INSERT INTO "django_orders_order"')]
+    order_writes = [sql for sql in texts if '"django_orders_order" (' in sql]
     assert len(order_writes) == 1 and "ON CONFLICT" in order_writes[0]
+    assert order_writes[0].startswith('INSERT INTO "django_orders_order"')
+    assert Order.objects.count() == 3
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's drivers")
+def test_on_psycopg2_new_rows_go_through_the_upsert(monkeypatch):
+    """Django 5.2 also runs PostgreSQL on psycopg2, whose cursor has no ``copy()``."""
+    from django.db.backends.postgresql import psycopg_any
+
+    monkeypatch.setattr(psycopg_any, "is_psycopg3", False)
+    with CaptureQueriesContext(connection) as captured:
+        store_orders(orders(3))
+    texts = [q["sql"] for q in captured.captured_queries]
+    writes = [sql.split(" (")[0] for sql in texts if not sql.startswith("SELECT")]
+    assert writes == ['INSERT INTO "django_orders_customer"', 'INSERT INTO "django_orders_order"']
     assert Order.objects.count() == 3
 
 
