@@ -7,6 +7,9 @@ encode), the page is written again record by record, each in a savepoint of one 
 the records it takes are stored, those it refuses are set aside, counted on the ``SyncRun``
 (``skipped``) with the reason (``problems``), and the walk goes on. Without this, one bad record
 would roll its whole page back on every run, forever, and nothing after it would be mirrored.
+The same path takes a page whose new rows went in by ``COPY`` (PostgreSQL) when another process
+stored one of them after the page's read: record by record, that row reads as stored and is
+updated (logged at INFO, since nothing is wrong with the data).
 
 Errors of the database itself (locked, connection lost, a deadlock) are not the data's fault:
 they fail the run as before, so that nothing is set aside for a reason that would pass on the
@@ -58,12 +61,23 @@ def write_page(
         # Rolled back: so are the customers' rows, and whatever commit() counted on the run.
         known_customers.difference_update(new_customers)
         vars(run).update(saved)
-        logger.warning(
-            "%s page %d: the database refused the page (%s); writing it record by record",
-            resource,
-            run.pages + 1,
-            _reason(exc),
-        )
+        if _stored_meanwhile(exc):
+            # Not the data's fault: a new row of the page went in by COPY (mirror.upsert), and
+            # another process (an order created meanwhile) stored it after the page's read.
+            logger.info(
+                "%s page %d: another process stored one of its records meanwhile (%s); "
+                "writing it record by record",
+                resource,
+                run.pages + 1,
+                _reason(exc),
+            )
+        else:
+            logger.warning(
+                "%s page %d: the database refused the page (%s); writing it record by record",
+                resource,
+                run.pages + 1,
+                _reason(exc),
+            )
     with transaction.atomic():
         results = []
         for record in records:
@@ -100,6 +114,16 @@ def _new_customers(resource: str, records: Sequence[Any], known: set[str]) -> se
     if resource != "orders":
         return set()
     return {record.customer.id for record in records} - known
+
+
+#: SQLSTATE of a unique violation (PostgreSQL).
+UNIQUE_VIOLATION = "23505"
+
+
+def _stored_meanwhile(exc: BaseException) -> bool:
+    """Whether the database refused a row because its key is taken: the page's read found it
+    absent, so another transaction committed it since (psycopg 3's ``sqlstate``)."""
+    return getattr(exc.__cause__, "sqlstate", None) == UNIQUE_VIOLATION
 
 
 def _reason(exc: BaseException) -> str:
