@@ -114,3 +114,25 @@ def test_the_cli_options(tmp_path):
         assert (server.app.pacing.latency, server.app.pacing.rate_limit) == (0.0, 100.0)
     finally:
         server.stop()
+
+
+def test_a_pools_connections_wait_in_the_backlog_while_the_sandbox_is_busy(tmp_path):
+    """A lookup pool opens its connections at once. While the sandbox's accepting thread lags
+    (here: not started), they wait in the listen backlog; past ``socketserver``'s default of 5,
+    a connection would be dropped and retried a second later by its client."""
+    import socket
+
+    from django_orders.testing.sandbox.server import SandboxServer
+
+    server = SandboxServer(db_path=tmp_path / "backlog.sqlite3")  # listening, not accepting
+    connections = []
+    try:
+        for _ in range(16):  # twice the default REFRESH_CONCURRENCY
+            connection = socket.socket()
+            connections.append(connection)
+            connection.settimeout(0.5)
+            connection.connect((server.host, server.port))  # times out if dropped
+    finally:
+        for connection in connections:
+            connection.close()
+        server.stop()

@@ -49,6 +49,11 @@ class AppServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    #: The listen backlog. ``socketserver``'s default of 5 is fewer than the lookups a refresh
+    #: pool opens at once (``REFRESH_CONCURRENCY``, 8 by default): when the accepting thread
+    #: lags (a busy interpreter), a connection past the backlog is dropped and its client tries
+    #: again a second later, which shows as a pool with fewer lookups in flight.
+    request_queue_size = 128
 
     def __init__(
         self,
