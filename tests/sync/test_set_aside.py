@@ -1,7 +1,6 @@
 """One record the database refuses never stops the mirror: it is set aside, counted and
 explained on the ``SyncRun``, and the rest of its page and the later pages are written. Pages
-come from the hostile loopback server (tests/fixtures/hostile.py), through the page helper
-process (the default) and the helper thread alike."""
+come from the hostile loopback server (tests/fixtures/hostile.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk_test_set_aside_0123456789"
 
 
-@pytest.fixture(params=["process", "thread"])
-def pages(request, settings, hostile_server):
+@pytest.fixture
+def pages(settings, hostile_server):
     settings.DJANGO_ORDERS = {
         "API_KEY": KEY,
         "BASE_URL": hostile_server.url,
@@ -31,7 +30,6 @@ def pages(request, settings, hostile_server):
         "MAX_RETRIES": 0,
         "PAGE_SIZE": 3,
         "MAX_PAGE_NUMBER": None,
-        "SYNC_HELPER": request.param,
     }
 
     def script(resource: str, collection: str, *records_per_page: list[str]) -> None:
