@@ -131,15 +131,9 @@ def server_floor(connection) -> dict[str, tuple[float, float]]:
     backend = sync_benchmark.cpu_meters(connection)
     spent: dict[str, tuple[float, float]] = {}
     with connection.cursor() as django_cursor:
-        cursor = django_cursor.cursor  # psycopg's own: Django's has no copy()
+        cursor = django_cursor.cursor  # psycopg's own, for copy()
         cursor.execute("SET synchronous_commit = off")
-        tables = []
-        for model in (Customer, Order):
-            table = model._meta.db_table
-            columns = [field.column for field in model._meta.concrete_fields]
-            select = ", ".join(f"{c}::text" if c == "raw" else c for c in columns)
-            rows = cursor.execute(f"SELECT {select} FROM {table}").fetchall()
-            tables.append((table, columns, rows))
+        tables = sync_benchmark.mirror_rows(cursor, (Customer, Order))
         for variant, statements in TABLE_VARIANTS.items():
             seconds = cpu = 0.0
             for table, columns, rows in tables:
@@ -147,13 +141,9 @@ def server_floor(connection) -> dict[str, tuple[float, float]]:
                 cursor.execute(f"DROP TABLE IF EXISTS {copy}")
                 for statement in statements:
                     cursor.execute(statement.format(copy=copy, table=table))
-                sql = f"COPY {copy} ({', '.join(columns)}) FROM STDIN"
                 before = backend()[1]
                 started = time.perf_counter()
-                for start in range(0, len(rows), PAGE_SIZE):
-                    with cursor.copy(sql) as rows_in:  # autocommit: a transaction each
-                        for row in rows[start : start + PAGE_SIZE]:
-                            rows_in.write_row(row)
+                sync_benchmark.copy_in_pages(cursor, copy, columns, rows)
                 seconds += time.perf_counter() - started
                 cpu += backend()[1] - before
                 cursor.execute(f"DROP TABLE {copy}")

@@ -503,25 +503,39 @@ def store_floor(connection) -> float | None:
 
     spent = 0.0
     with connection.cursor() as django_cursor:
-        cursor = django_cursor.cursor  # psycopg's own: Django's has no copy()
+        cursor = django_cursor.cursor  # psycopg's own, for copy()
         cursor.execute("SET synchronous_commit = off")
-        for model in (Customer, Order):
-            table = model._meta.db_table
-            columns = [f.column for f in model._meta.concrete_fields]
-            select = ", ".join(f"{c}::text" if c == "raw" else c for c in columns)
-            rows = cursor.execute(f"SELECT {select} FROM {table}").fetchall()
-            copy = f"COPY bench_{table} ({', '.join(columns)}) FROM STDIN"
+        for table, columns, rows in mirror_rows(cursor, (Customer, Order)):
             cursor.execute(f"DROP TABLE IF EXISTS bench_{table}")
             cursor.execute(f"CREATE TABLE bench_{table} (LIKE {table} INCLUDING ALL)")
             started = time.perf_counter()
-            for start in range(0, len(rows), PAGE_SIZE):
-                with cursor.copy(copy) as rows_in:  # autocommit: a transaction each
-                    for row in rows[start : start + PAGE_SIZE]:
-                        rows_in.write_row(row)
+            copy_in_pages(cursor, f"bench_{table}", columns, rows)
             spent += time.perf_counter() - started
             cursor.execute(f"DROP TABLE bench_{table}")
         cursor.execute("SET synchronous_commit = on")
     return spent
+
+
+def mirror_rows(cursor, models) -> list[tuple[str, list[str], list[tuple]]]:
+    """Each model's table, columns and rows as the mirror holds them (PostgreSQL, psycopg's
+    cursor), the JSON as text: what a store floor ``COPY``s back in."""
+    tables = []
+    for model in models:
+        table = model._meta.db_table
+        columns = [f.column for f in model._meta.concrete_fields]
+        select = ", ".join(f"{c}::text" if c == "raw" else c for c in columns)
+        tables.append((table, columns, cursor.execute(f"SELECT {select} FROM {table}").fetchall()))
+    return tables
+
+
+def copy_in_pages(cursor, table: str, columns: list[str], rows: list[tuple]) -> None:
+    """``COPY`` the rows into ``table``, a page at a time, each page its own transaction (the
+    cursor's connection in autocommit), as a walk commits them."""
+    sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+    for start in range(0, len(rows), PAGE_SIZE):
+        with cursor.copy(sql) as rows_in:
+            for row in rows[start : start + PAGE_SIZE]:
+                rows_in.write_row(row)
 
 
 def naive(url: str) -> tuple[float, int]:
