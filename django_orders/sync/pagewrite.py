@@ -61,23 +61,20 @@ def write_page(
         # Rolled back: so are the customers' rows, and whatever commit() counted on the run.
         known_customers.difference_update(new_customers)
         vars(run).update(saved)
-        if _stored_meanwhile(exc):
-            # Not the data's fault: a new row of the page went in by COPY (mirror.upsert), and
-            # another process (an order created meanwhile) stored it after the page's read.
-            logger.info(
-                "%s page %d: another process stored one of its records meanwhile (%s); "
-                "writing it record by record",
-                resource,
-                run.pages + 1,
-                _reason(exc),
-            )
-        else:
-            logger.warning(
-                "%s page %d: the database refused the page (%s); writing it record by record",
-                resource,
-                run.pages + 1,
-                _reason(exc),
-            )
+        # A key taken since the page's read is not the data's fault: a new row of the page
+        # went in by COPY (mirror.upsert), and another process (an order created meanwhile)
+        # stored it after the read. Anything else is a refusal of the data.
+        meanwhile = _stored_meanwhile(exc)
+        logger.log(
+            logging.INFO if meanwhile else logging.WARNING,
+            "%s page %d: %s (%s); writing it record by record",
+            resource,
+            run.pages + 1,
+            "another process stored one of its records meanwhile"
+            if meanwhile
+            else "the database refused the page",
+            _reason(exc),
+        )
     with transaction.atomic():
         results = []
         for record in records:

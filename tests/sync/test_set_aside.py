@@ -56,7 +56,7 @@ def order(number: int, customer: str = "", extra: str = "") -> str:
     return text[:-1] + (f", {extra}}}" if extra else "}")
 
 
-def test_a_record_the_database_refuses_is_set_aside_and_the_walk_goes_on(pages):
+def test_a_record_the_database_refuses_is_set_aside_and_the_walk_goes_on(pages, caplog):
     # 1e400 decodes to infinity: valid JSON text, but no JSON column stores it.
     pages(
         "orders",
@@ -64,7 +64,11 @@ def test_a_record_the_database_refuses_is_set_aside_and_the_walk_goes_on(pages):
         [order(1), order(2, extra='"amount": 1e400'), order(3)],
         [order(4), order(5)],
     )
-    run = sync_orders()
+    with caplog.at_level("INFO", logger="django_orders.sync"):
+        run = sync_orders()
+    (retried,) = [r for r in caplog.records if "record by record" in r.getMessage()]
+    assert retried.levelname == "WARNING"
+    assert retried.getMessage().startswith("orders page 1: the database refused the page (")
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
     assert set(Order.objects.values_list("id", flat=True)) == {"or_1", "or_3", "or_4", "or_5"}
     assert (run.pages, run.seen, run.created, run.skipped) == (2, 5, 4, 1)
