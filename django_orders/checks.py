@@ -3,6 +3,9 @@
 - ``django_orders.E001``: a required setting (``API_KEY``, ``BASE_URL``) is missing.
 - ``django_orders.E002``: ``DJANGO_ORDERS`` or one of its values is unusable (the message comes
   from the same validation that runs when the value is first read, so the two never disagree).
+- ``django_orders.E003``: ``DATABASE_ROUTERS`` write the app's models to more than one database,
+  where a sync page's rows, the run's progress and the lease renewal (or an order request and
+  its order) could not commit in one transaction (``db.app_database``).
 - ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
   cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
 
@@ -17,8 +20,10 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.db import router
 
 from .conf import SETTINGS, SETTINGS_NAME, orders_settings, problem, setting_name
 from .exceptions import OrdersConfigurationError
@@ -99,5 +104,26 @@ def _check_plain_http(base_url: Any) -> list[CheckMessage]:
             "cross the network unencrypted.",
             hint="Use the https:// address of the service.",
             id="django_orders.W001",
+        )
+    ]
+
+
+def check_database_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E003: every model of the app written to one database (see the module docstring)."""
+    written_to: dict[str, list[str]] = {}
+    for model in apps.get_app_config("django_orders").get_models():
+        written_to.setdefault(router.db_for_write(model), []).append(model.__name__)
+    if len(written_to) < 2:
+        return []
+    where = "; ".join(
+        f"{', '.join(sorted(names))} to {alias!r}" for alias, names in sorted(written_to.items())
+    )
+    return [
+        Error(
+            f"DATABASE_ROUTERS write django_orders' models to more than one database ({where}).",
+            hint="Route every model of the django_orders app to the same database: a sync "
+            "page's rows commit with the run's progress and the sync lease, and an order request "
+            "with its order, in one transaction.",
+            id="django_orders.E003",
         )
     ]

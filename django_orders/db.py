@@ -1,14 +1,25 @@
-"""The outer-transaction guard that both pipelines (creation and sync) share.
+"""The app's database and its transactions, shared by both pipelines (creation and sync).
 
 Persist, then send: a write that must be committed before an HTTP call (an order request's
 idempotency key, a sync page's progress) cannot run inside someone else's ``atomic()``, whose
 rollback would take it back after the service had acted on it.
+
+One database: a sync page's rows commit with the run's progress and the lease renewal, and an
+order request with its order, so every model of the app is written to the database the
+project's ``DATABASE_ROUTERS`` choose for ``Order`` (the system check ``django_orders.E003``
+refuses routers that split them). Its transactions are opened there (``app_atomic``), not on
+``default``: on another alias a bare ``atomic()`` would leave each statement to commit on its
+own.
 """
 
 from __future__ import annotations
 
-from django.db import connections
-from django.db.transaction import TransactionManagementError
+from collections.abc import Callable
+
+from django.db import connections, router, transaction
+from django.db.transaction import Atomic, TransactionManagementError
+
+from .models import Order
 
 OUTER_TRANSACTION_MESSAGE = (
     "create_order() must not run inside transaction.atomic(): the order request has to be "
@@ -31,3 +42,19 @@ def refuse_outer_transaction(using: str) -> None:
             raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
     elif not connection.get_autocommit():
         raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
+
+
+def app_database() -> str:
+    """The alias of the database the app's models are written to (see the module docstring)."""
+    return router.db_for_write(Order)
+
+
+def app_atomic() -> Atomic:
+    """``transaction.atomic()`` on the app's database (``app_database``)."""
+    return transaction.atomic(using=app_database())
+
+
+def app_on_commit(callback: Callable[[], object]) -> None:
+    """``transaction.on_commit(callback, robust=True)`` on the app's database: run when its
+    transaction commits (at once outside one), a failure logged, not raised."""
+    transaction.on_commit(callback, using=app_database(), robust=True)

@@ -14,10 +14,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from ..client.lookups import Lookup
+from ..db import app_atomic, app_on_commit
 from ..exceptions import InvalidRecord
 from ..models import Order
 from .announce import announce
@@ -54,11 +54,11 @@ def store_answer(
     if parsed.id != order_id:
         raise InvalidRecord(f"{what} of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
-    with transaction.atomic():
+    with app_atomic():
         result = store_orders([parsed], now=now, refreshed=True)
         if within is not None:
             within(result, now)
-        transaction.on_commit(partial(announce, result), robust=True)
+        app_on_commit(partial(announce, result))
     return result
 
 
@@ -66,7 +66,7 @@ def stamp_refreshed(order_id: str, *, within: Within | None = None) -> None:
     """Mark an order refreshed without a new record: it goes to the back of the refresh queue
     instead of blocking it (an unknown order, or one the database refused)."""
     now = timezone.now()
-    with transaction.atomic():
+    with app_atomic():
         Order.objects.filter(pk=order_id).update(refreshed_at=now)
         if within is not None:
             within(None, now)

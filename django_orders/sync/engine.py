@@ -36,14 +36,13 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from django.db import router, transaction
 from django.utils import timezone
 
 from ..client.factory import new_client
 from ..client.pages import COLLECTIONS
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
-from ..db import refuse_outer_transaction
+from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions import error_name
 from ..mirror.announce import announce
 from ..mirror.page_parsing import read_deferred
@@ -128,7 +127,7 @@ def sync_orders(
     run inside the caller's transaction, and the lease would not be committed, so another host
     would wait on its row lock (PostgreSQL) instead of being told a sync is running.
     """
-    refuse_outer_transaction(router.db_for_write(SyncRun))
+    refuse_outer_transaction(app_database())
     collection = check_resource(resource, collection)
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
@@ -238,7 +237,7 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
                     commit=commit,
                 )
             elif mode.persist_due():
-                with transaction.atomic():
+                with app_atomic():
                     commit(results)
             else:
                 _count_page(run, len(fresh), results)
@@ -311,7 +310,7 @@ def _commit_page(run, lease, seen, problems_before, now, mode, results: list[Mir
     """Inside a page's transaction: progress, lease and signals commit with its rows."""
     _count_page(run, seen, results)
     for result in results:
-        transaction.on_commit(partial(announce, result), robust=True)
+        app_on_commit(partial(announce, result))
     values = progress_values(run)
     if run.problems != problems_before:
         values["problems"] = run.problems

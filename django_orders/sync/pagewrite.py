@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError
 
 from ..client.decoding import storable_text
+from ..db import app_atomic
 from ..mirror.store import MirrorResult, store_orders, store_records
 from ..models import SyncRun
 
@@ -53,7 +54,7 @@ def write_page(
     new_customers = _new_customers(resource, records, known_customers)
     saved = {k: v for k, v in vars(run).items() if k != "_state"}
     try:
-        with transaction.atomic():
+        with app_atomic():
             results = [_store(resource, records, now, known_customers)]
             commit(results)
         return results
@@ -75,12 +76,12 @@ def write_page(
             else "the database refused the page",
             _reason(exc),
         )
-    with transaction.atomic():
+    with app_atomic():
         results = []
         for record in records:
             added = _new_customers(resource, [record], known_customers)
             try:
-                with transaction.atomic():
+                with app_atomic():
                     results.append(_store(resource, [record], now, known_customers))
             except REFUSALS as exc:
                 known_customers.difference_update(added)
