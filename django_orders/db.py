@@ -15,18 +15,22 @@ own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
-from django.db import connections, router, transaction
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.transaction import Atomic, TransactionManagementError
 
 from .models import Order
+
+_View = TypeVar("_View", bound=Callable[..., object])
 
 OUTER_TRANSACTION_MESSAGE = (
     "create_order() must not run inside transaction.atomic(): the order request has to be "
     "committed before the order is sent, and a rollback after the send would erase the "
     "idempotency key of an order that already exists upstream. If ATOMIC_REQUESTS is on, "
-    "decorate the checkout view with @transaction.non_atomic_requests (and keep your own "
-    "writes in short atomic blocks before and after the call)."
+    "decorate the checkout view with @transaction.non_atomic_requests{using} (and keep your "
+    "own writes in short atomic blocks before and after the call)."
 )
 
 
@@ -39,9 +43,28 @@ def refuse_outer_transaction(using: str) -> None:
     connection = connections[using]
     if connection.in_atomic_block:
         if any(not getattr(b, "_from_testcase", False) for b in connection.atomic_blocks):
-            raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
+            raise TransactionManagementError(_outer_transaction_message(using))
     elif not connection.get_autocommit():
-        raise TransactionManagementError(OUTER_TRANSACTION_MESSAGE)
+        raise TransactionManagementError(_outer_transaction_message(using))
+
+
+def _outer_transaction_message(using: str) -> str:
+    # The decorator's own default is "default"; the app's database may be another one.
+    argument = "" if using == DEFAULT_DB_ALIAS else f"(using={using!r})"
+    return OUTER_TRANSACTION_MESSAGE.format(using=argument)
+
+
+def non_atomic_requests(view: _View) -> _View:
+    """``transaction.non_atomic_requests`` for every database, for the app's own views.
+
+    They call the service and commit around each call (``refuse_outer_transaction``), so
+    ``ATOMIC_REQUESTS`` must not wrap them on the app's database, whichever alias the project
+    routes it to; Django's decorator covers one alias (``default`` unless told), and the
+    router's answer may change after import (``override_settings``), so all are named.
+    """
+    for alias in settings.DATABASES:
+        view = transaction.non_atomic_requests(using=alias)(view)
+    return view
 
 
 def app_database() -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode
 
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -27,6 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order
+from .db import non_atomic_requests
 from .exceptions import OrderNotCancellable, OrdersError
 from .models import Order, OrderStatus
 
@@ -95,7 +95,7 @@ def _unavailable(request: HttpRequest, error: OrdersError) -> HttpResponse:
 
 
 @never_cache
-@transaction.non_atomic_requests
+@non_atomic_requests
 @require_http_methods(["GET", "HEAD"])
 def return_view(request: HttpRequest) -> HttpResponse:
     """``redirect_url``: confirm the payment server-side (waiting up to ``CONFIRM_WAIT``)."""
@@ -110,7 +110,7 @@ def return_view(request: HttpRequest) -> HttpResponse:
 
 
 @never_cache
-@transaction.non_atomic_requests
+@non_atomic_requests
 @require_http_methods(["GET", "HEAD", "POST"])
 def cancel_view(request: HttpRequest) -> HttpResponse:
     """``cancel_url``: the payment was not completed; pay after all, or cancel the order."""

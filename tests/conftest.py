@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.hostile",
     "tests.fixtures.http",
     "tests.fixtures.mirror",
+    "tests.fixtures.routing",
 ]
 
 

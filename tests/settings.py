@@ -41,15 +41,15 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # A child process started by a test opens the test database the parent created.
 if env("DJANGO_ORDERS_TEST_DB_NAME", default=None):
     DATABASES["default"]["NAME"] = env("DJANGO_ORDERS_TEST_DB_NAME")
-# A second database, created only for the tests that ask for it (``databases=[..., "mirror"]``):
-# a project whose DATABASE_ROUTERS send the app there (tests/sync/test_routed_database.py).
-DATABASES["mirror"] = {**DATABASES["default"], "TEST": dict(DATABASES["default"].get("TEST", {}))}
-if DATABASES["mirror"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["mirror"]["TEST"]["NAME"] = str(
-        Path(DATABASES["default"]["TEST"]["NAME"]).with_suffix(".mirror.sqlite3")
-    )
+# A second database, created only for the tests that ask for it (``databases=[..., "orders_db"]``):
+# a project whose DATABASE_ROUTERS send the app there (tests/fixtures/routing.py). A child process
+# (DJANGO_ORDERS_TEST_DB_NAME) is told only default's test database: no routed test starts one.
+_default = DATABASES["default"]
+if _default["ENGINE"].endswith("sqlite3"):
+    _test_name = str(Path(_default["TEST"]["NAME"]).with_suffix(".orders_db.sqlite3"))
 else:
-    DATABASES["mirror"]["TEST"]["NAME"] = f"test_{DATABASES['default']['NAME']}_mirror"
+    _test_name = f"test_{_default['NAME']}_orders_db"
+DATABASES["orders_db"] = {**_default, "TEST": {**_default.get("TEST", {}), "NAME": _test_name}}
 
 DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default="sk_test_settings_placeholder_key"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
-from django.db import models, transaction
+from django.db import models
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest
@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
+from ..db import non_atomic_requests
 from .paginator import EstimatedCountPaginator
 from .search import bounded_search_term
 
@@ -170,7 +171,7 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
     # The actions call the service over HTTP and create_order's rules forbid an outer
     # transaction around that (a rollback would erase an idempotency key that the service has
     # seen), so with ATOMIC_REQUESTS = True the changelist, where actions run, stays outside one.
-    @transaction.non_atomic_requests
+    @non_atomic_requests
     def changelist_view(self, request: HttpRequest, extra_context: Any = None):
         return super().changelist_view(request, extra_context)
 

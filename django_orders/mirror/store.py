@@ -30,6 +30,7 @@ from typing import NamedTuple, TypeVar
 
 from django.utils import timezone
 
+from ..db import app_database
 from ..models import Customer, Order, RemoteRecord
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import read_by_ids, upsert, write_read_rows
@@ -408,7 +409,8 @@ def order_row(
 
 def _as_stored(instance: _Row, using: str | None) -> _Row:
     instance._state.adding = False  # as if read back: it is (or will be) the stored row
-    instance._state.db = using or type(instance)._default_manager.db
+    # The database it was written to, not the router's read database (a replica, perhaps).
+    instance._state.db = using or app_database()
     return instance
 
 
@@ -459,10 +461,11 @@ def store_records(
     if not records:
         return result
     # One SELECT on the (resource, remote_id) unique index; a page is at most a few hundred ids.
+    # On the database the page is written to, inside its transaction (not on a read replica).
     stored = dict(
-        RemoteRecord.objects.filter(resource=resource, remote_id__in=list(records)).values_list(
-            "remote_id", "fingerprint"
-        )
+        RemoteRecord.objects.using(app_database())
+        .filter(resource=resource, remote_id__in=list(records))
+        .values_list("remote_id", "fingerprint")
     )
     rows: list[tuple] = []
     for record in records.values():

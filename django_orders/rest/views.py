@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.openapi import AutoSchema
@@ -25,6 +24,7 @@ from rest_framework.response import Response
 from .. import services
 from ..conf import orders_settings
 from ..creation.records import stored_error
+from ..db import non_atomic_requests
 from ..exceptions import OrderRequestPending, OrderRequestRejected
 from ..models import Customer, Order, OrderRequest
 from .exceptions import error_response, exception_handler, orders_exception_response
@@ -98,7 +98,7 @@ class OrdersAPIMixin(_APIView):
 
     @classmethod
     def as_view(cls, *args: Any, **kwargs: Any):
-        return transaction.non_atomic_requests(super().as_view(*args, **kwargs))
+        return non_atomic_requests(super().as_view(*args, **kwargs))
 
 
 def api_url(request: Request, name: str, *args: Any) -> str:

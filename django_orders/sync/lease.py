@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
+from ..db import app_database
 from ..exceptions import OrdersError, SyncAlreadyRunning
 from ..models import SyncLease
 
@@ -70,7 +71,8 @@ class Lease:
             owner=self.owner, expires_at=now + self.duration
         )
         if taken != 1:
-            holder = SyncLease.objects.filter(resource=self.resource).first()
+            # Read where the UPDATE just ran: a replica might not have the holder yet.
+            holder = SyncLease.objects.using(app_database()).filter(resource=self.resource).first()
             detail = (
                 f" by {holder.owner} until {holder.expires_at:%Y-%m-%d %H:%M:%S} UTC"
                 if holder is not None and holder.expires_at is not None

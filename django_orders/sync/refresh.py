@@ -12,11 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import router
 from django.db.models import F
 
 from ..client.lookups import Lookup, lookup_orders
-from ..db import refuse_outer_transaction
+from ..db import app_database, refuse_outer_transaction
 from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult
 from ..mirror.upsert import walk_write_settings
@@ -58,7 +57,8 @@ def refresh_outside_walk(
     over several runs every waiting order gets its turn. ``REFRESH_CONCURRENCY`` lookups are in
     flight at once (``client.lookups``); each order is written in its own transaction as it comes.
     """
-    pending = Order.objects.exclude(status__in=TERMINAL_STATUSES)
+    # From the database the walk just wrote to, not a replica that may lag behind it.
+    pending = Order.objects.using(app_database()).exclude(status__in=TERMINAL_STATUSES)
     waiting = max(0, pending.count() - nonterminal_seen)
     candidates: list[str] = []
     if limit and waiting:
@@ -102,7 +102,7 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     ``transaction.atomic()``, before any lookup: each lookup's write must commit on its own,
     and no lookup may run inside the caller's transaction.
     """
-    refuse_outer_transaction(router.db_for_write(Order))
+    refuse_outer_transaction(app_database())
     summary = RefreshResult()
     unique_ids = list(dict.fromkeys(order_ids))
     with walk_write_settings(Order):

@@ -251,3 +251,18 @@ def test_checkout_and_confirm_work_with_atomic_requests(live_orders, api, body, 
     order = created.json()
     confirmed = api.post(f"/api/orders/{order['id']}/confirm/", HTTP_ORDER_TOKEN=order["token"])
     assert confirmed.status_code == 200
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "orders_db"])
+def test_checkout_and_confirm_work_with_atomic_requests_on_the_apps_database(
+    routed_app, live_orders, api, body, monkeypatch
+):
+    """With the app routed to another database, the views opt out of ATOMIC_REQUESTS there."""
+
+    monkeypatch.setitem(connections[routed_app].settings_dict, "ATOMIC_REQUESTS", True)
+    created = checkout(api, body)
+    assert created.status_code == 201, created.content
+    order = created.json()
+    confirmed = api.post(f"/api/orders/{order['id']}/confirm/", HTTP_ORDER_TOKEN=order["token"])
+    assert confirmed.status_code == 200
+    assert Order.objects.using(routed_app).filter(pk=order["id"]).exists()

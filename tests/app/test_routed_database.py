@@ -1,0 +1,188 @@
+"""A project whose ``DATABASE_ROUTERS`` put the app on a database other than ``default``.
+
+A page's rows, the run's progress and the lease renewal must still commit or roll back
+together, on that database (``db.app_atomic``), with the signals sent after that commit; the
+app's views must stay outside ``ATOMIC_REQUESTS`` there too; a router that splits the app's
+models is refused by the system check E003.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connections, transaction
+from django.db.transaction import TransactionManagementError
+from django.test import override_settings
+from django.urls import reverse
+
+from django_orders.checks import check_database_routing
+from django_orders.client.lookups import Lookup
+from django_orders.db import refuse_outer_transaction
+from django_orders.exceptions import SyncAlreadyRunning
+from django_orders.mirror.refresh import store_lookup
+from django_orders.models import Customer, Order, RemoteRecord, SyncLease, SyncRun
+from django_orders.services import create_order, sync_orders
+from django_orders.signals import order_first_seen
+from django_orders.sync.lease import Lease, LeaseLost
+from tests.fixtures.payloads import create_order_input
+from tests.fixtures.routing import APP_DATABASE, AppRouter, ReplicaRouter
+
+on_both_databases = pytest.mark.django_db(transaction=True, databases=["default", APP_DATABASE])
+
+
+class Failed(Exception):
+    pass
+
+
+@pytest.fixture
+def writes_outside_transactions(routed_app):
+    """Every statement on the app's database that writes while no transaction is open there."""
+    connection = connections[routed_app]
+    outside: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        verb = sql.lstrip().split(None, 1)[0].upper()
+        if verb in ("INSERT", "UPDATE", "DELETE", "COPY") and not connection.in_atomic_block:
+            outside.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        yield outside
+
+
+@pytest.fixture
+def announced(routed_app):
+    """``(order id, whether a transaction was still open on the app's database)`` for each
+    ``order_first_seen``."""
+    seen: list[tuple[str, bool]] = []
+
+    def receiver(sender, order, **kwargs):
+        seen.append((order.id, connections[routed_app].in_atomic_block))
+
+    order_first_seen.connect(receiver, dispatch_uid="test_routed_database")
+    yield seen
+    order_first_seen.disconnect(dispatch_uid="test_routed_database")
+
+
+@on_both_databases
+@pytest.mark.usefixtures("routed_app")
+class TestRoutedSync:
+    def test_a_walk_writes_its_pages_in_transactions_on_the_routed_database(
+        self, uncapped, writes_outside_transactions
+    ):
+        uncapped.seed(35)
+        run = sync_orders()
+        assert run.created == 35
+        assert Order.objects.using(APP_DATABASE).count() == 35
+        assert Customer.objects.using(APP_DATABASE).count() > 0
+        assert SyncRun.objects.using(APP_DATABASE).get().pages == 4
+        for model in (Order, Customer, SyncRun, SyncLease):
+            assert not model.objects.using("default").exists(), model
+        pages = [sql for sql in writes_outside_transactions if "django_orders_order" in sql]
+        assert pages == []
+
+    def test_a_page_whose_lease_was_lost_is_rolled_back_and_not_announced(
+        self, uncapped, announced
+    ):
+        uncapped.seed(35)
+
+        def taken_over(run):
+            if run.pages == 2:  # as if the lease expired and another host took it
+                SyncLease.objects.update(owner="other:9:q")
+
+        with pytest.raises(LeaseLost):
+            sync_orders(progress=taken_over)
+        assert Order.objects.using(APP_DATABASE).count() == 20  # the third page was rolled back
+        run = SyncRun.objects.using(APP_DATABASE).get()
+        assert (run.outcome, run.pages) == (SyncRun.Outcome.FAILED, 2)
+        # The two committed pages' orders, each announced once its page had committed.
+        assert sorted(order_id for order_id, _ in announced) == sorted(
+            Order.objects.using(APP_DATABASE).values_list("id", flat=True)
+        )
+        assert not any(in_transaction for _, in_transaction in announced)
+
+    def test_a_lookups_write_rolls_back_with_what_runs_in_its_transaction(self, uncapped):
+        uncapped.seed(1)
+        sync_orders()
+        order = Order.objects.using(APP_DATABASE).get()
+        record = {**order.raw, "number": "changed by the lookup"}
+
+        def refuse(result, now):
+            assert result is not None and result.updated == 1
+            raise Failed
+
+        with pytest.raises(Failed):
+            store_lookup(Lookup(order.id, record), within=refuse)
+        order.refresh_from_db()
+        assert order.number != "changed by the lookup"
+
+        store_lookup(Lookup(order.id, record))
+        order.refresh_from_db()
+        assert order.number == "changed by the lookup"
+
+
+@on_both_databases
+class TestBehindAReadReplica:
+    """What the sync reads to decide what to write, it reads where it writes."""
+
+    @pytest.fixture(autouse=True)
+    def replica(self, settings):
+        settings.DATABASE_ROUTERS = [ReplicaRouter()]
+
+    def test_a_resync_of_raw_records_finds_them_stored(self, uncapped):
+        uncapped.seed(12)
+        first = sync_orders(resource="customers", page_size=5)
+        again = sync_orders(resource="customers", page_size=5)
+        stored = RemoteRecord.objects.using(APP_DATABASE).filter(resource="customers").count()
+        assert first.created == stored > 0
+        assert (again.created, again.updated, again.unchanged) == (0, 0, stored)
+
+    def test_a_refused_run_names_the_lease_holder(self, uncapped):
+        Lease("orders", owner="elsewhere:1:z").acquire()
+        with pytest.raises(SyncAlreadyRunning, match="held by elsewhere:1:z until"):
+            sync_orders()
+
+
+@on_both_databases
+def test_the_customer_pages_stay_outside_atomic_requests_on_the_apps_database(
+    routed_app, live_orders, sleeps, client, monkeypatch
+):
+    """confirm_order refuses an outer transaction on the app's database, where ATOMIC_REQUESTS
+    would open one: the view opts out there, not only on ``default``."""
+    monkeypatch.setitem(connections[routed_app].settings_dict, "ATOMIC_REQUESTS", True)
+    order = create_order(**create_order_input(), finalize=True)
+    live_orders.pay_order(order.id)
+
+    response = client.get(reverse("django_orders:return"), {"order_id": order.id})
+
+    assert "<h2>Paid</h2>" in response.content.decode()
+    assert Order.objects.using(APP_DATABASE).get().status == "paid"
+
+
+@on_both_databases
+def test_the_refusal_of_an_outer_transaction_names_the_apps_database(routed_app):
+    with transaction.atomic(using=routed_app), pytest.raises(TransactionManagementError) as caught:
+        refuse_outer_transaction(routed_app)
+    assert "@transaction.non_atomic_requests(using='orders_db')" in str(caught.value)
+
+
+class TestRoutingCheck:
+    def test_the_app_on_one_database_passes(self):
+        assert check_database_routing() == []
+        with override_settings(DATABASE_ROUTERS=[AppRouter()]):
+            assert check_database_routing() == []
+
+    def test_a_router_that_splits_the_app_is_an_error_naming_where_each_model_goes(self):
+        with override_settings(DATABASE_ROUTERS=[AppRouter(models=(SyncLease,))]):
+            [error] = check_database_routing()
+        assert error.id == "django_orders.E003"
+        assert "SyncLease to 'orders_db'" in error.msg
+        assert "Order" in error.msg and "to 'default'" in error.msg
+        assert "same database" in error.hint
+
+    def test_manage_py_check_reports_it(self):
+        splitting = override_settings(DATABASE_ROUTERS=[AppRouter(models=(SyncRun,))])
+        with splitting, pytest.raises(SystemCheckError, match=r"django_orders\.E003"):
+            call_command("check")
+        call_command("check")  # and passes once the router is gone
