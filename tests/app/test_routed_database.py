@@ -138,6 +138,14 @@ class TestBehindAReadReplica:
         assert first.created == stored > 0
         assert (again.created, again.updated, again.unchanged) == (0, 0, stored)
 
+    def test_open_orders_past_the_page_window_are_refreshed(self, capped):
+        capped.seed(60)
+        sync_orders(refresh_limit=0)
+        capped.store.insert_orders(100, capped.clock.timestamp())  # past page 10 (size 10)
+        run = sync_orders(refresh_limit=5)
+        assert run.end_reason == "page_window"
+        assert run.refreshed == 5
+
     def test_a_refused_run_names_the_lease_holder(self, uncapped):
         Lease("orders", owner="elsewhere:1:z").acquire()
         with pytest.raises(SyncAlreadyRunning, match="held by elsewhere:1:z until"):
