@@ -15,7 +15,11 @@ For each it prints the median wall time, the CPU seconds of the sync's process, 
 PostgreSQL backend serving it and of the sandbox, and how long the sync's writing thread
 waited on the database (its statements, through ``execute_wrapper``, and its commits). The
 wire floor (every page fetched and decoded, nothing else; best of ``--rounds``) is measured in
-the same process for the ratios.
+the same process for the ratios. Then, for the same syncs, what the whole machine did: the CPU
+of every PostgreSQL process (its WAL writer, checkpointer, autovacuum... beside the backend)
+and the machine's busy CPU seconds (``/proc/stat``: everything but idle and I/O wait, all
+cores) against the cores times the wall time: whether the sync's time is CPU it cannot get
+or waiting.
 
 Then the server's own floor, split: the seconds and backend CPU of taking the same rows by
 ``COPY`` into empty copies of the mirror's tables (a page a transaction) with all their
@@ -105,10 +109,13 @@ def measure(rounds: int) -> dict:
                 sync_benchmark.commit_time(connection) as committing,
             ):
                 before = meters()
+                machine_before, postgres_before = machine_busy(), postgres_cpu()
                 started = time.perf_counter()
                 run = sync_orders(page_size=PAGE_SIZE)
                 seconds = time.perf_counter() - started
                 cpu = sync_benchmark.cpu_spent(before, meters())
+                machine = machine_busy() - machine_before
+                postgres = postgres_cpu() - postgres_before
             expected = int(os.environ["BENCH_ORDERS"])
             assert (run.seen, run.created) == (expected, expected), (run.seen, run.created)
             samples[mode].append(
@@ -117,10 +124,35 @@ def measure(rounds: int) -> dict:
                     "cpu": cpu,
                     "statements": statements.seconds,
                     "commits": committing[0],
+                    "machine": machine,
+                    "postgres": postgres,
                 }
             )
     upsert.COPY_MIN_ROWS = shipped
     return {"wire": wire, "samples": samples, "floor": server_floor(connection)}
+
+
+def machine_busy() -> float:
+    """CPU seconds this machine's cores have been busy so far, all of them: user, nice,
+    system, interrupts and steal (``/proc/stat``), not idle or waiting on I/O."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu() -> float:
+    """CPU seconds used so far by this machine's processes named ``postgres`` (the server's
+    backends and its background processes), those still running."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() == "postgres":
+                total += sync_benchmark.process_cpu(int(entry.name))
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+    return total
 
 
 def server_floor(connection) -> dict[str, tuple[float, float]]:
@@ -175,6 +207,22 @@ def report(result: dict, options) -> None:
             f"| {mode} | {seconds:.2f} s ({spread}) | {seconds / wire:.2f}x "
             f"| {process:.2f} + {database:.2f} + {sandbox:.2f} = "
             f"{process + database + sandbox:.2f} s | {statements:.2f} + {commits:.2f} s |"
+        )
+    print()
+    cores = os.cpu_count() or 1
+    print(
+        "| new rows by | CPU of every PostgreSQL process (backend alone) "
+        f"| the machine busy, of {cores} cores x the sync's wall time |"
+    )
+    print("|---|---|---|")
+    for mode, samples in result["samples"].items():
+        seconds = median(s["seconds"] for s in samples)
+        postgres = median(s["postgres"] for s in samples)
+        backend = median(s["cpu"][1] for s in samples)
+        busy = median(s["machine"] for s in samples)
+        print(
+            f"| {mode} | {postgres:.2f} s ({backend:.2f} s) "
+            f"| {busy:.2f} of {cores * seconds:.2f} s ({busy / (cores * seconds):.0%}) |"
         )
     print()
     print("| the server taking the same rows by COPY, a page a transaction | seconds | backend CPU")
