@@ -25,6 +25,7 @@ from django_orders.models import Customer, Order, RemoteRecord, SyncLease, SyncR
 from django_orders.services import create_order, sync_orders
 from django_orders.signals import order_first_seen
 from django_orders.sync.lease import Lease, LeaseLost
+from tests.fixtures.mirror import lease_taken_after
 from tests.fixtures.payloads import create_order_input
 from tests.fixtures.routing import APP_DATABASE, AppRouter, ReplicaRouter
 
@@ -86,13 +87,8 @@ class TestRoutedSync:
         self, uncapped, announced
     ):
         uncapped.seed(35)
-
-        def taken_over(run):
-            if run.pages == 2:  # as if the lease expired and another host took it
-                SyncLease.objects.update(owner="other:9:q")
-
         with pytest.raises(LeaseLost):
-            sync_orders(progress=taken_over)
+            sync_orders(progress=lease_taken_after(pages=2))
         assert Order.objects.using(APP_DATABASE).count() == 20  # the third page was rolled back
         run = SyncRun.objects.using(APP_DATABASE).get()
         assert (run.outcome, run.pages) == (SyncRun.Outcome.FAILED, 2)

@@ -15,6 +15,7 @@ from django_orders.models import Order, SyncLease, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync.engine import ABANDONED_RUN_ERROR
 from django_orders.sync.lease import Lease, LeaseLost
+from tests.fixtures.mirror import lease_taken_after
 
 
 @pytest.mark.django_db
@@ -80,13 +81,8 @@ class TestSyncHoldsTheLease:
 
     def test_a_run_that_lost_its_lease_stops_without_writing_the_page(self, uncapped):
         uncapped.seed(35)
-
-        def taken_over(run):
-            if run.pages == 2:  # as if the lease expired and another host took it
-                SyncLease.objects.update(owner="other:9:q")
-
         with pytest.raises(LeaseLost):
-            sync_orders(progress=taken_over)
+            sync_orders(progress=lease_taken_after(pages=2))
         run = SyncRun.objects.get()
         assert run.outcome == SyncRun.Outcome.FAILED
         assert "LeaseLost" in run.error
