@@ -20,7 +20,8 @@ def test_all_is_well_gives_no_messages(settings):
     assert check_settings() == []
 
 
-@pytest.mark.django_db  # Django 6.1's model checks open a connection
+# Django 6.1's model checks open a connection to every database, the routed tests' one too.
+@pytest.mark.django_db(databases=["default", "orders_db"])
 def test_the_check_is_registered_with_django(settings):
     settings.DJANGO_ORDERS = {"BASE_URL": "https://api.example.com"}
     messages = [m for m in checks.run_checks() if m.id.startswith("django_orders.")]

@@ -185,6 +185,7 @@ class TestRoutingCheck:
         assert "Order" in error.msg and "to 'default'" in error.msg
         assert "same database" in error.hint
 
+    @on_both_databases  # Django 6.1's model checks open a connection to every database
     def test_manage_py_check_reports_it(self):
         splitting = override_settings(DATABASE_ROUTERS=[AppRouter(models=(SyncRun,))])
         with splitting, pytest.raises(SystemCheckError, match=r"django_orders\.E003"):
