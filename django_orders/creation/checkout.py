@@ -27,13 +27,11 @@ import hashlib
 import time
 from datetime import timedelta
 
-from django.db import router
-
 from ..client.factory import get_client
 from ..client.lookups import Lookup
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
-from ..db import refuse_outer_transaction
+from ..db import app_database, refuse_outer_transaction
 from ..exceptions import OrderNotCancellable, RequestRejected
 from ..mirror.refresh import store_answer, store_lookup
 from ..mirror.store import MirrorResult
@@ -66,7 +64,7 @@ def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Or
     seconds = _wait_seconds(wait)
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
-    refuse_outer_transaction(router.db_for_write(Order))
+    refuse_outer_transaction(app_database())
     order = _read(order_id)
     if order.status in TERMINAL_STATUSES:
         return order
@@ -113,7 +111,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     order_id = order.pk if isinstance(order, Order) else order
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
-    refuse_outer_transaction(router.db_for_write(Order))
+    refuse_outer_transaction(app_database())
     current = _read(order_id)
     if current.status == OrderStatus.CANCELED:
         return current
@@ -167,7 +165,9 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
 
 
 def _read(order_id: str) -> Order:
-    return Order.objects.select_related("customer").get(pk=order_id)
+    """The order as the lookup just wrote it: from the app's database, not a read replica the
+    project's router may send reads to, which may not have the write yet."""
+    return Order.objects.using(app_database()).select_related("customer").get(pk=order_id)
 
 
 def _wait_seconds(wait: timedelta | float | None) -> float:

@@ -16,7 +16,9 @@ upstream. We chose to refuse loudly with ``TransactionManagementError`` (the sam
 ``atomic(durable=True)``, made up front so nothing is written) rather than write on a second
 connection: a second connection doubles the connections per worker, hides the caller's
 mistake, and leaves the shop's own rows (cart, stock) rolled back beside a created order.
-The fix is one decorator on the checkout view: ``@transaction.non_atomic_requests``.
+The fix is one decorator on the checkout view: ``@transaction.non_atomic_requests``
+(``using=`` the app's database when the project routes it to another alias; the message says
+which).
 
 **One request per reference.** ``reference`` is unique: a second call with the same reference
 never creates a second request row. Its outcome depends on the stored request:
@@ -49,14 +51,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, router
+from django.db import IntegrityError
 from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
 from ..client.errors import never_reached_the_api
 from ..client.factory import get_client
 from ..client.transport import OrdersClient
-from ..db import refuse_outer_transaction
+from ..db import app_database, refuse_outer_transaction
 from ..exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
@@ -132,7 +134,7 @@ def create_order(
         checkout_settings=checkout_settings,
         custom_data=custom_data,
     )
-    using = router.db_for_write(OrderRequest)
+    using = app_database()
     refuse_outer_transaction(using)
     client = get_client()  # a configuration error surfaces before anything is stored
     now = timezone.now()
@@ -174,7 +176,7 @@ def resend_order_request(order_request: OrderRequest) -> OrderRequest:
     """
     if order_request.pk is None:
         raise ValueError("resend_order_request() needs a saved OrderRequest")
-    using = router.db_for_write(OrderRequest)
+    using = app_database()
     refuse_outer_transaction(using)
     client = get_client()
     now = timezone.now()
@@ -235,7 +237,7 @@ def resume_order_requests(
     """
     if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
-    using = router.db_for_write(OrderRequest)
+    using = app_database()
     refuse_outer_transaction(using)
     fixed_now = now
     now = now or timezone.now()
@@ -298,7 +300,9 @@ def _repeat_reference(
 ) -> Order:
     """A second call with a reference that already has a request (module docstring)."""
     now = timezone.now()
-    existing = OrderRequest.objects.using(using).select_related("order").get(reference=reference)
+    existing = (
+        OrderRequest.objects.using(using).select_related("order__customer").get(reference=reference)
+    )
     if stored_body(existing) != body:
         raise ReferenceConflict(reference)
     if existing.state == State.SUCCEEDED and existing.order is not None:

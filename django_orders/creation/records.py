@@ -299,7 +299,7 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
         if not insert_if_absent(order, using):
             # A replay of an order the mirror already has (the first answer was lost and the
             # sync got there first): the mirror's row is as new or newer than this answer.
-            order = Order.objects.using(using).get(pk=parsed.id)
+            order = Order.objects.using(using).select_related("customer").get(pk=parsed.id)
         # Guarded by the state: only the first success of a request is recorded and announced.
         rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
         first_success = rows.update(**{**changes, "first_sent_at": first_sent_db})
@@ -316,8 +316,16 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
 
 
 def _mirror_rows(parsed: ParsedOrder, now: datetime, using: str) -> tuple[Customer, Order]:
-    """The customer and order of a create's answer, as rows to insert if absent."""
-    return customer_row(parsed.customer, now, using=using), order_row(parsed, now, using=using)
+    """The customer and order of a create's answer, as rows to insert if absent.
+
+    The order holds its customer: whoever reads ``order.customer`` next (the REST answer, an
+    ``order_created`` receiver) gets it without a query, which a router could send to a
+    replica that does not have the new customer yet.
+    """
+    customer = customer_row(parsed.customer, now, using=using)
+    order = order_row(parsed, now, using=using)
+    order.customer = customer
+    return customer, order
 
 
 def insert_if_absent(instance: Customer | Order, using: str) -> bool:

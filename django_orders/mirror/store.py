@@ -358,7 +358,7 @@ def store_orders(
 
 def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None = None) -> Customer:
     """The customer as the mirror stores it, as a model instance that behaves like one read
-    from the database (``using``: that database; the model's default one if not given).
+    from the database (``using``: that database; the app's database if not given).
 
     The one place that maps a parsed customer to its row's values, shared by the mirror's
     readers and ``create_order``'s insert-if-absent.

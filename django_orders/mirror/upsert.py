@@ -69,7 +69,8 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
     connection = connections[router.db_for_write(wanted[0][1][0])]
     if connection.vendor not in ("sqlite", "postgresql"):
         for n, (model, ids, columns) in wanted:
-            results[n] = list(model._default_manager.filter(pk__in=ids).values_list(*columns))
+            rows = model._default_manager.using(connection.alias).filter(pk__in=ids)
+            results[n] = list(rows.values_list(*columns))
         return results
     quote = connection.ops.quote_name
     if connection.vendor == "postgresql":

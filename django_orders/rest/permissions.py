@@ -51,9 +51,12 @@ class CheckoutTarget:
         if self.order_request is not None:
             return [(self.order_request.pk, self.order_request.reference or "")]
         assert self.order is not None  # a target has an order, a request, or both
-        rows = OrderRequest.objects.filter(
-            order_id=self.order.pk, reference__startswith=API_PREFIX
-        ).values_list("pk", "reference")
+        # From the database the order was read from (the app's, ``resolve_target``).
+        rows = (
+            OrderRequest.objects.using(self.order._state.db)
+            .filter(order_id=self.order.pk, reference__startswith=API_PREFIX)
+            .values_list("pk", "reference")
+        )
         return [(pk, reference or "") for pk, reference in rows]
 
 

@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from .. import services
 from ..conf import orders_settings
 from ..creation.records import stored_error
-from ..db import non_atomic_requests
+from ..db import app_database, non_atomic_requests
 from ..exceptions import OrderRequestPending, OrderRequestRejected
 from ..models import Customer, Order, OrderRequest
 from .exceptions import error_response, exception_handler, orders_exception_response
@@ -190,7 +190,9 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
                     headers={"Retry-After": str(PENDING_RETRY_AFTER)},
                 )
             return pending_response(request, exc.order_request, token=True)
-        request_pk = OrderRequest.objects.values_list("pk", flat=True).get(reference=reference)
+        # Just committed by create_order: read where it was written, not from a replica.
+        written = OrderRequest.objects.using(app_database())
+        request_pk = written.values_list("pk", flat=True).get(reference=reference)
         data = dict(OrderSerializer(order).data)
         data["checkout"] = checkout_handle(request_pk)
         data["token"] = make_owner_token(request_pk)
@@ -199,15 +201,20 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
 
 
 def resolve_target(lookup: str) -> CheckoutTarget:
-    """An order id, or a checkout handle ``rq_<n>``; 404 for anything else."""
+    """An order id, or a checkout handle ``rq_<n>``; 404 for anything else.
+
+    Read from the app's database, not from a replica the router may send reads to: a headless
+    shop asks for its checkout (or confirms it) right after creating it, and must see it.
+    """
     request_pk = parse_checkout_handle(lookup)
+    using = app_database()
     try:
         if request_pk is not None:
-            order_request = OrderRequest.objects.select_related("order__customer").get(
-                pk=request_pk
-            )
+            requests = OrderRequest.objects.using(using).select_related("order__customer")
+            order_request = requests.get(pk=request_pk)
             return CheckoutTarget(order=order_request.order, order_request=order_request)
-        return CheckoutTarget(order=Order.objects.select_related("customer").get(pk=lookup))
+        orders = Order.objects.using(using).select_related("customer")
+        return CheckoutTarget(order=orders.get(pk=lookup))
     except (Order.DoesNotExist, OrderRequest.DoesNotExist):
         raise NotFound() from None
 

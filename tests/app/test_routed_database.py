@@ -22,9 +22,10 @@ from django_orders.db import refuse_outer_transaction
 from django_orders.exceptions import SyncAlreadyRunning
 from django_orders.mirror.refresh import store_lookup
 from django_orders.models import Customer, Order, RemoteRecord, SyncLease, SyncRun
-from django_orders.services import create_order, sync_orders
-from django_orders.signals import order_first_seen
+from django_orders.services import cancel_order, confirm_order, create_order, sync_orders
+from django_orders.signals import order_created, order_first_seen
 from django_orders.sync.lease import Lease, LeaseLost
+from django_orders.views import SESSION_KEY
 from tests.fixtures.mirror import lease_taken_after
 from tests.fixtures.payloads import create_order_input
 from tests.fixtures.routing import APP_DATABASE, AppRouter, ReplicaRouter
@@ -146,6 +147,60 @@ class TestBehindAReadReplica:
         Lease("orders", owner="elsewhere:1:z").acquire()
         with pytest.raises(SyncAlreadyRunning, match="held by elsewhere:1:z until"):
             sync_orders()
+
+
+@on_both_databases
+@pytest.mark.usefixtures("live_orders", "sleeps")
+class TestTheServicesBehindAReadReplica:
+    """What a service reads right after its own write comes from the app's database: the
+    replica here never has it, so a read sent there finds nothing."""
+
+    @pytest.fixture(autouse=True)
+    def replica(self, settings):
+        settings.DATABASE_ROUTERS = [ReplicaRouter()]
+
+    def test_confirm_order_answers_with_the_lookup_it_just_stored(self, live_orders):
+        order = create_order(**create_order_input(), finalize=True)
+        live_orders.pay_order(order.id)
+
+        confirmed = confirm_order(order.id, wait=0)
+
+        assert confirmed.status == "paid"
+        assert confirmed.customer.id == order.customer_id
+
+    def test_cancel_order_answers_with_the_cancelled_order(self, live_orders):
+        order = create_order(**create_order_input(), finalize=True)
+
+        cancelled = cancel_order(order.id)
+
+        assert cancelled.status == "canceled"
+        assert live_orders.store.order(order.id)["status"] == "canceled"
+
+    def test_the_refused_cancel_page_shows_the_order(self, live_orders, client):
+        order = create_order(**create_order_input(), finalize=True)
+        session = client.session
+        session[SESSION_KEY] = [order.id]
+        session.save()
+        live_orders.pay_order(order.id)
+
+        response = client.post(reverse("django_orders:cancel"), {"order_id": order.id})
+
+        assert response.status_code == 409
+        assert "can no longer be canceled: it is paid" in response.content.decode()
+
+    def test_an_order_created_receiver_finds_the_orders_customer(self):
+        customers: list[str] = []
+
+        def receiver(sender, order, **kwargs):
+            customers.append(order.customer.name)
+
+        order_created.connect(receiver, dispatch_uid="test_routed_database")
+        try:
+            order = create_order(**create_order_input(), finalize=True)
+        finally:
+            order_created.disconnect(dispatch_uid="test_routed_database")
+
+        assert customers == [order.customer.name] and customers[0]
 
 
 @on_both_databases

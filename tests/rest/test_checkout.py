@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from django_orders.models import Order, OrderRequest
 from django_orders.rest.tokens import read_owner_token
+from tests.fixtures.routing import APP_DATABASE, ReplicaRouter
 from tests.rest.conftest import checkout, client_for, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -266,3 +267,25 @@ def test_checkout_and_confirm_work_with_atomic_requests_on_the_apps_database(
     confirmed = api.post(f"/api/orders/{order['id']}/confirm/", HTTP_ORDER_TOKEN=order["token"])
     assert confirmed.status_code == 200
     assert Order.objects.using(routed_app).filter(pk=order["id"]).exists()
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", APP_DATABASE])
+def test_a_checkout_is_found_at_once_behind_a_read_replica(live_orders, api, body, settings):
+    """The answer to the POST, the checkout handle and its confirm read where the order was
+    written: the replica here never catches up."""
+    settings.DATABASE_ROUTERS = [ReplicaRouter()]
+    key = str(uuid.uuid4())
+    created = checkout(api, body, key)
+    again = checkout(api, body, key)  # the same order, from the stored request
+    assert (created.status_code, again.status_code) == (201, 201), created.content
+    order = created.json()
+    customer_id = Order.objects.using(APP_DATABASE).get(pk=order["id"]).customer_id
+    assert order["customer"]["id"] == again.json()["customer"]["id"] == customer_id
+    token = {"HTTP_ORDER_TOKEN": order["token"]}
+
+    pending = api.get(f"/api/orders/{order['checkout']}/", **token)
+    live_orders.pay_order(order["id"])
+    confirmed = api.post(f"/api/orders/{order['id']}/confirm/", **token)
+
+    assert (pending.status_code, pending.json()["id"]) == (200, order["id"])
+    assert (confirmed.status_code, confirmed.json()["status"]) == (200, "paid")
