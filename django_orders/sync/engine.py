@@ -54,7 +54,7 @@ from ..mirror.store import (
     store_new_bytes,
     stored_as_sent,
 )
-from ..mirror.upsert import walk_write_settings
+from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .pagewrite import write_page

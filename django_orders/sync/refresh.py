@@ -18,7 +18,7 @@ from ..client.lookups import Lookup, lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult
-from ..mirror.upsert import walk_write_settings
+from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .pagewrite import REFUSALS, set_aside
