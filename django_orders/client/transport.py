@@ -34,7 +34,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -56,11 +55,12 @@ from ..exceptions import (
     ServerError,
 )
 from ..secret import Secret
+from .answers import Answer, page_from, request_id_of, unwrap
 from .decoding import decode_answer, why_not_json
-from .errors import REQUEST_ID_LENGTH, error_from_response
+from .errors import error_from_response
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
-from .order_structs import LightPageStruct, decode_light_page
-from .pages import Page, check_page_args, check_page_shape, collection_for
+from .order_structs import decode_light_page
+from .pages import Page, check_page_args, collection_for
 from .rate_gate import RateGate
 
 __all__ = ["USER_AGENT", "OrdersClient"]
@@ -74,19 +74,6 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _Answer:
-    data: Any
-    status_code: int
-    request_id: str | None
-    #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
-    plain: bool = False
-    #: ``data`` is a ``LightPageStruct`` (``fetch_page(..., typed=True)``).
-    typed: bool = False
-    #: The body it was decoded from, kept for a typed page only (``Page.body``).
-    body: bytes | None = None
 
 
 class OrdersClient:
@@ -201,14 +188,14 @@ class OrdersClient:
         if not isinstance(key, str) or not key:
             raise ValueError("create_order() needs request_meta.idempotency_key in the payload")
         answer = self._post("/orders/create", body, retry_read_timeout=False)
-        return _unwrap(answer, "/orders/create", "order")
+        return unwrap(answer, "/orders/create", "order")
 
     def lookup_order(self, order_id: str) -> dict[str, Any]:
         """``POST /orders/lookup`` (api-notes.md): one order by id (traversal rule 5)."""
         if not isinstance(order_id, str) or not order_id:
             raise ValueError("lookup_order() needs an order id")
         answer = self._post("/orders/lookup", json.dumps({"order_id": order_id}))
-        return _unwrap(answer, "/orders/lookup", "order")
+        return unwrap(answer, "/orders/lookup", "order")
 
     def cancel_order(
         self, order_id: str, *, idempotency_key: str, reason: str | None = None
@@ -225,7 +212,7 @@ class OrdersClient:
             body["reason"] = reason
         body["request_meta"] = {"idempotency_key": idempotency_key}
         answer = self._post("/orders/cancel", json.dumps(body))
-        return _unwrap(answer, "/orders/cancel", "order")
+        return unwrap(answer, "/orders/cancel", "order")
 
     def fetch_page(
         self,
@@ -254,22 +241,22 @@ class OrdersClient:
         path = f"/{resource}/page"
         body = json.dumps({"page_number": page_number, "page_size": page_size})
 
-        def read(answer: _Answer) -> Page:
-            return _page_from(answer, path, collection, page_number, page_size)
+        def read(answer: Answer) -> Page:
+            return page_from(answer, path, collection, page_number, page_size)
 
         typed = typed and collection == "orders"
         return self._call(path, body, read, retry_invalid=True, retries=retries, typed=typed)
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> _Answer:
+    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> Answer:
         return self._call(path, body, _as_is, retry_read_timeout=retry_read_timeout)
 
     def _call(
         self,
         path: str,
         body: str | bytes,
-        read: Callable[[_Answer], T],
+        read: Callable[[Answer], T],
         *,
         retry_read_timeout: bool = True,
         retry_invalid: bool = False,
@@ -329,10 +316,10 @@ class OrdersClient:
         ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter"
 
-    def _post_once(self, path: str, body: bytes, typed: bool = False) -> _Answer:
+    def _post_once(self, path: str, body: bytes, typed: bool = False) -> Answer:
         started = time.monotonic()
         response, content, unreadable = self._send(path, body)
-        request_id = _request_id(response)
+        request_id = request_id_of(response)
         logger.debug(
             "POST %s -> %s in %.0f ms (request id %s)",
             path,
@@ -346,10 +333,10 @@ class OrdersClient:
                 envelope = decode_light_page(content) if typed else None
                 if envelope is not None:
                     # Not ``plain``: the light reading does not say whether the body has floats.
-                    return _Answer(envelope, response.status_code, request_id, False, True, content)
+                    return Answer(envelope, response.status_code, request_id, False, True, content)
                 try:
                     data, plain = decode_answer(content)
-                    return _Answer(data, response.status_code, request_id, plain)
+                    return Answer(data, response.status_code, request_id, plain)
                 except ValueError as exc:
                     reason = f"a body that is not JSON ({why_not_json(exc, content)})"
             raise InvalidResponse(
@@ -401,61 +388,5 @@ def _should_retry(exc: Exception, attempt: int, limit: int, retry_read_timeout: 
     return not (isinstance(exc, OutcomeUnknown) and exc.is_timeout and not retry_read_timeout)
 
 
-def _as_is(answer: _Answer) -> _Answer:
+def _as_is(answer: Answer) -> Answer:
     return answer
-
-
-def _page_from(
-    answer: _Answer, path: str, collection: str, page_number: int, page_size: int
-) -> Page:
-    """The page in ``answer``, or ``InvalidResponse`` saying how it breaks the contract."""
-
-    def invalid(what: str) -> InvalidResponse:
-        return InvalidResponse(
-            f"POST {path} answered {what}",
-            status_code=answer.status_code,
-            request_id=answer.request_id,
-        )
-
-    if answer.typed:
-        # The light decoder vouched for the envelope and that every record is an object.
-        envelope: LightPageStruct = answer.data
-        records: list[Any] = envelope.page.orders
-        check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
-    else:
-        page = answer.data.get("page") if isinstance(answer.data, dict) else None
-        if not isinstance(page, dict):
-            raise invalid("without the 'page' envelope")
-        records = page.get(collection)  # type: ignore[assignment]
-        if not isinstance(records, list):
-            raise invalid(f"without the '{collection}' list in 'page'")
-        if not all(isinstance(r, dict) for r in records):
-            raise invalid(f"with a non-object in '{collection}'")
-        check_page_shape(page, records, page_number, page_size, invalid)
-    return Page(
-        number=page_number,
-        size=page_size,
-        records=records,
-        request_id=answer.request_id,
-        status_code=answer.status_code,
-        plain=answer.plain,
-        typed=answer.typed,
-        body=answer.body,
-    )
-
-
-def _request_id(response: requests.Response) -> str | None:
-    """``X-Request-Id``, cut to what the database keeps (a service may send anything)."""
-    value = response.headers.get("X-Request-Id")
-    return value[:REQUEST_ID_LENGTH] if value else value
-
-
-def _unwrap(answer: _Answer, path: str, envelope: str) -> dict[str, Any]:
-    inner = answer.data.get(envelope) if isinstance(answer.data, dict) else None
-    if not isinstance(inner, dict):
-        raise InvalidResponse(
-            f"POST {path} answered without the '{envelope}' object",
-            status_code=answer.status_code,
-            request_id=answer.request_id,
-        )
-    return inner
