@@ -29,7 +29,7 @@ A typed page (``Page.typed``, the sync's) arrives read only as far as a walk com
 order and its customer get a ``wire_fingerprint``, the hash of their bytes exactly as they are
 in the body (``order_structs.order_slices``). Equal bytes decode to equal values, so a record
 whose bytes are the ones the mirror last stored is unchanged without being decoded or encoded
-at all; a re-sync then hashes each record once (``store.is_stored``). The body is decoded with
+at all; a re-sync then hashes each record once (``comparison.is_stored``). The body is decoded with
 the order schema the first time one of the page's orders needs more (``_DeferredPage``), and
 the canonical fingerprint decides whenever the bytes differ.
 """

@@ -6,7 +6,7 @@ cost on such a page (benchmarks/README.md, issue 22). Each record of a page read
 (``Page.typed``) comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
 database compares those with the stored ones itself, by primary key, and answers with one
 number per table. A page whose every record matches is unchanged; any other is read and
-compared as before (``store.read_stored``), so a count that falls short costs one statement
+compared as before (``comparison.read_stored``), so a count that falls short costs one statement
 more and is never wrong.
 
 The pairs travel as JSON text (two arrays on PostgreSQL, one on SQLite): one string for the

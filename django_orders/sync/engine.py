@@ -9,9 +9,9 @@ The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page wi
   changed ones), two more for the first page that changes something after one that did not.
   A page that changes nothing after one that did not (a re-sync) is one statement outside any
   transaction, which compares each record's bytes as sent with the stored ones in the database
-  and answers with two counts (``store.stored_as_sent``); a page whose bytes differ but whose
+  and answers with two counts (``comparison.stored_as_sent``); a page whose bytes differ but whose
   records do not costs one read more, and the new bytes' hashes are recorded
-  (``store.store_new_bytes``). The progress and the lease are then saved once a second
+  (``comparison.store_new_bytes``). The progress and the lease are then saved once a second
   (``_WalkMode``).
 - A whole page is parsed before anything of it is written, so a bad record fails the run naming
   page, record and field, with the earlier pages committed and nothing of the bad page written.
@@ -45,15 +45,10 @@ from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions import error_name
 from ..mirror.announce import announce
+from ..mirror.comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
 from ..mirror.page_parsing import read_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
-from ..mirror.store import (
-    MirrorResult,
-    compare_orders,
-    read_stored,
-    store_new_bytes,
-    stored_as_sent,
-)
+from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease

@@ -21,7 +21,7 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_orders.mirror import store as mirror
+from django_orders.mirror import comparison
 from django_orders.mirror.parsing import parse_order, parse_record, parse_timestamp
 from django_orders.mirror.store import (
     CUSTOMER_COLUMNS,
@@ -331,7 +331,7 @@ def test_no_other_connection_slips_an_order_in_between_the_read_and_the_insert(m
     with connection.cursor() as cursor:
         cursor.execute(f"PRAGMA journal_mode = {mode}")
     try:
-        monkeypatch.setattr(mirror, "read_by_ids", read_then_race)
+        monkeypatch.setattr(comparison, "read_by_ids", read_then_race)
         if mode == "DELETE":
             with transaction.atomic():
                 store_orders([parsed])

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from django_orders.mirror import store as mirror_store
+from django_orders.mirror import comparison
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer
@@ -200,7 +200,7 @@ def test_an_order_committed_between_the_read_and_the_copy_is_written_not_set_asi
     back, and the walk writes the page record by record, where that order reads as stored and
     is updated. Nothing is set aside, and the order holds the page's version."""
     pages("orders", "orders", [order(1), order(2), order(3)], [order(4)])
-    read_by_ids = mirror_store.read_by_ids
+    read_by_ids = comparison.read_by_ids
     raced: list[str] = []
 
     def read_then_race(*reads):
@@ -210,7 +210,7 @@ def test_an_order_committed_between_the_read_and_the_copy_is_written_not_set_asi
             raced.append("or_2")
         return rows
 
-    monkeypatch.setattr(mirror_store, "read_by_ids", read_then_race)
+    monkeypatch.setattr(comparison, "read_by_ids", read_then_race)
     with caplog.at_level("INFO", logger="django_orders.sync"):
         run = sync_orders()
     assert raced == ["or_2"]

@@ -1,0 +1,156 @@
+"""What the mirror holds for a call's orders and customers, and whether they change it.
+
+``compare_orders`` gathers a call's records (each once) and reads their stored fingerprints in
+one statement (``read_stored``); ``is_stored`` says whether a record is the stored one, by its
+bytes first (``wire_fingerprint``) and its canonical text only when those differ. A page walk
+may ask the database first whether the page is stored exactly as sent (``stored_as_sent``: two
+counts, no rows read), and records the new bytes of a record that is unchanged but came in
+other bytes (``store_new_bytes``). ``store`` writes what this finds changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..models import Customer, Order
+from .parsing import ParsedCustomer, ParsedOrder
+from .upsert import read_by_ids
+from .wire_match import count_matches, store_wire_fingerprints
+
+
+class StoredOrder(NamedTuple):
+    fingerprint: str
+    wire_fingerprint: str
+    status: str
+
+
+class StoredCustomer(NamedTuple):
+    fingerprint: str
+    wire_fingerprint: str
+
+
+def is_stored(
+    record: ParsedOrder | ParsedCustomer, stored: StoredOrder | StoredCustomer | None
+) -> bool:
+    """Whether ``record`` is what the mirror holds: the same bytes as the ones stored came in
+    as, or else the same canonical text (the fingerprint, encoded only if the bytes differ).
+
+    The bytes decide first because comparing them needs nothing decoded or encoded: a re-sync
+    of unchanged orders reads neither (``Order.wire_fingerprint``). Equal bytes always have
+    equal canonical text, so this is exactly the fingerprint's verdict, only faster.
+    """
+    if stored is None:
+        return False
+    wire = stored.wire_fingerprint
+    return (wire != "" and record.wire_fingerprint == wire) or (
+        record.fingerprint == stored.fingerprint
+    )
+
+
+@dataclass
+class Comparison:
+    """A call's orders and customers (each once, the first copy) and what the mirror holds for
+    them, by id (``stored``, ``stored_customers``). Read by ``compare_orders``, written by
+    ``store_orders``.
+    """
+
+    orders: dict[str, ParsedOrder]
+    customers: dict[str, ParsedCustomer]
+    stored: dict[str, StoredOrder] = field(default_factory=dict)
+    stored_customers: dict[str, StoredCustomer] = field(default_factory=dict)
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether ``store_orders`` would write nothing (a lookup's stamp aside)."""
+        stored, stored_customers = self.stored, self.stored_customers
+        return all(
+            is_stored(order, stored.get(order_id)) for order_id, order in self.orders.items()
+        ) and all(
+            is_stored(customer, stored_customers.get(customer_id))
+            for customer_id, customer in self.customers.items()
+        )
+
+
+def compare_orders(
+    parsed_orders: Sequence[ParsedOrder],
+    *,
+    known_customers: set[str] | None = None,
+    read: bool = True,
+) -> Comparison:
+    """The orders and customers ``store_orders`` would write, and (``read``) what the mirror
+    holds for them: one statement, or none when there is nothing to read.
+
+    A page walk reads this before its page's transaction, and skips the transaction altogether
+    when nothing changed (``sync.engine``): a re-sync's pages are then one statement each.
+    """
+    orders: dict[str, ParsedOrder] = {}
+    for order in parsed_orders:
+        orders.setdefault(order.id, order)  # newest first: the first copy is the newest
+    customers: dict[str, ParsedCustomer] = {}
+    for order in orders.values():
+        if known_customers is None or order.customer.id not in known_customers:
+            customers.setdefault(order.customer.id, order.customer)
+    comparison = Comparison(orders, customers)
+    if read:
+        read_stored(comparison)
+    return comparison
+
+
+def read_stored(comparison: Comparison) -> None:
+    """Read what the mirror holds for ``comparison``'s orders and customers: one statement,
+    none for no orders."""
+    orders, customers = comparison.orders, comparison.customers
+    if orders:
+        customer_rows, order_rows = read_by_ids(
+            (Customer, list(customers), ("id", "fingerprint", "wire_fingerprint")),
+            (Order, list(orders), ("id", "fingerprint", "wire_fingerprint", "status")),
+        )
+        comparison.stored_customers = {
+            pk: StoredCustomer(print_, wire) for pk, print_, wire in customer_rows
+        }
+        comparison.stored = {
+            pk: StoredOrder(print_, wire, status) for pk, print_, wire, status in order_rows
+        }
+
+
+def stored_as_sent(comparison: Comparison) -> bool:
+    """Whether the mirror holds every order and customer of ``comparison`` as the bytes it came
+    in as: one statement that answers with two counts (``wire_match``), no row read.
+
+    ``False`` when any of them came without its bytes' fingerprint (a page not read light:
+    ``Page.typed``) or is stored from other bytes: the stored fingerprints decide then
+    (``read_stored``). A page walk asks this first on a page that likely changes nothing.
+    """
+    orders = [(pk, order.wire_fingerprint) for pk, order in comparison.orders.items()]
+    customers = [(pk, customer.wire_fingerprint) for pk, customer in comparison.customers.items()]
+    if not all(wire for _pk, wire in orders) or not all(wire for _pk, wire in customers):
+        return False
+    order_count, customer_count = count_matches((Order, orders), (Customer, customers))
+    return order_count == len(orders) and customer_count == len(customers)
+
+
+def store_new_bytes(comparison: Comparison) -> None:
+    """Record the wire fingerprint of each order and customer of ``comparison`` that
+    ``read_stored`` found unchanged though it came in other bytes (its fingerprint is the
+    stored one): at most one statement a table, and nothing else of the row is written
+    (``wire_match.store_wire_fingerprints``). Without it, such a record would be read and
+    compared on every re-sync, after the service changed how it writes its JSON."""
+
+    def new_bytes(records, stored) -> list[tuple[str, str, str]]:
+        rows = []
+        for pk, record in records.items():
+            wire, previous = record.wire_fingerprint, stored.get(pk)
+            # Unchanged here means the fingerprints agree wherever the bytes differ.
+            if (
+                wire
+                and previous is not None
+                and previous.wire_fingerprint != wire
+                and record.fingerprint == previous.fingerprint
+            ):
+                rows.append((pk, record.fingerprint, wire))
+        return rows
+
+    store_wire_fingerprints(Order, new_bytes(comparison.orders, comparison.stored))
+    store_wire_fingerprints(Customer, new_bytes(comparison.customers, comparison.stored_customers))
