@@ -12,12 +12,12 @@ from django.db import connection
 from django.urls import reverse
 
 from django_orders.mirror.parsing import (
-    parse_optional_timestamp,
     read_contact,
     read_number,
     read_payment_url,
     read_total,
 )
+from django_orders.mirror.timestamps import parse_optional_timestamp
 from django_orders.models import Customer, Order
 
 from .factories import BASE_TIME, make_customer, make_order, on_postgresql

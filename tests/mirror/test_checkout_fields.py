@@ -10,7 +10,6 @@ import pytest
 
 from django_orders.exceptions import InvalidRecord
 from django_orders.mirror.parsing import (
-    parse_optional_timestamp,
     parse_order,
     parse_page,
     read_contact,
@@ -19,6 +18,7 @@ from django_orders.mirror.parsing import (
     read_total,
 )
 from django_orders.mirror.store import store_orders
+from django_orders.mirror.timestamps import parse_optional_timestamp
 from django_orders.models import Customer, Order
 from django_orders.services import sync_orders
 from tests.fixtures.mirror import (
