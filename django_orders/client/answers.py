@@ -23,7 +23,7 @@ class Answer:
     data: Any
     status_code: int
     request_id: str | None
-    #: Decoded by ``page_parsing.decode_plain``: every number an integer (see ``Page.plain``).
+    #: Decoded by ``decoding.decode_plain``: every number an integer (see ``Page.plain``).
     plain: bool = False
     #: ``data`` is a ``LightPageStruct`` (``fetch_page(..., typed=True)``).
     typed: bool = False

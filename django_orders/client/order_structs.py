@@ -242,7 +242,7 @@ def decode_light_page(body: bytes) -> LightPageStruct | None:
 
     What it skips it checks only for JSON's grammar: text that is not UTF-8 or nesting past
     ``MAX_JSON_DEPTH`` inside a record is found when the record is decoded
-    (``mirror.page_parsing.parse_body``). About a microsecond an order, against two and a half
+    (``mirror.bulk_pages.parse_body``). About a microsecond an order, against two and a half
     for the typed decode (in C both).
     """
     if _UNSTORABLE.search(body):

@@ -213,7 +213,7 @@ class ParsedOrder(_ParsedRecordBase):
         self.canceled_at = canceled_at
         self.expires_at = expires_at
         #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by
-        #: ``page_parsing`` for a typed page, empty for a record decoded any other way.
+        #: ``deferred_pages`` for a typed page, empty for a record decoded any other way.
         self.wire_fingerprint = ""
 
 

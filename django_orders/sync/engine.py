@@ -46,7 +46,7 @@ from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transacti
 from ..exceptions import error_name
 from ..mirror.announce import announce
 from ..mirror.comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..mirror.page_parsing import read_deferred
+from ..mirror.deferred_pages import read_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings

@@ -29,21 +29,19 @@ from django_orders.client.pages import Page
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import InvalidRecord, InvalidResponse
-from django_orders.mirror import page_parsing
-from django_orders.mirror.page_parsing import (
-    _timestamps,
-    canonical_bytes,
-    parse_fetched,
-    read_deferred,
-)
+from django_orders.mirror import bulk_pages
+from django_orders.mirror.bulk_pages import canonical_bytes, page_timestamps
+from django_orders.mirror.deferred_pages import read_deferred
+from django_orders.mirror.page_parsing import parse_fetched
 from django_orders.mirror.parsing import (
     ParsedOrder,
     canonical_json,
     parse_order,
     parse_page,
     parse_record,
-    parse_timestamp,
 )
+from django_orders.mirror.timestamps import parse_timestamp
+from tests.fixtures.mirror import spy_everywhere
 
 BOUNDED = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -244,7 +242,7 @@ def old_timestamp(text):
 @given(texts=st.lists(common_timestamps() | ODD_TIMESTAMPS, min_size=1, max_size=6))
 def test_a_pages_timestamps_read_as_parse_timestamp_reads_each(texts):
     expected = [old_timestamp(text) for text in texts]
-    got = _timestamps(texts)
+    got = page_timestamps(texts)
     if got is None:
         return  # the page goes to parse_page, which reads (or refuses) each one itself
     assert None not in expected
@@ -258,12 +256,12 @@ def test_common_timestamps_take_the_fast_path():
         "2026-03-01T15:30:00.1234567+05:30",
         "2026-03-01T00:30:00-09:30",
     ]
-    assert _timestamps(texts) == [
+    assert page_timestamps(texts) == [
         datetime(2026, 3, 1, 10, tzinfo=UTC),
         datetime(2026, 3, 1, 10, 0, 0, 123456, tzinfo=UTC),
         datetime(2026, 3, 1, 10, tzinfo=UTC),
     ]
-    assert _timestamps(["2026-03-01T10:00:00"]) is None  # naive: refused by the old path
+    assert page_timestamps(["2026-03-01T10:00:00"]) is None  # naive: refused by the old path
 
 
 # --- pages ---------------------------------------------------------------------------------------
@@ -454,7 +452,7 @@ def test_the_sandboxs_pages_are_plain_and_parse_as_before(sandbox_no_cap):
 
 
 def test_utc_offsets_match_the_old_parsers_zone_objects():
-    moment = _timestamps(["2026-03-01T10:00:00+05:30"])[0]
+    moment = page_timestamps(["2026-03-01T10:00:00+05:30"])[0]
     assert moment == datetime(2026, 3, 1, 10, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     assert moment.tzinfo is UTC
     assert not math.isnan(moment.timestamp())
@@ -638,17 +636,9 @@ SANDBOX_LIKE = {
 
 
 def spy_on(monkeypatch, name: str, record) -> list:
-    """Wrap ``page_parsing.<name>`` (a function of one argument); returns the list of
-    ``record(argument)`` of each call."""
-    calls: list = []
-    original = getattr(page_parsing, name)
-
-    def spy(value):
-        calls.append(record(value))
-        return original(value)
-
-    monkeypatch.setattr(page_parsing, name, spy)
-    return calls
+    """Wrap ``bulk_pages.<name>`` (a function of one argument) wherever the page parsers call
+    it (``spy_everywhere``); returns the list of ``record(argument)`` of each call."""
+    return spy_everywhere(monkeypatch, bulk_pages, name, record)
 
 
 def typed_page(records_body: bytes) -> Page:
@@ -745,7 +735,7 @@ def test_a_deferred_page_reads_nothing_until_asked_then_the_whole_page(monkeypat
     second = {**SANDBOX_LIKE, "id": "or_2", "number": "ORD-2", "paid_at": None}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
     eager = parse_fetched(typed_page(body), parse_order, resource="orders")
-    calls = spy_on(monkeypatch, "_timestamps", len)
+    calls = spy_on(monkeypatch, "page_timestamps", len)
     lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert [(o.id, o.status, o.fingerprint) for o in lazy] == [
         (o.id, o.status, o.fingerprint) for o in eager
@@ -1022,7 +1012,7 @@ def test_an_order_known_by_its_bytes_is_never_encoded(monkeypatch):
     and then only that order."""
     second = {**SANDBOX_LIKE, "id": "or_2"}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
-    encoded = spy_on(monkeypatch, "_ENCODE", lambda value: value.id)
+    encoded = spy_on(monkeypatch, "encode_sorted", lambda value: value.id)
     decoded = spy_on(monkeypatch, "decode_orders_page", len)
     lazy = parse_fetched(typed_page(body), parse_order, resource="orders", deferred=True)
     assert [o.wire_fingerprint != "" for o in lazy] == [True, True]

@@ -12,8 +12,8 @@ from django_orders.mirror.parsing import (
     parse_order,
     parse_page,
     parse_record,
-    parse_timestamp,
 )
+from django_orders.mirror.timestamps import parse_timestamp
 
 
 def order_record(**changes):

@@ -238,19 +238,19 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
     """The timestamps, checkout fields and text of an unchanged order are never read: only the
     pages the helper thread read ahead while the walk still looked like a first sync."""
-    from django_orders.mirror import page_parsing
+    from django_orders.mirror.deferred_pages import DeferredPage
 
     uncapped.seed(95)
     sync_orders()
     read: list[int] = []
-    original = page_parsing._DeferredPage.read
+    original = DeferredPage.read
 
     def spy(self):
         if not self.done:
             read.append(self.number)
         original(self)
 
-    monkeypatch.setattr(page_parsing._DeferredPage, "read", spy)
+    monkeypatch.setattr(DeferredPage, "read", spy)
     run = sync_orders()
     assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
     # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.

@@ -13,11 +13,16 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.mirror import page_parsing
+from django_orders.mirror import bulk_pages
 from django_orders.models import Customer, Order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.testing.sandbox.seed import BASE_URL_TOKEN
-from tests.fixtures.mirror import PageStatements, edit_raw_order, logged_statements
+from tests.fixtures.mirror import (
+    PageStatements,
+    edit_raw_order,
+    logged_statements,
+    spy_everywhere,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +32,7 @@ CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
 def wire_hash(text: str) -> str:
-    """SHA-256 of the bytes, cut to 128 bits (``page_parsing._wire_hash``)."""
+    """SHA-256 of the bytes, cut to 128 bits (``deferred_pages.wire_hash``)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -73,22 +78,13 @@ def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
     still looked like a first sync."""
     uncapped.seed(95)
     sync_orders()
-    encoded: list[str] = []
-    original = page_parsing._ENCODE
-
-    def spy(value):
-        encoded.append(value.id)
-        return original(value)
-
-    decoded: list[int] = []
-    original_decode = page_parsing.decode_orders_page
-
-    def decode_spy(body):
-        decoded.append(json.loads(body)["page"]["number"])
-        return original_decode(body)
-
-    monkeypatch.setattr(page_parsing, "_ENCODE", spy)
-    monkeypatch.setattr(page_parsing, "decode_orders_page", decode_spy)
+    encoded = spy_everywhere(monkeypatch, bulk_pages, "encode_sorted", lambda value: value.id)
+    decoded = spy_everywhere(
+        monkeypatch,
+        bulk_pages,
+        "decode_orders_page",
+        lambda body: json.loads(body)["page"]["number"],
+    )
     statements = PageStatements()
     with statements.capture:
         run = sync_orders(progress=statements)

@@ -1,0 +1,347 @@
+"""The light path of ``page_parsing``: a typed page (``Page.typed``, the sync's) whose orders
+are known at once only by what a walk compares (id, status, customer, the hash of their bytes),
+the rest read for the whole page the first time one of its orders needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ..client.order_structs import (
+    CustomerStruct,
+    LightOrder,
+    LineItemGroup,
+    Money,
+    OrderStruct,
+    customer_ids,
+    decode_orders_page,
+    order_slices,
+    to_records,
+)
+from .bulk_pages import encode_sorted, hash_text, page_timestamps, parse_body, vouched
+from .parsing import ParsedCustomer, ParsedOrder, parse_order, parse_page
+from .record_fields import (
+    CURRENCY_MAX,
+    EMAIL_MAX,
+    NUMBER_MAX,
+    PHONE_MAX,
+    TOTAL_MAX,
+    TOTAL_MIN,
+    checked_payment_url,
+)
+
+
+class _DeferredCustomer(ParsedCustomer):
+    """A customer of a light page (``Page.typed``), known at once by its id and its bytes'
+    hash; its other fields, text and fingerprint are read from its page on first use.
+
+    ``__getattr__`` is only called for a slot not set yet: a walk compares a customer by id and
+    bytes, and needs the rest only to write it (then with the checks ``parse_customer`` makes).
+    """
+
+    __slots__ = ("_index", "_page")
+
+    def __init__(
+        self, customer_id: str, wire_fingerprint: str, page: DeferredPage, index: int
+    ) -> None:
+        # ParsedCustomer's attributes, set here rather than through its __init__: one per order
+        # of every page, on the helper's hot path.
+        self.id = customer_id
+        self._raw = None  # decoded from raw_json if asked for: the same values
+        self._json = None
+        self._fingerprint = None
+        self.wire_fingerprint = wire_fingerprint
+        self._page = page
+        self._index = index
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("guest", "name", "email_address", "phone_number"):
+            struct = self._page.struct(self._index)
+            if struct is None:
+                parsed = self._page.parsed(self._index).customer
+                self.guest, self.name = parsed.guest, parsed.name
+                self.email_address, self.phone_number = parsed.email_address, parsed.phone_number
+                return object.__getattribute__(self, name)
+            customer: CustomerStruct = struct.customer  # type: ignore[assignment]  # vouched for
+            self.guest = customer.guest is True
+            text = customer.name
+            self.name = (text if type(text) is str else "")[:255]
+            email = customer.email_address
+            self.email_address = email if type(email) is str and len(email) <= EMAIL_MAX else ""
+            phone = customer.phone_number
+            self.phone_number = phone if type(phone) is str and len(phone) <= PHONE_MAX else ""
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _encode(self) -> None:
+        struct = self._page.struct(self._index)
+        if struct is None:
+            parsed = self._page.parsed(self._index).customer
+            self._json, self._fingerprint = parsed.raw_json, parsed.fingerprint
+            return
+        text = encode_sorted(struct.customer)
+        self._json = text.decode()
+        self._fingerprint = hash_text(text)
+
+    @property
+    def raw_json(self) -> str:
+        if self._json is None:
+            self._encode()
+        assert self._json is not None
+        return self._json
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._encode()
+        assert self._fingerprint is not None
+        return self._fingerprint
+
+
+#: The fields of an order of a light page that are read for the whole page on first use
+#: (``DeferredPage.read``); its id, status, customer and wire fingerprint are read at once,
+#: its fingerprint on first use, encoded for that order alone where the schema fits the page
+#: (where it does not, the page is parsed the old way, whole: ``DeferredPage.parsed``).
+DEFERRED_FIELDS = frozenset(
+    (
+        "initiated_at",
+        "completed_at",
+        "paid_at",
+        "canceled_at",
+        "expires_at",
+        "total",
+        "currency",
+        "number",
+        "payment_url",
+        "raw_json",
+    )
+)
+
+
+class _DeferredOrder(ParsedOrder):
+    """An order of a typed page, read at once only as far as the writer needs to tell whether it
+    changed: its id, status, customer and wire fingerprint.
+
+    Why: in a re-sync nearly every order is unchanged, and everything else about it is never
+    used; reading it was most of the page's parsing (benchmarks/README.md, issue 22). Its other
+    fields (``DEFERRED_FIELDS``) are left unset and read for the whole page the first time one
+    of them is asked for: ``__getattr__`` is only called for an attribute that normal lookup did
+    not find, so a field once read costs nothing more. Its canonical text and fingerprint are
+    encoded on first use, for this order alone: an order whose bytes are the ones the mirror
+    last stored (``wire_fingerprint``) is known unchanged without them, and without its page
+    ever being decoded with the order schema.
+    """
+
+    __slots__ = ("__weakref__", "_index", "_page")
+
+    def __init__(
+        self,
+        light: LightOrder,
+        customer: _DeferredCustomer,
+        wire_fingerprint: str,
+        page: DeferredPage,
+        index: int,
+    ) -> None:
+        # The eager fields only; the deferred slots stay unset until the page is read.
+        self.id = light.id  # vouched for by vouched
+        self.status = light.status
+        self.customer = customer
+        self.wire_fingerprint = wire_fingerprint
+        self._raw = None  # decoded from raw_json if asked for: the same values
+        self._page = page
+        self._index = index
+
+    def __getattr__(self, name: str) -> Any:
+        if name in DEFERRED_FIELDS:
+            self._page.read()
+        elif name == "fingerprint":
+            self.fingerprint = hash_text(self._page.canonical_text(self._index))
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return object.__getattribute__(self, name)
+
+
+class DeferredPage:
+    """One typed page: its body, decoded with the order schema the first time one of its
+    orders needs more than its id, status, customer and bytes; and its orders' deferred fields,
+    read together (the page's timestamps are one regular expression and one msgspec call,
+    ``page_timestamps``).
+
+    A body the schema does not fit (a field it does not know, a float) is decoded and parsed
+    as any other page then (``parsed``), with the same values or the same error.
+
+    It holds its orders only weakly: each order refers to its page, and a page that referred
+    back would make every page a reference cycle, freed only by the garbage collector's rare
+    full collections (it grew a walk's memory by 35 MB at 100,000 orders). An order gone is
+    one nobody reads.
+    """
+
+    __slots__ = ("_parsed", "_structs", "body", "done", "number", "orders", "resource")
+
+    def __init__(self, number: int, resource: str, body: bytes) -> None:
+        self.number = number
+        self.resource = resource
+        self.body = body
+        self.orders: list[weakref.ref[_DeferredOrder]] = []
+        self.done = False
+        self._structs: list[OrderStruct] | None = None
+        self._parsed: list[ParsedOrder] | None = None
+
+    def _decode(self) -> list[OrderStruct] | None:
+        """The page's structs, decoded on first call; ``None`` if the schema does not fit the
+        page, which is then parsed as any other (``parsed``)."""
+        if self._structs is None and self._parsed is None:
+            envelope = decode_orders_page(self.body)
+            if envelope is not None:
+                self._structs = envelope.page.orders
+            else:
+                self._parsed = parse_body(self.body, parse_order, self.number, self.resource)
+        return self._structs
+
+    def struct(self, index: int) -> OrderStruct | None:
+        """The order's struct, or ``None`` if the schema does not fit the page (``parsed``)."""
+        structs = self._decode()
+        return structs[index] if structs is not None else None
+
+    def parsed(self, index: int) -> ParsedOrder:
+        """The order parsed as any other page's, on a page the schema does not fit."""
+        assert self._parsed is not None  # struct() said so
+        return self._parsed[index]
+
+    def canonical_text(self, index: int) -> bytes:
+        """The order's canonical JSON (``canonical_json``), encoded."""
+        struct = self.struct(index)
+        if struct is None:
+            return self.parsed(index).raw_json.encode()
+        return encode_sorted(struct)
+
+    def read(self) -> None:
+        """Set every order's deferred fields, or raise the ``InvalidRecord`` that
+        ``parse_page`` raises for the page (naming page, record and field)."""
+        if self.done:
+            return
+        structs = self._decode()
+        if structs is None:
+            assert self._parsed is not None
+            self._copy(self._parsed)
+            self.done = True
+            return
+        texts: list[str] = []
+        add = texts.append
+        for struct in structs:
+            add(struct.initiated_at)  # type: ignore[arg-type]  # a str: vouched for
+            # The schema types them str, None or UNSET: a str is a timestamp to read.
+            if type(struct.completed_at) is str:
+                add(struct.completed_at)
+            if type(struct.paid_at) is str:
+                add(struct.paid_at)
+            if type(struct.canceled_at) is str:
+                add(struct.canceled_at)
+            if type(struct.expires_at) is str:
+                add(struct.expires_at)
+        moments = page_timestamps(texts)
+        if moments is None:
+            # A timestamp of a tolerated form, an impossible date or a bad one: ``parse_page``
+            # decides, with the same values or the same error.
+            records = to_records(structs)
+            parsed = parse_page(
+                records, parse_order, page_number=self.number, resource=self.resource
+            )
+            self._copy(parsed)
+        else:
+            self._read(structs, iter(moments).__next__)
+        self.done = True
+
+    def _read(self, structs: list[OrderStruct], next_moment: Callable[[], datetime]) -> None:
+        for struct, ref in zip(structs, self.orders, strict=True):
+            # Every moment is taken, in the order read() gave them, gone order or not.
+            initiated_at = next_moment()
+            completed_at = next_moment() if type(struct.completed_at) is str else None
+            paid_at = next_moment() if type(struct.paid_at) is str else None
+            canceled_at = next_moment() if type(struct.canceled_at) is str else None
+            expires_at = next_moment() if type(struct.expires_at) is str else None
+            order = ref()
+            if order is None:
+                continue
+            order.initiated_at = initiated_at
+            order.completed_at = completed_at
+            order.paid_at = paid_at
+            order.canceled_at = canceled_at
+            order.expires_at = expires_at
+            total_value: int | None = None
+            currency = ""
+            group = struct.line_item_group
+            if type(group) is LineItemGroup:
+                total = group.total
+                if type(total) is Money:
+                    value, code = total.value, total.currency
+                    if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX:
+                        total_value = value
+                    if type(code) is str and len(code) <= CURRENCY_MAX:
+                        currency = code.lower()
+            order.total = total_value
+            order.currency = currency
+            number = struct.number
+            order.number = number if type(number) is str and len(number) <= NUMBER_MAX else ""
+            url = None
+            invoice = struct.invoice
+            if invoice:  # a struct is true, None and UNSET are false
+                formats = invoice.format
+                if formats:
+                    web = formats.web
+                    if web:
+                        url = web.url
+            order.payment_url = checked_payment_url(url)
+            # Encoded here, struct in hand (a first sync reads every page): a second time only for
+            # an order whose fingerprint was asked for first, on a page that turned out to change.
+            text = encode_sorted(struct)
+            order.fingerprint = hash_text(text)
+            order.raw_json = text.decode()
+
+    def _copy(self, parsed: list[ParsedOrder]) -> None:
+        """The deferred fields from the same page parsed another way (same values)."""
+        for ref, values in zip(self.orders, parsed, strict=True):
+            order = ref()
+            if order is not None:
+                for name in DEFERRED_FIELDS:
+                    setattr(order, name, getattr(values, name))
+
+
+def read_deferred(orders: list[Any]) -> None:
+    """Read now the deferred fields of a page parsed with ``parse_fetched(..., deferred=True)``
+    (nothing to do for any other page)."""
+    if orders and type(orders[0]) is _DeferredOrder:
+        orders[0]._page.read()
+
+
+def _wirehash_text(data: Any) -> str:
+    """``wire_fingerprint``: the bytes' SHA-256, cut to 128 bits (as long as the canonical
+    fingerprint). SHA-256 rather than blake2b: processors hash it in hardware (x86 SHA
+    extensions, ARMv8 crypto), about a third faster for a record of a kilobyte
+    (benchmarks/README.md, issue 22)."""
+    return hashlib.sha256(data).digest()[:16].hex()
+
+
+def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_DeferredOrder] | None:
+    """The orders of a typed page, each with its bytes' hash and its customer's, the rest read
+    from ``page`` on first use; ``None`` when a record's id, status, start or customer id is
+    not of the form the bulk path vouches for (the page is then parsed at once, as before)."""
+    customers = customer_ids(orders)
+    if customers is None:
+        return None  # an order without a customer object
+    for order, customer_id in zip(orders, customers, strict=True):
+        if not vouched(order.id, order.status, order.initiated_at, customer_id):
+            return None
+    parsed: list[_DeferredOrder] = []
+    add = parsed.append
+    for index, (order, customer_id, order_bytes) in enumerate(
+        zip(orders, customers, order_slices(page.body), strict=True)
+    ):
+        customer = _DeferredCustomer(customer_id, _wirehash_text(order.customer), page, index)
+        add(_DeferredOrder(order, customer, _wirehash_text(order_bytes), page, index))
+    page.orders = [weakref.ref(order) for order in parsed]
+    return parsed
