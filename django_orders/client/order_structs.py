@@ -19,7 +19,7 @@ the body is decoded as before (``decoding.decode_answer``), values and errors un
 
 The sync does not decode a page with the schema at once: the transport reads it as
 ``LightOrder``s (the few fields a walk compares, each customer as its bytes) and keeps the
-body, which ``mirror.page_parsing`` decodes with the schema only when one of its orders turns
+body, which ``mirror.deferred_pages`` decodes with the schema only when one of its orders turns
 out to need more than its bytes (a new or changed order).
 """
 
@@ -183,7 +183,7 @@ def to_records(orders: list[OrderStruct]) -> list[dict[str, Any]]:
 # purpose (unknown fields skipped, any type taken): they read the few fields a walk compares
 # and each record's bytes, and check the envelope as the schema does. Whether a record fits the
 # schema is decided by ``decode_orders_page`` on the same body, when a record turns out to need
-# more than its bytes (``mirror.page_parsing``). msgspec reads duplicate keys the same way in
+# more than its bytes (``mirror.deferred_pages``). msgspec reads duplicate keys the same way in
 # every decoder (the last one wins), so these are the values and bytes the typed decoder reads.
 
 

@@ -39,7 +39,7 @@ class Page:
     #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and read as
     #: ``order_structs.LightOrder``s: only what a walk compares, each customer as its bytes.
     #: The parser decodes ``body`` with the order schema when it needs more
-    #: (``mirror.page_parsing``).
+    #: (``mirror.deferred_pages``).
     typed: bool = False
     #: A typed page's body, as the service sent it: the parser hashes each record's bytes as
     #: sent (``Order.wire_fingerprint``) and decodes it when needed. ``None`` for any other page.

@@ -232,7 +232,7 @@ class OrdersClient:
 
         ``typed`` (the sync, for ``orders``): read only what a walk compares of each order, as
         structs (``order_structs.LightOrder``), and keep the body, whose records
-        ``mirror.page_parsing`` decodes with the order schema when it needs them
+        ``mirror.deferred_pages`` decodes with the order schema when it needs them
         (``Page.typed``). A body whose envelope or records are not objects as the schema has
         them, or with NUL or lone surrogate escapes, is decoded as without it.
         """

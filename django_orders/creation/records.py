@@ -295,7 +295,12 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
     }
     customer, order = _mirror_rows(parsed, now, using)
     with transaction.atomic(using=using, savepoint=False, durable=True):
-        insert_if_absent(customer, using)
+        if insert_if_absent(customer, using):
+            # The order holds the customer it just inserted: whoever reads ``order.customer``
+            # next (the REST answer, an ``order_created`` receiver) gets it without a query,
+            # which a router could send to a replica that does not have it yet. A customer the
+            # mirror already held is left to be read: the answer's copy is not what is stored.
+            order.customer = customer
         if not insert_if_absent(order, using):
             # A replay of an order the mirror already has (the first answer was lost and the
             # sync got there first): the mirror's row is as new or newer than this answer.
@@ -316,16 +321,8 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
 
 
 def _mirror_rows(parsed: ParsedOrder, now: datetime, using: str) -> tuple[Customer, Order]:
-    """The customer and order of a create's answer, as rows to insert if absent.
-
-    The order holds its customer: whoever reads ``order.customer`` next (the REST answer, an
-    ``order_created`` receiver) gets it without a query, which a router could send to a
-    replica that does not have the new customer yet.
-    """
-    customer = customer_row(parsed.customer, now, using=using)
-    order = order_row(parsed, now, using=using)
-    order.customer = customer
-    return customer, order
+    """The customer and order of a create's answer, as rows to insert if absent."""
+    return customer_row(parsed.customer, now, using=using), order_row(parsed, now, using=using)
 
 
 def insert_if_absent(instance: Customer | Order, using: str) -> bool:

@@ -113,7 +113,8 @@ def vouched(order_id: Any, status: Any, initiated_at: Any, customer_id: Any) -> 
 
 
 def _orders(records: list[dict[str, Any]]) -> list[ParsedOrder] | None:
-    """The page's orders, or ``None`` when ``parse_page`` must decide (see the module docs)."""
+    """The page's orders, or ``None`` when ``parse_page`` must decide (``page_parsing``'s
+    module docstring)."""
     texts: list[str] = []
     for record in records:
         customer = record.get("customer")

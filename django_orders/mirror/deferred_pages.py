@@ -318,7 +318,7 @@ def read_deferred(orders: list[Any]) -> None:
         orders[0]._page.read()
 
 
-def _wirehash_text(data: Any) -> str:
+def _wire_hash(data: Any) -> str:
     """``wire_fingerprint``: the bytes' SHA-256, cut to 128 bits (as long as the canonical
     fingerprint). SHA-256 rather than blake2b: processors hash it in hardware (x86 SHA
     extensions, ARMv8 crypto), about a third faster for a record of a kilobyte
@@ -341,7 +341,7 @@ def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_Deferred
     for index, (order, customer_id, order_bytes) in enumerate(
         zip(orders, customers, order_slices(page.body), strict=True)
     ):
-        customer = _DeferredCustomer(customer_id, _wirehash_text(order.customer), page, index)
-        add(_DeferredOrder(order, customer, _wirehash_text(order_bytes), page, index))
+        customer = _DeferredCustomer(customer_id, _wire_hash(order.customer), page, index)
+        add(_DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
     page.orders = [weakref.ref(order) for order in parsed]
     return parsed

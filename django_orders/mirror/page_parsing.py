@@ -55,7 +55,7 @@ def parse_fetched(
     orders (``parse_order``) or other records (``parse_record``): the same values or error.
 
     ``deferred=True`` (the sync's walk) leaves the fields of a typed page's orders that only a
-    new or changed order needs to be read on first use, for the whole page (``_DeferredOrder``;
+    new or changed order needs to be read on first use, for the whole page (``deferred_pages``;
     ``read_deferred`` reads them at once). A bad timestamp or an impossible date then raises
     its ``InvalidRecord`` when they are read; an unchanged order's are never read: its text is
     the one stored, which was read when it was stored.

@@ -19,6 +19,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission, DjangoModelPermissions
 from rest_framework.request import Request
 
+from ..db import app_database
 from ..models import Order, OrderRequest
 from .idempotency import API_PREFIX, caller_scope
 from .tokens import TOKEN_HEADER, read_owner_token
@@ -51,9 +52,9 @@ class CheckoutTarget:
         if self.order_request is not None:
             return [(self.order_request.pk, self.order_request.reference or "")]
         assert self.order is not None  # a target has an order, a request, or both
-        # From the database the order was read from (the app's, ``resolve_target``).
+        # From the app's database, like the target itself (``resolve_target``).
         rows = (
-            OrderRequest.objects.using(self.order._state.db)
+            OrderRequest.objects.using(app_database())
             .filter(order_id=self.order.pk, reference__startswith=API_PREFIX)
             .values_list("pk", "reference")
         )

@@ -21,6 +21,7 @@ from django_orders.client.lookups import Lookup
 from django_orders.db import refuse_outer_transaction
 from django_orders.exceptions import SyncAlreadyRunning
 from django_orders.mirror.refresh import store_lookup
+from django_orders.mirror.upsert import read_by_ids
 from django_orders.models import Customer, Order, RemoteRecord, SyncLease, SyncRun
 from django_orders.services import cancel_order, confirm_order, create_order, sync_orders
 from django_orders.signals import order_created, order_first_seen
@@ -142,6 +143,13 @@ class TestBehindAReadReplica:
         run = sync_orders(refresh_limit=5)
         assert run.end_reason == "page_window"
         assert run.refreshed == 5
+
+    def test_other_backends_read_the_stored_rows_where_the_mirror_is_written(self, monkeypatch):
+        """``read_by_ids`` falls back to the ORM on a backend it has no SQL for (MySQL...)."""
+        Customer.objects.using(APP_DATABASE).create(id="cu_routed", fingerprint="f")
+        monkeypatch.setattr(connections[APP_DATABASE], "vendor", "mysql")
+        [rows] = read_by_ids((Customer, ["cu_routed", "cu_absent"], ("id", "fingerprint")))
+        assert rows == [("cu_routed", "f")]
 
     def test_a_refused_run_names_the_lease_holder(self, uncapped):
         Lease("orders", owner="elsewhere:1:z").acquire()

@@ -74,6 +74,25 @@ def test_replayed_first_answer_never_rolls_the_mirror_back(http_mock, order_inpu
 
 
 @pytest.mark.django_db
+def test_a_returning_customer_comes_back_as_stored_not_as_the_answers_copy(http_mock, order_input):
+    """The create's answer embeds its customer; a customer the mirror already holds keeps its
+    row (insert if absent), and the order returned holds that row, not the answer's copy."""
+    answer = order_answer()
+    earlier = {
+        **answer["order"],
+        "id": "or_earlier",
+        "customer": {**answer["order"]["customer"], "name": "Ama Mensah (verified)"},
+    }
+    store_orders([parse_order(earlier)])
+    http_mock.post(URL, json=answer)
+
+    order = create_order(**order_input)
+
+    assert order.customer.name == "Ama Mensah (verified)" != answer["order"]["customer"]["name"]
+    assert order.customer.first_seen_at == Customer.objects.get().first_seen_at
+
+
+@pytest.mark.django_db
 def test_new_order_is_returned_as_stored(http_mock, order_input):
     http_mock.post(URL, json=order_answer())
     order = create_order(**order_input)

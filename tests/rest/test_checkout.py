@@ -283,9 +283,9 @@ def test_a_checkout_is_found_at_once_behind_a_read_replica(live_orders, api, bod
     assert order["customer"]["id"] == again.json()["customer"]["id"] == customer_id
     token = {"HTTP_ORDER_TOKEN": order["token"]}
 
-    pending = api.get(f"/api/orders/{order['checkout']}/", **token)
+    found = api.get(f"/api/orders/{order['checkout']}/", **token)
     live_orders.pay_order(order["id"])
     confirmed = api.post(f"/api/orders/{order['id']}/confirm/", **token)
 
-    assert (pending.status_code, pending.json()["id"]) == (200, order["id"])
+    assert (found.status_code, found.json()["id"]) == (200, order["id"])
     assert (confirmed.status_code, confirmed.json()["status"]) == (200, "paid")

@@ -32,7 +32,7 @@ CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
 def wire_hash(text: str) -> str:
-    """SHA-256 of the bytes, cut to 128 bits (``deferred_pages.wire_hash``)."""
+    """SHA-256 of the bytes, cut to 128 bits (``deferred_pages._wire_hash``)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
