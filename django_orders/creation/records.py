@@ -300,7 +300,9 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
             # next (the REST answer, an ``order_created`` receiver) gets it without a query,
             # which a router could send to a replica that does not have it yet. A customer the
             # mirror already held is left to be read: the answer's copy is not what is stored.
-            order.customer = customer
+            # Cached as select_related caches it, not assigned: assigning asks the routers'
+            # allow_relation, which must not fail here, after the order exists upstream.
+            Order._meta.get_field("customer").set_cached_value(order, customer)
         if not insert_if_absent(order, using):
             # A replay of an order the mirror already has (the first answer was lost and the
             # sync got there first): the mirror's row is as new or newer than this answer.
