@@ -68,12 +68,12 @@ from ..exceptions import (
     ReferenceConflict,
 )
 from ..models import Order, OrderRequest
+from .payloads import encode_payload, request_body, stored_body
 from .records import (
     Outcome,
     State,
     claim,
     claim_duration,
-    encode_payload,
     expire_pending,
     expired_q,
     free,
@@ -81,9 +81,7 @@ from .records import (
     key_expired,
     mark_expired,
     record_unexpected,
-    request_body,
     send_and_record,
-    stored_body,
     stored_error,
 )
 from .validation import validate_order_input

@@ -21,7 +21,6 @@ mirror lacks them, never overwritten: the mirror row, synced from upstream, is a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,44 +61,6 @@ from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
 logger = logging.getLogger("django_orders.order_requests")
 
 State = OrderRequest.State
-
-
-def encode_payload(key: str, data: Mapping[str, Any]) -> str:
-    """The exact JSON text that is stored, sent and resent."""
-    return json.dumps(
-        {"request_meta": {"idempotency_key": key}, **request_body(data)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-
-
-#: Optional create fields, sent only when given (a request without them is byte for byte what
-#: earlier versions stored, so their pending requests compare and resend unchanged).
-OPTIONAL_FIELDS = ("number", "checkout_settings", "custom_data")
-
-
-def request_body(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The create body of validated input, without ``request_meta`` (the idempotency key):
-    what a repeated ``reference`` is compared on."""
-    body = {
-        "finalize": data["finalize"],
-        "customer_data": data["customer"],
-        "line_items": data["line_items"],
-    }
-    body.update({name: data[name] for name in OPTIONAL_FIELDS if data.get(name) is not None})
-    return body
-
-
-def stored_body(request: OrderRequest) -> dict[str, Any] | None:
-    """A stored request's body without ``request_meta``; ``None`` if it cannot be read."""
-    try:
-        body = json.loads(request.payload)
-    except ValueError:
-        return None
-    if not isinstance(body, dict):
-        return None
-    body.pop("request_meta", None)
-    return body
 
 
 def key_expired(order_request: OrderRequest, now: datetime) -> bool:
