@@ -197,10 +197,13 @@ def raw_server() -> Iterator[Callable[[str], RawServer]]:
 
 
 @pytest.fixture
-def closed_port_url() -> str:
-    """A loopback address where nothing listens: connecting is refused at once."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}"
+def closed_port_url() -> Iterator[str]:
+    """A loopback address where nothing listens: connecting is refused at once.
+
+    The port stays bound, without ``listen()``, for the whole test: the kernel refuses
+    connections to it, and no server the test starts later can be given it (a port closed at
+    once was handed straight to the test's next ``bind(0)``, whose server then answered).
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"

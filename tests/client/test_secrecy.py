@@ -142,6 +142,7 @@ def test_real_loopback_failures_hold_no_key(
     make_client, debug_logs, raw_server, closed_port_url, sandbox
 ):
     dropped = raw_server("close")
+    assert dropped.url != closed_port_url  # the closed port stays reserved (closed_port_url)
     caught: list[OrdersError] = []
     for base_url in (closed_port_url, dropped.url):
         caught += run_failures(make_client(base_url=base_url, max_retries=1))
