@@ -25,8 +25,8 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order
-from .db import app_database, non_atomic_requests
+from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order, stored_order
+from .db import non_atomic_requests
 from .exceptions import OrderNotCancellable, OrdersError
 from .models import Order, OrderStatus
 
@@ -135,8 +135,7 @@ def _cancel(request: HttpRequest) -> HttpResponse:
     except Order.DoesNotExist:
         raise Http404("No such order in this shop.") from None
     except OrderNotCancellable as refused:
-        # Where cancel_order just wrote it (the router may read from a replica).
-        order = Order.objects.using(app_database()).select_related("customer").get(pk=order_id)
+        order = stored_order(order_id)  # as cancel_order's lookup just wrote it
         context = {**_context(request, order), "refused": refused}
         return render(request, "django_orders/cancel.html", context, status=409)
     except OrdersError as error:

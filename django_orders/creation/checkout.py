@@ -65,7 +65,7 @@ def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Or
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
     refuse_outer_transaction(app_database())
-    order = _read(order_id)
+    order = stored_order(order_id)
     if order.status in TERMINAL_STATUSES:
         return order
     client = get_client()
@@ -79,7 +79,7 @@ def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Or
             sleep(min(pause, remaining))
         if refresh_order(client, order_id) is None:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
-        order = _read(order_id)
+        order = stored_order(order_id)
         if order.status != OrderStatus.REQUIRES_PAYMENT:
             break
     return order
@@ -112,7 +112,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
     refuse_outer_transaction(app_database())
-    current = _read(order_id)
+    current = stored_order(order_id)
     if current.status == OrderStatus.CANCELED:
         return current
     if current.status in TERMINAL_STATUSES:
@@ -125,7 +125,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     except RequestRejected as exc:
         return _after_refusal(client, order_id, exc)
     store_answer(order_id, record, what="cancel")
-    return _read(order_id)
+    return stored_order(order_id)
 
 
 def cancel_key(order_id: str, reason: str | None) -> str:
@@ -140,7 +140,7 @@ def _after_refusal(client: OrdersClient, order_id: str, error: RequestRejected) 
     """The service refused the cancel: find out why from the order itself, and store it."""
     if error.status_code == 404 or refresh_order(client, order_id) is None:
         raise error
-    order = _read(order_id)
+    order = stored_order(order_id)
     if order.status == OrderStatus.CANCELED:
         return order  # cancelled meanwhile (another tab, the payment page, staff)
     if order.status in TERMINAL_STATUSES:
@@ -164,9 +164,10 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
     return store_lookup(Lookup(order_id, record))
 
 
-def _read(order_id: str) -> Order:
-    """The order as the lookup just wrote it: from the app's database, not a read replica the
-    project's router may send reads to, which may not have the write yet."""
+def stored_order(order_id: str) -> Order:
+    """The order with its customer, as the app last wrote it: read from the app's database, not
+    from a read replica the project's router may send reads to, which may not have the write
+    yet (a lookup's, a cancel's, a checkout's). ``Order.DoesNotExist`` if it holds none."""
     return Order.objects.using(app_database()).select_related("customer").get(pk=order_id)
 
 

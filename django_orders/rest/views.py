@@ -23,6 +23,7 @@ from rest_framework.response import Response
 
 from .. import services
 from ..conf import orders_settings
+from ..creation.checkout import stored_order
 from ..creation.records import stored_error
 from ..db import app_database, non_atomic_requests
 from ..exceptions import OrderRequestPending, OrderRequestRejected
@@ -213,8 +214,7 @@ def resolve_target(lookup: str) -> CheckoutTarget:
             requests = OrderRequest.objects.using(using).select_related("order__customer")
             order_request = requests.get(pk=request_pk)
             return CheckoutTarget(order=order_request.order, order_request=order_request)
-        orders = Order.objects.using(using).select_related("customer")
-        return CheckoutTarget(order=orders.get(pk=lookup))
+        return CheckoutTarget(order=stored_order(lookup))
     except (Order.DoesNotExist, OrderRequest.DoesNotExist):
         raise NotFound() from None
 
