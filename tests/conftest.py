@@ -23,6 +23,17 @@ pytest_plugins = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def fresh_throttle_counts():
+    """Throttle counts live in the cache (``rest.throttles``): each test starts from zero, so
+    the return page's throttle never carries requests over from another test."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def orders_settings_for(settings):
     """Point ``DJANGO_ORDERS`` at a sandbox: ``orders_settings_for(sandbox, PAGE_SIZE=10)``
