@@ -11,7 +11,7 @@ out: knowing an order id (it travels in URLs) must not let anyone cancel someone
 The return page makes at most one lookup per request and never sleeps in the worker: while the
 order is unpaid it asks the browser to load it again (a ``Refresh`` header, every
 ``REFRESH_SECONDS``, at most ``MAX_REFRESHES`` times), and it is throttled per client address
-(scope ``orders_return``, ``rest.throttles``) like the REST confirmation, because an anonymous
+(scope ``orders_return``, ``throttling``) like the REST confirmation, because an anonymous
 GET costs a call to the service.
 
 The service being unreachable or failing is a friendly 503 page (``unavailable.html``), never a
@@ -36,7 +36,7 @@ from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order,
 from .db import non_atomic_requests
 from .exceptions import OrderNotCancellable, OrdersError
 from .models import Order, OrderStatus
-from .rest.throttles import return_page_wait
+from .throttling import return_page_wait
 
 logger = logging.getLogger("django_orders.views")
 
