@@ -14,10 +14,17 @@ class DjangoOrdersConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: loading the app config stays light, the HTTP stack comes with ready().
-        from .checks import check_database_routing, check_settings
+        from .checks import (
+            check_checkout_builder,
+            check_database_routing,
+            check_redirect_hosts,
+            check_settings,
+        )
         from .client.factory import reset_on_change
 
         checks.register(check_settings)
         checks.register(check_database_routing)
+        checks.register(check_checkout_builder)
+        checks.register(check_redirect_hosts)
         # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.
         setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.factory")

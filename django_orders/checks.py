@@ -6,8 +6,11 @@
 - ``django_orders.E003``: ``DATABASE_ROUTERS`` write the app's models to more than one database,
   where a sync page's rows, the run's progress and the lease renewal (or an order request and
   its order) could not commit in one transaction (``db.app_database``).
+- ``django_orders.E004``: the REST API is mounted but ``CHECKOUT_BUILDER`` is not set, or the
+  builder cannot be imported or called (``W002`` where the root URLconf does not mount the API).
 - ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
   cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
+- ``django_orders.W003``: the hosts a checkout may send the payer back to include ``"*"``.
 
 Registered by ``DjangoOrdersConfig.ready()`` (``checks.register``), not by importing this module.
 The values are checked as configured now (``conf.SETTINGS``' validators on
@@ -125,5 +128,125 @@ def check_database_routing(app_configs: Any = None, **kwargs: Any) -> list[Check
             "page's rows commit with the run's progress and the sync lease, and an order request "
             "with its order, in one transaction.",
             id="django_orders.E003",
+        )
+    ]
+
+
+REST_URLCONF = "django_orders.rest.urls"
+BUILDER_HINT = (
+    'Set DJANGO_ORDERS["CHECKOUT_BUILDER"] = "shop.checkout.build_order", the dotted path of a '
+    "function (request, data) -> create_order keyword arguments (customer, line_items, "
+    "finalize, number, checkout_settings, custom_data; no reference) that prices the cart from "
+    "your catalogue and builds the return URLs. See the README's REST API section."
+)
+
+
+def _includes(patterns: Any, urlconf: str) -> bool:
+    """Whether a URLconf's patterns include the module ``urlconf``, at any depth."""
+    for pattern in patterns:
+        included = getattr(pattern, "urlconf_name", None)
+        if included is None:
+            continue
+        if getattr(included, "__name__", included) == urlconf:
+            return True
+        if _includes(getattr(pattern, "url_patterns", ()), urlconf):
+            return True
+    return False
+
+
+def rest_api_mounted() -> bool:
+    """Whether the root URLconf includes ``django_orders.rest.urls``."""
+    from django.urls import get_resolver
+
+    try:
+        resolver = get_resolver()
+        if getattr(resolver.urlconf_module, "__name__", None) == REST_URLCONF:
+            return True
+        return _includes(resolver.url_patterns, REST_URLCONF)
+    except Exception:  # a broken URLconf is reported by Django's own check
+        return False
+
+
+def check_checkout_builder(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E004 (W002 where the API is not mounted): the REST checkout has no usable builder.
+
+    Without one ``POST checkout/`` answers 503: the body of a public endpoint is untrusted, so
+    prices and return URLs must come from the shop. Where the root URLconf does not include
+    the API, a warning (the API may still be mounted by a URLconf set per request), and only
+    when ``rest_framework`` is installed, as the API needs.
+    """
+    try:
+        path = orders_settings.user_settings.get("CHECKOUT_BUILDER")
+    except OrdersConfigurationError:
+        return []  # reported by check_settings
+    if path is not None and not isinstance(path, str):
+        return []  # E002, from the setting's validator
+    mounted = rest_api_mounted()
+    if path is None:
+        if mounted:
+            return [
+                Error(
+                    f"{setting_name('CHECKOUT_BUILDER')} is not set, and {REST_URLCONF} is "
+                    "mounted: POST checkout/ answers 503 until the shop builds its orders.",
+                    hint=BUILDER_HINT,
+                    id="django_orders.E004",
+                )
+            ]
+        if apps.is_installed("rest_framework"):
+            return [
+                Warning(
+                    f"{setting_name('CHECKOUT_BUILDER')} is not set: the REST API's POST "
+                    "checkout/ would answer 503.",
+                    hint=BUILDER_HINT + " Not using the REST checkout? Add "
+                    '"django_orders.W002" to SILENCED_SYSTEM_CHECKS.',
+                    id="django_orders.W002",
+                )
+            ]
+        return []
+    from django.utils.module_loading import import_string
+
+    try:
+        builder = import_string(path)
+    except ImportError as exc:
+        return [
+            Error(
+                f"{setting_name('CHECKOUT_BUILDER')} {path!r} cannot be imported: {exc}",
+                hint=BUILDER_HINT,
+                id="django_orders.E004",
+            )
+        ]
+    if not callable(builder):
+        return [
+            Error(
+                f"{setting_name('CHECKOUT_BUILDER')} {path!r} is not callable.",
+                hint=BUILDER_HINT,
+                id="django_orders.E004",
+            )
+        ]
+    return []
+
+
+def check_redirect_hosts(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W003: ``"*"`` among the hosts a checkout may send the payer back to allows any site."""
+    from .redirect_hosts import allowed_redirect_hosts
+
+    try:
+        hosts = allowed_redirect_hosts()
+    except OrdersConfigurationError:
+        return []  # reported by check_settings
+    if "*" not in hosts:
+        return []
+    source = (
+        setting_name("ALLOWED_REDIRECT_HOSTS")
+        if orders_settings.ALLOWED_REDIRECT_HOSTS is not None
+        else f"ALLOWED_HOSTS (used while {setting_name('ALLOWED_REDIRECT_HOSTS')} is unset)"
+    )
+    return [
+        Warning(
+            f'{source} holds "*": a checkout may send the payer back to any site, so a '
+            "checkout's return URL can make the payment page a phishing link.",
+            hint=f'Set {setting_name("ALLOWED_REDIRECT_HOSTS")} = ["shop.example.com"], the '
+            "hosts of your return and cancel pages.",
+            id="django_orders.W003",
         )
     ]

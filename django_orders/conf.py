@@ -10,6 +10,7 @@ key; the system check E001 does) and re-read when a test or a deploy changes
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -207,6 +208,32 @@ def _api_key(name: str, value: Any) -> str | None:
     return f"{setting_name(name)} {problem}." if problem else None
 
 
+_DOTTED_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _checkout_builder(name: str, value: Any) -> str | None:
+    # Only the form here: importing the shop's module is the system check's job (checks.py),
+    # run once the apps are loaded, never at the first read of a setting.
+    if value is None or (isinstance(value, str) and _DOTTED_PATH.fullmatch(value)):
+        return None
+    return (
+        f"{setting_name(name)} must be the dotted path of the shop's checkout builder, such as "
+        f'"shop.checkout.build_order", or None, not {value!r}.'
+    )
+
+
+def _redirect_hosts(name: str, value: Any) -> str | None:
+    valid = isinstance(value, list | tuple) and all(
+        isinstance(host, str) and host and not any(c.isspace() for c in host) for host in value
+    )
+    if value is None or valid:
+        return None
+    return (
+        f"{setting_name(name)} must be a list of host names as in ALLOWED_HOSTS, such as "
+        f'["shop.example.com", ".example.com"], or None for ALLOWED_HOSTS, not {value!r}.'
+    )
+
+
 @dataclass(frozen=True)
 class Setting:
     """One key of ``DJANGO_ORDERS``: its default and how a value is checked.
@@ -269,6 +296,13 @@ SETTINGS: dict[str, Setting] = {
     # How long confirm_order keeps looking while an order is still unpaid, when the customer
     # comes back from the payment page before the payment has landed. Zero: look once.
     "CONFIRM_WAIT": Setting(timedelta(seconds=5), duration(zero=True)),
+    # The REST checkout's builder: the dotted path of the shop's callable (request, data) ->
+    # create_order keyword arguments. The caller's body is untrusted: prices, line items and
+    # return URLs come from the shop. None: POST checkout/ answers 503 (and a check says why).
+    "CHECKOUT_BUILDER": Setting(None, _checkout_builder),
+    # The hosts checkout_settings may send the payer back to, matched as ALLOWED_HOSTS is
+    # (".example.com" for a domain and its subdomains). None: the project's ALLOWED_HOSTS.
+    "ALLOWED_REDIRECT_HOSTS": Setting(None, _redirect_hosts),
 }
 
 #: Derived from ``SETTINGS``, for code that needs only one column of it.

@@ -8,6 +8,12 @@ server-side lookup (``confirm_order``); an id this shop neither created nor mirr
 Cancelling is a POST (CSRF protected) and only for an order this browser's session checked
 out: knowing an order id (it travels in URLs) must not let anyone cancel someone else's order.
 
+The return page makes at most one lookup per request and never sleeps in the worker: while the
+order is unpaid it asks the browser to load it again (a ``Refresh`` header, every
+``REFRESH_SECONDS``, at most ``MAX_REFRESHES`` times), and it is throttled per client address
+(scope ``orders_return``, ``throttling``) like the REST confirmation, because an anonymous
+GET costs a call to the service.
+
 The service being unreachable or failing is a friendly 503 page (``unavailable.html``), never a
 traceback; no error text reaches the page (it may name hosts, and the key never appears in it
 anyway). The views are ``non_atomic_requests``: the services refuse to hold a transaction
@@ -17,6 +23,7 @@ across their HTTP calls, ``ATOMIC_REQUESTS`` or not.
 from __future__ import annotations
 
 import logging
+import math
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -29,6 +36,7 @@ from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order,
 from .db import non_atomic_requests
 from .exceptions import OrderNotCancellable, OrdersError
 from .models import Order, OrderStatus
+from .throttling import return_page_wait
 
 logger = logging.getLogger("django_orders.views")
 
@@ -38,6 +46,12 @@ SESSION_KEY = "django_orders_checkout"
 MAX_REMEMBERED = 10
 #: The reason sent upstream when a customer cancels on the cancel page.
 CUSTOMER_CANCEL_REASON = "Canceled by the customer on the shop's cancel page."
+#: While the order is unpaid, the return page loads itself again after this many seconds...
+REFRESH_SECONDS = 3
+#: ...this many times at most (then the customer reloads it by hand).
+MAX_REFRESHES = 5
+#: The return page's query parameter counting its own refreshes.
+REFRESH_PARAMETER = "checks"
 
 
 def remember_checkout(request: HttpRequest, order: Order | str) -> None:
@@ -64,8 +78,14 @@ def _order_id(request: HttpRequest) -> str:
     return order_id
 
 
-def _page_url(name: str, order_id: str) -> str:
-    return f"{reverse(name)}?{urlencode({'order_id': order_id})}"
+def _page_url(name: str, order_id: str, **extra: int) -> str:
+    return f"{reverse(name)}?{urlencode({'order_id': order_id, **extra})}"
+
+
+def _refreshes_done(request: HttpRequest) -> int:
+    """How many times the return page has loaded itself (a bad count: as if all were done)."""
+    value = request.GET.get(REFRESH_PARAMETER, "0")
+    return int(value) if value.isdigit() and len(value) < 4 else MAX_REFRESHES
 
 
 def _payment_url(order: Order) -> str:
@@ -86,6 +106,13 @@ def _context(request: HttpRequest, order: Order) -> dict:
     }
 
 
+def _throttled(request: HttpRequest, wait: float) -> HttpResponse:
+    context = {"retry_url": request.get_full_path(), "throttled": True}
+    response = render(request, "django_orders/unavailable.html", context, status=429)
+    response["Retry-After"] = str(max(1, math.ceil(wait)))
+    return response
+
+
 def _unavailable(request: HttpRequest, error: OrdersError) -> HttpResponse:
     logger.warning("The order service could not be used for a customer page: %s", error)
     context = {"retry_url": request.get_full_path()}
@@ -98,15 +125,27 @@ def _unavailable(request: HttpRequest, error: OrdersError) -> HttpResponse:
 @non_atomic_requests
 @require_http_methods(["GET", "HEAD"])
 def return_view(request: HttpRequest) -> HttpResponse:
-    """``redirect_url``: confirm the payment server-side (waiting up to ``CONFIRM_WAIT``)."""
+    """``redirect_url``: confirm the payment server-side, one lookup (module docstring)."""
     order_id = _order_id(request)
+    wait = return_page_wait(request)
+    if wait is not None:
+        return _throttled(request, wait)
     try:
-        order = confirm_order(order_id)
+        order = confirm_order(order_id, wait=0)
     except Order.DoesNotExist:
         raise Http404("No such order in this shop.") from None
     except OrdersError as error:
         return _unavailable(request, error)
-    return render(request, "django_orders/return.html", _context(request, order))
+    context = _context(request, order)
+    done = _refreshes_done(request)
+    refresh = order.status == OrderStatus.REQUIRES_PAYMENT and done < MAX_REFRESHES
+    if refresh:
+        context["refresh_seconds"] = REFRESH_SECONDS
+    response = render(request, "django_orders/return.html", context)
+    if refresh:
+        again = _page_url("django_orders:return", order.pk, **{REFRESH_PARAMETER: done + 1})
+        response["Refresh"] = f"{REFRESH_SECONDS}; url={again}"
+    return response
 
 
 @never_cache

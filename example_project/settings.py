@@ -82,13 +82,21 @@ DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default="sk_test_sandbox"),
     "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:8765"),
     "PAGE_SIZE": env.int("ORDERS_PAGE_SIZE", default=100),
+    # The REST API's POST checkout/ prices carts with the shop's catalogue (shop/checkout_api.py).
+    "CHECKOUT_BUILDER": "example_project.shop.checkout_api.build_order",
 }
 
-# The REST API (README, "REST API"): its two throttled scopes, per client (user or address).
+# The REST API (README, "REST API"): its throttled scopes, per client (user or address; no
+# proxy is trusted while NUM_PROXIES is unset). The counts live in the default cache, which a
+# deployment with several workers must share (Redis, Memcached): local memory counts per process.
 # drf-spectacular's schema class lets `manage.py spectacular` document the project's DRF views;
 # the API's own views and its schema/ endpoint do not need it.
 REST_FRAMEWORK = {
-    "DEFAULT_THROTTLE_RATES": {"orders_checkout": "10/minute", "orders_confirm": "30/minute"},
+    "DEFAULT_THROTTLE_RATES": {
+        "orders_checkout": "10/minute",
+        "orders_confirm": "30/minute",
+        "orders_return": "30/minute",
+    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 

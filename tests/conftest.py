@@ -23,12 +23,26 @@ pytest_plugins = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def fresh_throttle_counts():
+    """Throttle counts live in the cache (``rest.throttles``): each test starts from zero, so
+    the return page's throttle never carries requests over from another test."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def orders_settings_for(settings):
-    """Point ``DJANGO_ORDERS`` at a sandbox: ``orders_settings_for(sandbox, PAGE_SIZE=10)``."""
+    """Point ``DJANGO_ORDERS`` at a sandbox: ``orders_settings_for(sandbox, PAGE_SIZE=10)``
+    (with the test settings' checkout builder and redirect hosts)."""
+    from tests.settings import ORDERS_TEST_EXTRAS
 
     def configure(server, **overrides):
         settings.DJANGO_ORDERS = {
+            **ORDERS_TEST_EXTRAS,
             "API_KEY": server.api_key,
             "BASE_URL": server.url,
             "TIMEOUT": (2, 5),

@@ -51,9 +51,16 @@ else:
     _test_name = f"test_{_default['NAME']}_orders_db"
 DATABASES["orders_db"] = {**_default, "TEST": {**_default.get("TEST", {}), "NAME": _test_name}}
 
+# ALLOWED_HOSTS is "*" above (the test client's "testserver" and any loopback port): the hosts
+# checkouts may send the payer back to are named here instead, so that refusing others is tested.
+ORDERS_TEST_EXTRAS = {
+    "CHECKOUT_BUILDER": "tests.fixtures.checkout_builder.build_order",
+    "ALLOWED_REDIRECT_HOSTS": ["testserver", "shop.example", ".shop.example.com", "127.0.0.1"],
+}
 DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default="sk_test_settings_placeholder_key"),
     "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:9"),
+    **ORDERS_TEST_EXTRAS,
 }
 
 LOGGING = {

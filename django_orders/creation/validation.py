@@ -23,6 +23,7 @@ from rest_framework import serializers
 
 from ..conf import http_url_host, orders_settings
 from ..exceptions import InvalidOrderRequest
+from ..redirect_hosts import redirect_host_allowed
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")
@@ -207,6 +208,12 @@ def _check_url(value: str) -> str:
         )
     if parts.username is not None or parts.password is not None:
         raise serializers.ValidationError("Must not contain a user name or password.")
+    if not redirect_host_allowed(parts):
+        # The payer would leave the merchant's payment page for someone else's site.
+        raise serializers.ValidationError(
+            f"The host {parts.hostname!r} is not one this shop sends payers back to: add it to "
+            'DJANGO_ORDERS["ALLOWED_REDIRECT_HOSTS"] (unset, the project\'s ALLOWED_HOSTS).'
+        )
     return value
 
 

@@ -1,53 +1,14 @@
-"""Serializers: the checkout input (validated by the service), orders, customers and answers.
+"""Serializers: orders, customers and the API's answers.
 
-The checkout serializer does not repeat the service's rules: ``create_order`` validates its
-input (``django_orders.creation.validation``) before anything is stored or sent and raises
-``InvalidOrderRequest`` with per-field messages, which the exception handler answers with a
-400. This serializer only checks what the service cannot see: that the body is a JSON object
-whose top-level keys are ``create_order`` arguments (an unknown one would otherwise be a
-``TypeError``). Its nested fields reuse the service's own serializers, so the OpenAPI schema
-describes the same shapes the service enforces.
+The checkout body has none here: its shape is the shop's, read by the shop's
+``CHECKOUT_BUILDER`` (``builder`` module), which may document it with a serializer of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rest_framework import serializers
 
-from ..creation import validation
 from ..models import Customer, Order
-
-
-class CheckoutSerializer(serializers.Serializer):
-    """The body of ``POST checkout/``: ``create_order``'s arguments, ``reference`` excepted
-    (it is the ``Idempotency-Key`` header, scoped to the caller)."""
-
-    customer = validation.CustomerSerializer()
-    line_items = validation.LineItemSerializer(many=True)
-    finalize = serializers.BooleanField(required=False, default=False)
-    number = serializers.CharField(required=False, help_text="The shop's own order number.")
-    checkout_settings = validation.CheckoutSettingsSerializer(required=False)
-    custom_data = serializers.DictField(
-        child=serializers.CharField(), required=False, help_text="String keys to string values."
-    )
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        """The body's values untouched, for ``create_order`` to validate (module docstring)."""
-        if not isinstance(data, Mapping):
-            raise serializers.ValidationError(
-                {"non_field_errors": [f"Must be a JSON object, not {type(data).__name__}."]}
-            )
-        errors: dict[str, list[str]] = {
-            str(key): ["Unknown field."] for key in data if key not in self.fields
-        }
-        for name, field in self.fields.items():
-            if field.required and name not in data:
-                errors[name] = ["This field is required."]
-        if errors:
-            raise serializers.ValidationError(dict(sorted(errors.items())))
-        return {name: data[name] for name, _field in self.fields.items() if name in data}
 
 
 class OrderCustomerSerializer(serializers.ModelSerializer):

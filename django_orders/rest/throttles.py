@@ -1,4 +1,4 @@
-"""Throttling of the two endpoints that cost an upstream call: checkout and confirmation.
+"""Throttling of the two API endpoints that cost an upstream call: checkout and confirmation.
 
 DRF's ``ScopedRateThrottle`` with two scopes, rated in the project's settings::
 
@@ -7,30 +7,27 @@ DRF's ``ScopedRateThrottle`` with two scopes, rated in the project's settings::
         "orders_confirm": "30/minute",    # POST orders/<id>/confirm/
     }}
 
-A scope the settings do not name gets ``DEFAULT_RATES`` (DRF itself would answer every request
-with a 500 for an unrated scope); ``None`` turns a scope's throttling off.
+The rates' defaults and the client's identity (``REMOTE_ADDR`` unless ``NUM_PROXIES`` says how
+many proxies to trust: ``X-Forwarded-For`` is not, by default) are the app's one rule, shared
+with the return page's throttle: ``django_orders.throttling``.
 """
 
 from __future__ import annotations
 
-from rest_framework.settings import api_settings
+from typing import Any
+
 from rest_framework.throttling import ScopedRateThrottle
 
-CHECKOUT_SCOPE = "orders_checkout"
-CONFIRM_SCOPE = "orders_confirm"
-DEFAULT_RATES: dict[str, str | None] = {CHECKOUT_SCOPE: "10/minute", CONFIRM_SCOPE: "30/minute"}
+from ..throttling import CHECKOUT_SCOPE, CONFIRM_SCOPE, DEFAULT_RATES, client_ident, scope_rate
+
+__all__ = ["CHECKOUT_SCOPE", "CONFIRM_SCOPE", "DEFAULT_RATES", "OrdersScopedRateThrottle"]
 
 
 class OrdersScopedRateThrottle(ScopedRateThrottle):
-    """``ScopedRateThrottle`` whose scopes have defaults, read from the settings each time.
-
-    ``SimpleRateThrottle.THROTTLE_RATES`` is bound when DRF is imported, so a later change of
-    the settings (``override_settings`` in tests, for one) would not be seen.
-    """
+    """``ScopedRateThrottle`` with default rates and a client address no header can forge."""
 
     def get_rate(self) -> str | None:
-        rates = api_settings.DEFAULT_THROTTLE_RATES or {}
-        if self.scope in rates:
-            # A rate such as "10/minute"; the stubs type the setting's values as numbers.
-            return rates[self.scope]  # type: ignore[return-value]
-        return DEFAULT_RATES.get(self.scope or "")
+        return scope_rate(self.scope)
+
+    def get_ident(self, request: Any) -> str:
+        return client_ident(self, request)

@@ -7,12 +7,12 @@ transactions and refuse to run inside an outer one (see ``creation.flow``).
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -22,13 +22,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import services
-from ..conf import orders_settings
+from ..conf import setting_name
 from ..creation.checkout import stored_order
 from ..creation.records import stored_error
 from ..db import app_database, non_atomic_requests
-from ..exceptions import OrderRequestPending, OrderRequestRejected
+from ..exceptions import OrderRequestPending, OrderRequestRejected, OrdersConfigurationError
 from ..models import Customer, Order, OrderRequest
-from .exceptions import error_response, exception_handler, orders_exception_response
+from .builder import body_serializer, build_order_arguments, checkout_builder
+from .exceptions import error_response, exception_handler, logger, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
 from .idempotency import HEADER, caller_scope, parse_key, scoped_reference
 from .pagination import CustomerCursorPagination, OrderCursorPagination
@@ -41,7 +42,6 @@ from .permissions import (
 from .serializers import (
     CheckoutCreatedSerializer,
     CheckoutPendingSerializer,
-    CheckoutSerializer,
     CustomerRecordSerializer,
     ErrorSerializer,
     OrderSerializer,
@@ -50,8 +50,6 @@ from .throttles import CHECKOUT_SCOPE, CONFIRM_SCOPE, OrdersScopedRateThrottle
 from .tokens import TOKEN_HEADER, checkout_handle, make_owner_token, parse_checkout_handle
 
 State = OrderRequest.State
-#: The longest a confirmation keeps the HTTP request waiting for the payment to show.
-CONFIRM_MAX_WAIT = timedelta(seconds=10)
 #: Retry-After of a pending checkout that has no scheduled resend yet.
 PENDING_RETRY_AFTER = 5
 IN_PROGRESS = "idempotency_key_in_progress"
@@ -69,13 +67,13 @@ ERRORS = {
 }
 
 
-def documented(**kwargs: Any):
-    """``extend_schema`` on drf-spectacular's ``AutoSchema`` whatever the project's
-    ``DEFAULT_SCHEMA_CLASS`` (the decorator builds on that setting otherwise): mounting the API
-    must not require any setting."""
+def documented(*, schema: type[AutoSchema] = AutoSchema, **kwargs: Any):
+    """``extend_schema`` on drf-spectacular's ``AutoSchema`` (or ``schema``) whatever the
+    project's ``DEFAULT_SCHEMA_CLASS`` (the decorator builds on that setting otherwise):
+    mounting the API must not require any setting."""
 
     def decorate(method):
-        method.schema = AutoSchema
+        method.schema = schema
         return extend_schema(**kwargs)(method)
 
     return decorate
@@ -143,15 +141,31 @@ def in_flight(exc: OrderRequestPending) -> bool:
     )
 
 
-class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
-    """``POST checkout/``: ``create_order`` for API callers, idempotent by header."""
+class CheckoutSchema(AutoSchema):
+    """The checkout body as the shop's builder documents it (``builder.body_serializer``), a
+    free-form object otherwise: read when the document is generated, not at import."""
 
-    serializer_class = CheckoutSerializer
+    def get_request_serializer(self) -> Any:
+        try:
+            serializer_class = body_serializer(checkout_builder())
+        except OrdersConfigurationError:
+            serializer_class = None
+        return serializer_class or OpenApiTypes.OBJECT
+
+
+class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
+    """``POST checkout/``: ``create_order`` for API callers, idempotent by header.
+
+    The order is the shop's builder's (``CHECKOUT_BUILDER``, ``builder`` module): the caller's
+    body only says what to buy, never at what price nor where the payer returns.
+    """
+
     permission_classes = [AllowAny]
     throttle_classes = [OrdersScopedRateThrottle]
     throttle_scope = CHECKOUT_SCOPE
 
     @documented(
+        schema=CheckoutSchema,
         operation_id="checkout",
         parameters=[
             OpenApiParameter(
@@ -162,6 +176,8 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
                 "body answers with the same order, never a second one.",
             )
         ],
+        description="The body is the shop's own (what to buy, for whom): the shop's "
+        "CHECKOUT_BUILDER prices it and builds the order.",
         responses={
             201: CheckoutCreatedSerializer,
             202: CheckoutPendingSerializer,
@@ -171,16 +187,29 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
                 ErrorSerializer,
                 description="idempotency_key_conflict, or the service refused the order.",
             ),
-            503: ERRORS[503],
+            503: OpenApiResponse(
+                description="The order service cannot be reached, or the shop cannot take "
+                "orders through the API (no CHECKOUT_BUILDER)."
+            ),
         },
     )
     def create(self, request: Request) -> Response:
-        key = parse_key(request.headers.get(HEADER))
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        try:
+            builder = checkout_builder()
+            if builder is None:
+                raise OrdersConfigurationError(
+                    f"{setting_name('CHECKOUT_BUILDER')} is not set: the API cannot take orders "
+                    "(manage.py check says what to write)."
+                )
+            key = parse_key(request.headers.get(HEADER))
+            arguments = build_order_arguments(builder, request)
+        except OrdersConfigurationError as exc:
+            # The shop's to fix, nothing the caller can do: the cause goes to the log only.
+            logger.error("POST checkout/ cannot build orders: %s", exc)
+            return Response(status=status.HTTP_503_SERVICE_UNAVAILABLE)
         reference = scoped_reference(request.user, key)
         try:
-            order = services.create_order(**serializer.validated_data, reference=reference)
+            order = services.create_order(**arguments, reference=reference)
         except OrderRequestPending as exc:
             if in_flight(exc):
                 return error_response(
@@ -303,8 +332,9 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
             422: OpenApiResponse(ErrorSerializer, description="The service refused it."),
             **ERRORS,
         },
-        description="Look the order up at the service now (after the payment page), waiting "
-        "a few seconds while it is still unpaid, and answer with it.",
+        description="Look the order up at the service now (after the payment page) and answer "
+        "with it: one lookup, no waiting. While it is still unpaid, ask again a little later "
+        "(the endpoint is throttled).",
     )
     @action(
         detail=True,
@@ -318,8 +348,8 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
         if pending is not None:
             return pending
         assert target.order is not None  # target_response answered otherwise
-        wait = min(orders_settings.CONFIRM_WAIT, CONFIRM_MAX_WAIT)
-        order = services.confirm_order(target.order.pk, wait=wait)
+        # One lookup and no sleep in the worker: the client polls, within the throttle.
+        order = services.confirm_order(target.order.pk, wait=0)
         return Response(OrderSerializer(order).data)
 
 

@@ -23,7 +23,11 @@ def test_all_is_well_gives_no_messages(settings):
 # Django 6.1's model checks open a connection to every database, the routed tests' one too.
 @pytest.mark.django_db(databases=["default", "orders_db"])
 def test_the_check_is_registered_with_django(settings):
-    settings.DJANGO_ORDERS = {"BASE_URL": "https://api.example.com"}
+    settings.DJANGO_ORDERS = {
+        "BASE_URL": "https://api.example.com",
+        "CHECKOUT_BUILDER": "tests.fixtures.checkout_builder.build_order",
+        "ALLOWED_REDIRECT_HOSTS": ["shop.example.com"],
+    }
     messages = [m for m in checks.run_checks() if m.id.startswith("django_orders.")]
     assert ids(messages) == ["django_orders.E001"]
 

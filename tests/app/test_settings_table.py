@@ -38,6 +38,8 @@ BAD = {
     "SYNC_HELPER": "process",
     "CURRENCIES": ("EUR",),
     "CONFIRM_WAIT": timedelta(seconds=-1),
+    "CHECKOUT_BUILDER": "build_order",
+    "ALLOWED_REDIRECT_HOSTS": "shop.example.com",
 }
 
 

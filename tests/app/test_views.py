@@ -55,7 +55,7 @@ def test_return_without_the_parameter_uses_the_session(client, order, live_order
 
 
 def test_return_while_unpaid_says_we_are_confirming_with_a_reload_link(
-    client, order, live_orders, sleeps
+    client, order, live_orders, sleeps, sandbox_paths
 ):
     response = client.get(RETURN, {"order_id": order.id})
 
@@ -63,7 +63,9 @@ def test_return_while_unpaid_says_we_are_confirming_with_a_reload_link(
     assert "We are confirming your payment" in page
     assert f'href="{RETURN}?order_id={order.id}"' in page
     assert f'href="{order.payment_url}"' in page
-    assert sum(sleeps) == 5  # CONFIRM_WAIT, through the client's sleep
+    # One lookup, no wait in the worker: the page asks the browser to come back instead.
+    assert sandbox_paths.count("/orders/lookup") == 1 and sleeps == []
+    assert response["Refresh"] == f"3; url={RETURN}?order_id={order.id}&checks=1"
 
 
 def test_return_for_a_cancelled_order_says_so(client, order, live_orders):

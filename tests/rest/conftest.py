@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.checkout_builder import cart_body
 
 CHECKOUT_URL = "/api/checkout/"
 
@@ -32,9 +32,9 @@ def api() -> APIClient:
 
 @pytest.fixture
 def body() -> dict[str, Any]:
-    """A valid checkout body (``create_order``'s input without the reference), finalized so
-    the order awaits payment."""
-    return {**create_order_input(), "finalize": True}
+    """A valid checkout body of the test shop (``tests.fixtures.checkout_builder``): 2 Kente
+    scarves at GHS 50.00 from its catalogue; its builder finalizes the order."""
+    return cart_body()
 
 
 def checkout(client: APIClient, body: Any, key: str | None = "generate", **headers: str):

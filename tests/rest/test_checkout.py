@@ -83,14 +83,23 @@ def test_missing_or_malformed_key_is_400_and_nothing_is_stored(
     assert OrderRequest.objects.count() == 0 and upstream_orders(live_orders) == []
 
 
-def test_invalid_body_is_400_with_the_service_field_errors(live_orders, api, body):
+def test_invalid_body_is_400_with_the_builders_field_errors(live_orders, api, body):
     body["customer"]["email_address"] = "not-an-email"
-    body["line_items"][0]["product"]["quantity"] = "2"
+    body["items"][0]["quantity"] = "many"
     response = checkout(api, body)
     assert response.status_code == 400
     errors = response.json()
-    assert set(errors) == {"customer.email_address", "line_items[0].product.quantity"}
-    assert "whole number" in errors["line_items[0].product.quantity"][0]
+    assert set(errors) == {"customer", "items"}
+    assert "valid email" in errors["customer"]["email_address"][0]
+    assert "valid integer" in errors["items"]["0"]["quantity"][0]  # DRF nests by index
+    assert OrderRequest.objects.count() == 0 and upstream_orders(live_orders) == []
+
+
+def test_what_the_builder_built_is_still_validated_by_create_order(live_orders, api, body):
+    body["customer"]["phone_number"] = "0241234567"  # the builder passes it on as it came
+    response = checkout(api, body)
+    assert response.status_code == 400
+    assert "international format" in response.json()["customer.phone_number"][0]
     assert OrderRequest.objects.count() == 0 and upstream_orders(live_orders) == []
 
 
@@ -105,7 +114,7 @@ def test_unknown_or_missing_top_level_fields_are_400(live_orders, api, body):
     }
     response = checkout(api, [body])
     assert response.status_code == 400
-    assert "Must be a JSON object" in response.json()["non_field_errors"][0]
+    assert "Expected a dictionary" in response.json()["non_field_errors"][0]
     assert OrderRequest.objects.count() == 0
 
 
@@ -190,7 +199,7 @@ def test_a_key_in_flight_is_409_then_the_same_order(live_orders, body):
 def test_same_key_with_another_body_is_422_conflict(live_orders, api, body):
     key = str(uuid.uuid4())
     assert checkout(api, body, key).status_code == 201
-    body["line_items"][0]["product"]["quantity"] = 3
+    body["items"][0]["quantity"] = 3
     response = checkout(api, body, key)
     assert response.status_code == 422
     assert response.json()["code"] == "idempotency_key_conflict"
@@ -229,7 +238,10 @@ def test_the_shop_key_rejected_is_503_without_detail(live_orders, api, body, set
 
 
 def test_a_missing_setting_is_503_without_detail(api, body, settings):
-    settings.DJANGO_ORDERS = {"API_KEY": "sk_test_only_the_key"}  # no BASE_URL
+    settings.DJANGO_ORDERS = {  # no BASE_URL
+        "API_KEY": "sk_test_only_the_key",
+        "CHECKOUT_BUILDER": "tests.fixtures.checkout_builder.build_order",
+    }
     response = checkout(api, body)
     assert response.status_code == 503 and response.content == b""
     assert OrderRequest.objects.count() == 0

@@ -1,0 +1,99 @@
+"""The shop's checkout builder (``CHECKOUT_BUILDER``): what ``POST checkout/`` creates.
+
+The body of a public endpoint is untrusted: passed to ``create_order`` it would let a stranger
+choose the prices and the page the payer returns to. So the endpoint never does that. It hands
+the parsed body to the shop's builder, a callable ``(request, data) -> dict`` that prices the
+cart from the shop's own catalogue and builds the return URLs, and creates the order from what
+the builder returned (``create_order`` still validates all of it: bounds, allowed redirect
+hosts). The body's shape is the shop's to define; a builder refuses a bad cart by raising DRF's
+``ValidationError`` (a 400).
+
+A builder may carry ``serializer_class``, a DRF serializer of its body: the endpoint then
+validates the body with it (400 with its errors), passes its ``validated_data`` as ``data``,
+and the OpenAPI document describes the body with it (a free-form object otherwise)::
+
+    def build_order(request, data):
+        ...
+    build_order.serializer_class = CartSerializer
+
+The builder returns no ``reference``: the endpoint derives it from the ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.utils.module_loading import import_string
+from rest_framework.request import Request
+from rest_framework.serializers import BaseSerializer
+
+from ..conf import orders_settings, setting_name
+from ..exceptions import OrdersConfigurationError
+
+#: ``create_order``'s keyword arguments a builder may return (``reference`` is the endpoint's).
+BUILDER_ARGUMENTS = frozenset(
+    {"customer", "line_items", "finalize", "number", "checkout_settings", "custom_data"}
+)
+SETTING = setting_name("CHECKOUT_BUILDER")
+
+Builder = Callable[[Request, Any], Mapping[str, Any]]
+
+
+def checkout_builder() -> Builder | None:
+    """The configured builder; ``None`` when the setting is unset.
+
+    Raises ``OrdersConfigurationError`` naming the setting when it cannot be imported or called.
+    """
+    path = orders_settings.CHECKOUT_BUILDER
+    if path is None:
+        return None
+    try:
+        builder = import_string(path)
+    except ImportError as exc:
+        raise OrdersConfigurationError(f"{SETTING} {path!r} cannot be imported: {exc}") from exc
+    if not callable(builder):
+        raise OrdersConfigurationError(f"{SETTING} {path!r} is not callable.")
+    return builder
+
+
+def body_serializer(builder: Builder | None) -> type[BaseSerializer] | None:
+    """The serializer the builder documents its body with, if it has one."""
+    serializer_class = getattr(builder, "serializer_class", None)
+    if isinstance(serializer_class, type) and issubclass(serializer_class, BaseSerializer):
+        return serializer_class
+    return None
+
+
+def build_order_arguments(builder: Builder, request: Request) -> dict[str, Any]:
+    """``create_order``'s keyword arguments (``reference`` excepted), from the shop's builder.
+
+    The body goes through the builder's serializer first, when it has one. A result that is not
+    a dict of ``BUILDER_ARGUMENTS`` (a ``reference`` among them) is the shop's mistake, not the
+    caller's: ``OrdersConfigurationError`` saying what is wrong (the view answers 503).
+    """
+    data: Any = request.data
+    serializer_class = body_serializer(builder)
+    if serializer_class is not None:
+        serializer = serializer_class(data=data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+    arguments = builder(request, data)
+    if not isinstance(arguments, Mapping):
+        raise OrdersConfigurationError(
+            f"{SETTING} must return a dict of create_order keyword arguments, not "
+            f"{type(arguments).__name__}."
+        )
+    if "reference" in arguments:
+        raise OrdersConfigurationError(
+            f'{SETTING} returned a "reference": POST checkout/ derives it from the '
+            "Idempotency-Key header (one order per key); return create_order's other keyword "
+            "arguments only."
+        )
+    unknown = sorted(str(name) for name in arguments if name not in BUILDER_ARGUMENTS)
+    if unknown:
+        raise OrdersConfigurationError(
+            f"{SETTING} returned what create_order does not take: {', '.join(unknown)} "
+            f"(it takes {', '.join(sorted(BUILDER_ARGUMENTS))})."
+        )
+    return dict(arguments)
