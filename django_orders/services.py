@@ -8,18 +8,35 @@ across an HTTP call. This module is the public entry point; the work lives in th
   ``cancel_order``
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
 - ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
+
+The app's own interfaces (admin, REST API, views, commands) and its test kit import nothing
+else of those packages: what they need of them is named here too (``.importlinter`` checks it).
 """
 
 from __future__ import annotations
 
 from .client.check import ApiCheck, check_api
+from .client.factory import reset
+from .client.pages import COLLECTIONS as COLLECTIONS
 from .creation.checkout import cancel_order, confirm_order
-from .creation.flow import create_order, resend_order_request, resume_order_requests
+from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
+from .creation.records import key_expired as key_expired
+from .creation.records import stored_error as stored_error
+from .creation.validation import CheckoutSettingsSerializer as CheckoutSettingsSerializer
+from .creation.validation import CustomerSerializer as CustomerSerializer
+from .creation.validation import LineItemSerializer as LineItemSerializer
+from .sync.engine import RESOURCE_NAME as RESOURCE_NAME
 from .sync.engine import sync_orders
 from .sync.refresh import refresh_orders
 
+# The services. The names imported "as" themselves are not services but what the interfaces need
+# of the layers below: the resources a sync knows (name -> the collection property of their
+# pages) and what a resource name may be; whether an order request's key may still be resent,
+# and the rejection it recorded; the parts of the checkout input (so the REST schema shows the
+# shapes create_order enforces). reset_clients (below) is the test kit's.
 __all__ = [
     "ApiCheck",
+    "ResumeSummary",
     "cancel_order",
     "check_api",
     "confirm_order",
@@ -29,3 +46,8 @@ __all__ = [
     "resume_order_requests",
     "sync_orders",
 ]
+
+
+def reset_clients() -> None:
+    """Drop the API clients the app keeps (``django_orders.testing.reset_clients``)."""
+    reset()

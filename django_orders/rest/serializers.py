@@ -16,19 +16,19 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..creation import validation
 from ..models import Customer, Order
+from ..services import CheckoutSettingsSerializer, CustomerSerializer, LineItemSerializer
 
 
 class CheckoutSerializer(serializers.Serializer):
     """The body of ``POST checkout/``: ``create_order``'s arguments, ``reference`` excepted
     (it is the ``Idempotency-Key`` header, scoped to the caller)."""
 
-    customer = validation.CustomerSerializer()
-    line_items = validation.LineItemSerializer(many=True)
+    customer = CustomerSerializer()
+    line_items = LineItemSerializer(many=True)
     finalize = serializers.BooleanField(required=False, default=False)
     number = serializers.CharField(required=False, help_text="The shop's own order number.")
-    checkout_settings = validation.CheckoutSettingsSerializer(required=False)
+    checkout_settings = CheckoutSettingsSerializer(required=False)
     custom_data = serializers.DictField(
         child=serializers.CharField(), required=False, help_text="String keys to string values."
     )

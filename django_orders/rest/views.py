@@ -23,11 +23,11 @@ from rest_framework.response import Response
 
 from .. import services
 from ..conf import orders_settings
-from ..creation.checkout import stored_order
-from ..creation.records import stored_error
 from ..db import app_database, non_atomic_requests
 from ..exceptions import OrderRequestPending, OrderRequestRejected
+from ..mirror.queries import stored_order
 from ..models import Customer, Order, OrderRequest
+from ..services import stored_error
 from .exceptions import error_response, exception_handler, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
 from .idempotency import HEADER, caller_scope, parse_key, scoped_reference
