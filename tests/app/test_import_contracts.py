@@ -64,8 +64,14 @@ def test_the_package_keeps_every_contract():
         (
             "rest/filters.py",
             "from ..admin.base import badge as deliberate",
-            "interfaces-apart",
+            "one-direction",
             "django_orders.rest.filters -> django_orders.admin.base",
+        ),
+        (
+            "conf.py",
+            "from .client.factory import reset as deliberate",
+            "one-direction",
+            "django_orders.conf -> django_orders.client.factory",
         ),
         (
             "client/pages.py",
