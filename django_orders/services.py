@@ -8,6 +8,7 @@ across an HTTP call. This module is the public entry point; the work lives in th
   ``cancel_order``
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
 - ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
+- ``client.factory``: ``reset_clients`` (drop the API clients the app keeps)
 
 The app's own interfaces (admin, REST API, views, commands) and its test kit import nothing
 else of those packages: what they need of them is named here too (``.importlinter`` checks it).
@@ -33,7 +34,7 @@ from .sync.refresh import refresh_orders
 # of the layers below: the resources a sync knows (name -> the collection property of their
 # pages) and what a resource name may be; whether an order request's key may still be resent,
 # and the rejection it recorded; the parts of the checkout input (so the REST schema shows the
-# shapes create_order enforces). reset_clients (below) is the test kit's.
+# shapes create_order enforces).
 __all__ = [
     "ApiCheck",
     "ResumeSummary",
@@ -43,11 +44,13 @@ __all__ = [
     "create_order",
     "refresh_orders",
     "resend_order_request",
+    "reset_clients",
     "resume_order_requests",
     "sync_orders",
 ]
 
 
 def reset_clients() -> None:
-    """Drop the API clients the app keeps (``django_orders.testing.reset_clients``)."""
+    """Drop the API clients the app keeps, as ``django_orders.testing.reset_clients`` does (which
+    calls this): after a change to how clients are built that ``DJANGO_ORDERS`` does not show."""
     reset()
