@@ -11,6 +11,8 @@
 - ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
   cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
 - ``django_orders.W003``: the hosts a checkout may send the payer back to include ``"*"``.
+- ``django_orders.W004``: a deprecated setting is set: it does nothing, and the next release
+  will not know it (an unknown key is E002).
 
 Registered by ``DjangoOrdersConfig.ready()`` (``checks.register``), not by importing this module.
 The values are checked as configured now (``conf.SETTINGS``' validators on
@@ -32,6 +34,11 @@ from .conf import SETTINGS, SETTINGS_NAME, orders_settings, problem, setting_nam
 from .exceptions import OrdersConfigurationError
 
 SETTINGS_HINT = "See the settings reference in the README."
+
+#: Settings that do nothing any more (W004), each with why; each is removed a release later.
+DEPRECATED_SETTINGS = {
+    "SYNC_HELPER": "a sync always fetches and parses pages on helper threads of its own process",
+}
 
 
 def is_loopback(host: str | None) -> bool:
@@ -88,7 +95,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if message is not None:
             messages.append(Error(message, hint=SETTINGS_HINT, id="django_orders.E002"))
     messages.extend(_check_plain_http(user.get("BASE_URL")))
+    messages.extend(_check_deprecated(user))
     return messages
+
+
+def _check_deprecated(user: dict[str, Any]) -> list[CheckMessage]:
+    return [
+        Warning(
+            f"{setting_name(name)} is deprecated and does nothing: {why}.",
+            hint=f'Remove "{name}" from {SETTINGS_NAME}: the next release will refuse it as an '
+            "unknown key.",
+            id="django_orders.W004",
+        )
+        for name, why in DEPRECATED_SETTINGS.items()
+        # An unusable value is E002 already, whose message says the fix.
+        if name in user and problem(name, user[name]) is None
+    ]
 
 
 def _check_plain_http(base_url: Any) -> list[CheckMessage]:

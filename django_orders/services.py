@@ -8,24 +8,46 @@ across an HTTP call. This module is the public entry point; the work lives in th
   ``cancel_order``
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
 - ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
+- ``client.factory``: ``reset_clients`` (drop the API clients the app keeps)
+
+The app's own interfaces (admin, REST API, views, commands) and its test kit import nothing
+else of those packages: what they need of them is named here too (``.importlinter`` checks it).
 """
 
 from __future__ import annotations
 
 from .client.check import ApiCheck, check_api
+from .client.factory import reset
+from .client.pages import COLLECTIONS as COLLECTIONS
 from .creation.checkout import cancel_order, confirm_order
-from .creation.flow import create_order, resend_order_request, resume_order_requests
+from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
+from .creation.records import key_expired as key_expired
+from .creation.records import stored_error as stored_error
+from .sync.engine import RESOURCE_NAME as RESOURCE_NAME
 from .sync.engine import sync_orders
 from .sync.refresh import refresh_orders
 
+# The services. The names imported "as" themselves are not services but what the interfaces need
+# of the layers below: the resources a sync knows (name -> the collection property of their
+# pages) and what a resource name may be; whether an order request's key may still be resent,
+# and the rejection it recorded; the parts of the checkout input (so the REST schema shows the
+# shapes create_order enforces).
 __all__ = [
     "ApiCheck",
+    "ResumeSummary",
     "cancel_order",
     "check_api",
     "confirm_order",
     "create_order",
     "refresh_orders",
     "resend_order_request",
+    "reset_clients",
     "resume_order_requests",
     "sync_orders",
 ]
+
+
+def reset_clients() -> None:
+    """Drop the API clients the app keeps, as ``django_orders.testing.reset_clients`` does (which
+    calls this): after a change to how clients are built that ``DJANGO_ORDERS`` does not show."""
+    reset()

@@ -32,10 +32,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from .creation.checkout import MAX_ORDER_ID_LENGTH, cancel_order, confirm_order, stored_order
 from .db import non_atomic_requests
 from .exceptions import OrderNotCancellable, OrdersError
+from .mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from .models import Order, OrderStatus
+from .services import cancel_order, confirm_order
 from .throttling import return_page_wait
 
 logger = logging.getLogger("django_orders.views")

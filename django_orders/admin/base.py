@@ -24,10 +24,9 @@ from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
 from ..db import non_atomic_requests
+from ..mirror.queries import bounded_search_term, nests_too_deep
 from .paginator import EstimatedCountPaginator
-from .search import bounded_search_term
 
 # (background, text) per known value; anything else is shown as it is, in neutral colours.
 BADGE_COLOURS: dict[str, tuple[str, str]] = {
@@ -77,7 +76,7 @@ def pretty_json_text(text: str) -> SafeString:
     """Stored JSON text pretty-printed; text that is not JSON, or nested deeper than the
     client accepts (a row stored before that limit, or by hand), is shown escaped as it is:
     decoding and indenting such text recurses once a level, and a page must not fail on it."""
-    if not isinstance(text, str) or nesting_depth_exceeds(text, MAX_JSON_DEPTH):
+    if not isinstance(text, str) or nests_too_deep(text):
         return format_html('<pre class="orders-json">{}</pre>', text)
     try:
         return pretty_json(json.loads(text))
@@ -88,7 +87,7 @@ def pretty_json_text(text: str) -> SafeString:
 def bounded_json(text: str | None) -> Any:
     """Stored JSON text decoded, or ``{}`` when it is not JSON or nests deeper than the client
     accepts (see ``pretty_json_text``)."""
-    if not isinstance(text, str) or nesting_depth_exceeds(text, MAX_JSON_DEPTH):
+    if not isinstance(text, str) or nests_too_deep(text):
         return {}
     try:
         return json.loads(text)

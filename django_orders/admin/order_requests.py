@@ -24,9 +24,9 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
-from ..creation.records import key_expired
 from ..exceptions import OrdersError
 from ..models import OrderRequest
+from ..services import key_expired
 from .base import (
     ReadOnlyModelAdmin,
     badge,

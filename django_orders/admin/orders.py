@@ -23,6 +23,7 @@ from django.utils.translation import ngettext
 
 from .. import services
 from ..exceptions import OrdersError
+from ..mirror.queries import search_orders
 from ..models import Order, OrderRequest
 from ..money import format_money
 from .base import (
@@ -37,7 +38,6 @@ from .base import (
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
 from .order_cancel import CancelOrdersMixin
-from .search import search_orders
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
 MAX_REFRESH = 100
@@ -75,7 +75,7 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     # Only columns an index can sort; the others would sort the whole table.
     sortable_by = ("id", "total_column", "initiated_column", "completed_column")
     list_select_related = ("customer",)
-    # What search_orders matches (it replaces Django's OR across these fields; see search.py).
+    # What search_orders matches (it replaces Django's OR across these fields; mirror.queries).
     search_fields = (
         "=id",
         "=number",

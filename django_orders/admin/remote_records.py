@@ -17,8 +17,8 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from ..client.pages import COLLECTIONS
 from ..models import RemoteRecord
+from ..services import COLLECTIONS
 from .base import ReadOnlyModelAdmin, compact_datetime, pretty_json
 
 #: The resources ``sync_orders`` knows besides orders (which have their own models).

@@ -33,6 +33,7 @@ from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions import OrderNotCancellable, RequestRejected
+from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer, store_lookup
 from ..mirror.store import MirrorResult
 from ..models import TERMINAL_STATUSES, Order, OrderStatus
@@ -44,8 +45,6 @@ MAX_CONFIRM_LOOKUPS = 8
 #: The first pause between two lookups; each next one doubles, up to ``MAX_CONFIRM_PAUSE``.
 FIRST_CONFIRM_PAUSE = 0.5
 MAX_CONFIRM_PAUSE = 2.0
-#: Longest order id looked up (the mirror's column); longer ones cannot be ours.
-MAX_ORDER_ID_LENGTH = 64
 
 
 def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Order:
@@ -162,13 +161,6 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
             raise
         record = None
     return store_lookup(Lookup(order_id, record))
-
-
-def stored_order(order_id: str) -> Order:
-    """The order with its customer, as the app last wrote it: read from the app's database, not
-    from a read replica the project's router may send reads to, which may not have the write
-    yet (a lookup's, a cancel's, a checkout's). ``Order.DoesNotExist`` if it holds none."""
-    return Order.objects.using(app_database()).select_related("customer").get(pk=order_id)
 
 
 def _wait_seconds(wait: timedelta | float | None) -> float:

@@ -1,6 +1,6 @@
 """Filters and search of the staff read API, on the same indexes as the admin.
 
-Search reuses the admin's (``admin.search``): an exact order id, order number, customer id or
+Search reuses the admin's (``mirror.queries``): an exact order id, order number, customer id or
 e-mail address, or every word in the customer's name, matched on the small customer table
 first so the order table is reached through indexes. A malformed filter value is a 400 that
 names the parameter, never an empty page that looks like "no orders".
@@ -18,7 +18,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.filters import BaseFilterBackend, SearchFilter
 from rest_framework.request import Request
 
-from ..admin.search import customers_matching, search_orders
+from ..mirror.queries import customers_matching, search_orders
 
 
 def _parse_instant(name: str, value: str) -> datetime:

@@ -23,11 +23,11 @@ from rest_framework.response import Response
 
 from .. import services
 from ..conf import setting_name
-from ..creation.checkout import stored_order
-from ..creation.records import stored_error
 from ..db import app_database, non_atomic_requests
 from ..exceptions import OrderRequestPending, OrderRequestRejected, OrdersConfigurationError
+from ..mirror.queries import stored_order
 from ..models import Customer, Order, OrderRequest
+from ..services import stored_error
 from .builder import body_serializer, build_order_arguments, checkout_builder
 from .exceptions import error_response, exception_handler, logger, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter

@@ -19,6 +19,6 @@ def reset_clients() -> None:
     ``settings`` fixture send ``setting_changed``, which resets them); call it after changing
     how clients are built in any other way, such as patching their session or sleep.
     """
-    from ..client.factory import reset  # here: importing the test kit stays light
+    from ..services import reset_clients as reset  # here: importing the test kit stays light
 
     reset()

@@ -309,7 +309,7 @@ def test_customers_are_found_by_email_in_any_case(admin_client, shop):
     [("SHOP-1001", "orders_order_number_idx"), ("ama@example.com", "orders_customer_email_idx")],
 )
 def test_number_and_email_searches_use_their_indexes(db, term, index):
-    from django_orders.admin.search import search_orders
+    from django_orders.mirror.queries import search_orders
 
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_orders.admin.search import MAX_SEARCH_LENGTH, MAX_SEARCH_WORDS, bounded_search_term
+from django_orders.mirror.queries import MAX_SEARCH_LENGTH, MAX_SEARCH_WORDS, bounded_search_term
 from django_orders.models import Customer, Order
 
 from .factories import make_customer, make_order, make_request, on_postgresql

@@ -227,7 +227,7 @@ def test_facet_counts_are_off(admin_client, django_assert_num_queries):
 def test_name_search_can_use_the_trigram_index(db):
     # The initial migration's trigram index must match the SQL Django generates for icontains, or
     # the planner could never use it. Sequential scans are priced out so the tiny table shows it.
-    from django_orders.admin.search import customers_named
+    from django_orders.mirror.queries import customers_named
 
     queryset = customers_named(["mensah"]).values("pk")
     with connection.cursor() as cursor:
@@ -238,7 +238,7 @@ def test_name_search_can_use_the_trigram_index(db):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="array index probe: PostgreSQL")
 def test_order_search_is_an_index_probe_not_a_join_scan(db):
-    from django_orders.admin.search import search_orders
+    from django_orders.mirror.queries import search_orders
 
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")

@@ -1,4 +1,5 @@
-"""System checks: E001 missing settings, E002 unusable values, W001 plain http in production."""
+"""System checks: E001 missing settings, E002 unusable values, W001 plain http in production,
+W004 a deprecated setting."""
 
 from __future__ import annotations
 
@@ -138,3 +139,17 @@ def test_no_w001_for_loopback_hosts(settings, host):
 @pytest.mark.parametrize("host", ["10.0.0.5", "localhost.example.com", "127.example.com", None, ""])
 def test_other_hosts_are_not_loopback(host):
     assert not is_loopback(host)
+
+
+def test_w004_for_the_deprecated_sync_helper_setting(settings):
+    settings.DJANGO_ORDERS = {**GOOD, "SYNC_HELPER": "thread"}
+    (message,) = check_settings()
+    assert message.id == "django_orders.W004"
+    assert message.level == checks.WARNING
+    assert message.msg.startswith('DJANGO_ORDERS["SYNC_HELPER"] is deprecated and does nothing')
+    assert 'Remove "SYNC_HELPER" from DJANGO_ORDERS' in message.hint
+
+
+def test_no_w004_on_top_of_the_e002_for_an_unusable_sync_helper(settings):
+    settings.DJANGO_ORDERS = {**GOOD, "SYNC_HELPER": "process"}
+    assert ids(check_settings()) == ["django_orders.E002"]

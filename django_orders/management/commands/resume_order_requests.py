@@ -8,18 +8,15 @@ so the scheduler's alerting tells staff to look at the admin.
 from __future__ import annotations
 
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from django_orders.exceptions import OrdersError
-from django_orders.services import resume_order_requests
+from django_orders.services import ResumeSummary, resume_order_requests
 
 from ..arguments import whole_number
-
-if TYPE_CHECKING:
-    from django_orders.creation.flow import ResumeSummary
 
 
 class Command(BaseCommand):

@@ -8,12 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from django_orders.client.pages import COLLECTIONS
 from django_orders.conf import MAX_PAGE_SIZE
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
-from django_orders.services import sync_orders
-from django_orders.sync.engine import RESOURCE_NAME
+from django_orders.services import COLLECTIONS, RESOURCE_NAME, sync_orders
 
 from ..arguments import whole_number
 

@@ -1,4 +1,6 @@
-"""Order search that stays on indexes at a million rows.
+"""The mirror's read queries, for the interfaces (admin, REST API, the return pages).
+
+Order search that stays on indexes at a million rows.
 
 Django's admin search ORs every search field per word: ``id = w OR customer.id = w OR
 UPPER(customer.name) LIKE '%w%'``. The OR spans two tables, so PostgreSQL can only evaluate it
@@ -21,7 +23,9 @@ from __future__ import annotations
 from django.db import connections
 from django.db.models import Lookup, Q, QuerySet
 
-from ..models import Customer
+from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
+from ..db import app_database
+from ..models import Customer, Order
 
 
 class EqualsAny(Lookup):
@@ -89,3 +93,20 @@ def search_orders(queryset: QuerySet, search_term: str) -> QuerySet:
     if len(words) == 1:
         condition = Q(pk=term) | Q(customer_id=term) | condition
     return queryset.filter(condition)
+
+
+#: Longest order id looked up (the mirror's column); longer ones cannot be ours.
+MAX_ORDER_ID_LENGTH = 64
+
+
+def stored_order(order_id: str) -> Order:
+    """The order with its customer, as the app last wrote it: read from the app's database, not
+    from a read replica the project's router may send reads to, which may not have the write
+    yet (a lookup's, a cancel's, a checkout's). ``Order.DoesNotExist`` if it holds none."""
+    return Order.objects.using(app_database()).select_related("customer").get(pk=order_id)
+
+
+def nests_too_deep(text: str | bytes) -> bool:
+    """True when stored JSON text nests deeper than the client accepts (a row stored before that
+    limit, or by hand): decoding or indenting it recurses once a level."""
+    return nesting_depth_exceeds(text, MAX_JSON_DEPTH)
