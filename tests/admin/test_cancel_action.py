@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from django_orders.models import Order
 from django_orders.services import create_order
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.payloads import create_order_input, new_reference
 
 from .factories import ADMIN_MODELS, staff_user
 from .test_actions import messages_of, run_action
@@ -26,7 +26,10 @@ def canceller_client(client):
 @pytest.fixture
 def orders(live_orders):
     """Two unpaid orders of this shop and one paid (the mirror knows it)."""
-    made = [create_order(**create_order_input(), finalize=True) for _ in range(3)]
+    made = [
+        create_order(**create_order_input(), finalize=True, reference=new_reference())
+        for _ in range(3)
+    ]
     live_orders.pay_order(made[2].id)
     Order.objects.filter(pk=made[2].id).update(status="paid")
     return made
