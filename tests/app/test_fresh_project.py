@@ -113,8 +113,12 @@ def test_the_readme_install_section_works_as_written(tmp_path, sandbox):
 
     checked = django("check", cwd=project)
     assert checked.returncode != 0
-    assert '(django_orders.E001) DJANGO_ORDERS["API_KEY"] is not set.' in checked.stderr
-    assert '(django_orders.E001) DJANGO_ORDERS["BASE_URL"] is not set.' in checked.stderr
+    # The settings lines are there: what is missing is the environment, and E001 says so.
+    for name, variable in (("API_KEY", "ORDERS_API_KEY"), ("BASE_URL", "ORDERS_API_BASE_URL")):
+        assert (
+            f'(django_orders.E001) DJANGO_ORDERS["{name}"] is not set: '
+            f"the environment variable {variable} is not set."
+        ) in checked.stderr
     assert "Traceback" not in checked.stderr
     migrated = django("migrate", "--no-input", "--skip-checks", cwd=project)
     assert migrated.returncode == 0, migrated.stderr
@@ -128,3 +132,9 @@ def test_the_readme_install_section_works_as_written(tmp_path, sandbox):
         ran.append(command[2])
     assert ran == ["migrate", "check_orders_api"]
     assert sandbox.api_key not in done.stdout + done.stderr
+
+    # The README's way of holding the key: nothing prints it, diffsettings included.
+    shown = django("diffsettings", cwd=project, **environment)
+    assert shown.returncode == 0, shown.stderr
+    assert "DJANGO_ORDERS = {'API_KEY': <Secret [hidden]>" in shown.stdout
+    assert sandbox.api_key not in shown.stdout + shown.stderr
