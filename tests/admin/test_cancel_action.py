@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from django_orders.models import Order
 from django_orders.services import create_order
@@ -76,6 +77,10 @@ def test_the_confirmation_page_lists_the_orders_and_refuses_the_paid_one(
     assert f'name="_selected_action" value="{orders[0].id}"' in page
     assert 'value="Yes, cancel them"' in page and "&rsaquo; Cancel order" in page
     assert "cancel-confirmation" in page  # the page's body class
+    # Times as on every other admin page: with seconds and the zone named.
+    initiated = Order.objects.get(pk=orders[0].id).initiated_at
+    assert f"<td>{timezone.localtime(initiated):%Y-%m-%d %H:%M:%S %Z}</td>" in page
+    assert "a.m." not in page and "p.m." not in page
     # Nothing sent yet.
     assert [live_orders.store.order(o.id)["status"] for o in orders[:2]] == [
         "requires_payment",
@@ -124,3 +129,10 @@ def test_an_order_paid_since_the_mirror_last_looked_is_refused_by_the_service(
         ("warning", f"Order {orders[0].id} cannot be cancelled: it is paid.")
     ]
     assert Order.objects.get(pk=orders[0].id).status == "paid"
+
+
+def test_the_confirmation_for_one_order_speaks_of_it(canceller_client, orders):
+    response = run_action(canceller_client, ORDERS, "cancel_orders", [orders[0].id])
+    page = response.content.decode()
+    assert "Cancel this order at the payment service?" in page
+    assert 'value="Yes, cancel it"' in page and "cancel them" not in page
