@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",  # Swagger UI for the API at /api/docs/
+    "drf_spectacular_sidecar",  # its assets, served from here: the page works offline
     "django_orders",
     "example_project.shop",
 ]
@@ -42,6 +43,13 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "example_project.urls"
+
+# Swagger UI from drf-spectacular-sidecar's static files instead of a CDN.
+SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 WSGI_APPLICATION = "example_project.wsgi.application"
 TEMPLATES = [
     {
