@@ -103,7 +103,7 @@ def test_confirming_cancels_the_open_orders_and_reports_the_refused_one(
     ]
     assert set(Order.objects.values_list("status", flat=True)) == {"canceled", "paid"}
     reported = messages_of(response)
-    assert ("warning", f"Not cancelled, as they are paid or closed: {orders[2].id} (Paid).") in (
+    assert ("warning", f"Not canceled, as they are paid or closed: {orders[2].id} (Paid).") in (
         reported
     )
     assert any(level == "success" and orders[0].id in text for level, text in reported)
@@ -114,7 +114,7 @@ def test_only_closed_orders_selected_sends_nothing(canceller_client, orders, liv
 
     assert response.status_code == 302
     assert messages_of(response) == [
-        ("warning", f"Not cancelled, as they are paid or closed: {orders[2].id} (Paid).")
+        ("warning", f"Not canceled, as they are paid or closed: {orders[2].id} (Paid).")
     ]
 
 
@@ -126,7 +126,7 @@ def test_an_order_paid_since_the_mirror_last_looked_is_refused_by_the_service(
     response = run_action(canceller_client, ORDERS, "cancel_orders", [orders[0].id], post="yes")
 
     assert messages_of(response) == [
-        ("warning", f"Order {orders[0].id} cannot be cancelled: it is paid.")
+        ("warning", f"Order {orders[0].id} cannot be canceled: it is paid.")
     ]
     assert Order.objects.get(pk=orders[0].id).status == "paid"
 
