@@ -147,7 +147,7 @@ def run(iterations: int, warmup: int, journal: str) -> None:
 
     def full() -> float:
         started = time.perf_counter()
-        create_order(customer=CUSTOMER, line_items=LINE_ITEMS)
+        create_order(customer=CUSTOMER, line_items=LINE_ITEMS, reference=str(uuid.uuid4()))
         return time.perf_counter() - started
 
     for _ in range(warmup):
@@ -166,7 +166,7 @@ def run(iterations: int, warmup: int, journal: str) -> None:
     diffs = [f - b for f, b in zip(full_ms, bare_ms, strict=True)]
 
     with CaptureQueriesContext(connection) as captured:
-        create_order(customer=CUSTOMER, line_items=LINE_ITEMS)
+        create_order(customer=CUSTOMER, line_items=LINE_ITEMS, reference=str(uuid.uuid4()))
     statements = [q["sql"].split()[0].upper() for q in captured.captured_queries]
     data_statements = [
         s for s in statements if s not in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")

@@ -1,6 +1,7 @@
 """System checks (``manage.py check``) with stable ids, each with a hint that says the fix.
 
-- ``django_orders.E001``: a required setting (``API_KEY``, ``BASE_URL``) is missing.
+- ``django_orders.E001``: a required setting (``API_KEY``, ``BASE_URL``) is missing; when the
+  settings read it from an environment variable that is not exported, the message says so.
 - ``django_orders.E002``: ``DJANGO_ORDERS`` or one of its values is unusable (the message comes
   from the same validation that runs when the value is first read, so the two never disagree).
 - ``django_orders.E003``: ``DATABASE_ROUTERS`` write the app's models to more than one database,
@@ -30,7 +31,15 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.db import router
 
-from .conf import SETTINGS, SETTINGS_NAME, orders_settings, problem, setting_name
+from .conf import (
+    SETTINGS,
+    SETTINGS_NAME,
+    is_missing,
+    missing_setting,
+    orders_settings,
+    problem,
+    setting_name,
+)
 from .exceptions import OrdersConfigurationError
 
 SETTINGS_HINT = "See the settings reference in the README."
@@ -65,17 +74,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         ]
     messages: list[CheckMessage] = []
-    missing = [n for n, s in SETTINGS.items() if s.required and user.get(n) in (None, "")]
+    missing = [n for n, s in SETTINGS.items() if s.required and is_missing(user.get(n))]
     for name in missing:
-        messages.append(
-            Error(
-                f"{setting_name(name)} is not set.",
-                hint=f"Set {SETTINGS_NAME} = "
-                f'{{"{name}": os.environ.get("{SETTINGS[name].env}"), ...}} '
-                "in your settings; the README lists every key.",
-                id="django_orders.E001",
-            )
-        )
+        text, hint = missing_setting(name, user)
+        messages.append(Error(text, hint=hint, id="django_orders.E001"))
     unknown = sorted(str(k) for k in set(user) - set(SETTINGS))
     if unknown:
         # Every read fails while an unknown key is present, so per-value checks would only

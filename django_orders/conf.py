@@ -10,6 +10,7 @@ key; the system check E001 does) and re-read when a test or a deploy changes
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -335,13 +336,51 @@ def validate(name: str, value: Any) -> None:
         raise OrdersConfigurationError(message)
 
 
-def not_set_message(name: str) -> str:
-    """The error for a required setting without a value (``conf``'s wording, with the fix)."""
+def is_missing(value: Any) -> bool:
+    """Whether a required setting's value means "not set": ``None``, ``""``, or an empty
+    ``Secret`` (``Secret.from_env`` of a variable that is not exported)."""
+    return value is None or value == "" or (isinstance(value, Secret) and not value)
+
+
+#: How the README's settings read each required key: the hints show the same line.
+_READ_FROM_ENV = {
+    "API_KEY": 'Secret.from_env("{env}") (from django_orders.secret import Secret)',
+    "BASE_URL": 'os.environ.get("{env}")',
+}
+
+
+def missing_setting(name: str, user: dict[str, Any]) -> tuple[str, str]:
+    """The message and the fix for a required setting without a value in ``user``.
+
+    When the settings line is there and reads an environment variable that is not exported,
+    say so: asking for the line again would send the user to the wrong file. The variable is
+    the one the ``Secret`` remembers, or, for ``None``, the one DESIGN.md reads it from.
+    """
+    value = user.get(name)
+    shown = setting_name(name)
+    env = value.env if isinstance(value, Secret) and value.env else None
+    if env is None and name in user and value is None and ENV_NAMES[name] not in os.environ:
+        env = ENV_NAMES[name]
+    if env is not None:
+        exported = value.env_is_set if isinstance(value, Secret) else False
+        state = "is empty" if exported else "is not set"
+        return (
+            f"{shown} is not set: the environment variable {env} {state}.",
+            f"Your settings read it from the environment: export {env}=... in the "
+            "environment this command runs in (a service's environment file, a CI secret).",
+        )
+    how = _READ_FROM_ENV.get(name, 'os.environ.get("{env}")').format(env=ENV_NAMES[name])
     return (
-        f"{setting_name(name)} is not set. Set it in settings.{SETTINGS_NAME}, "
-        f"for example from the environment: "
-        f'"{name}": os.environ.get("{ENV_NAMES[name]}").'
+        f"{shown} is not set.",
+        f'Set {SETTINGS_NAME} = {{"{name}": {how}, ...}} in your settings; the README lists '
+        "every key.",
     )
+
+
+def not_set_message(name: str, user: dict[str, Any] | None = None) -> str:
+    """The error for a required setting without a value (``conf``'s wording, with the fix)."""
+    message, fix = missing_setting(name, user or {})
+    return f"{message} {fix}"
 
 
 class OrdersSettings:
@@ -383,8 +422,8 @@ class OrdersSettings:
                 f"Known keys: {', '.join(DEFAULTS)}."
             )
         value = user.get(name, DEFAULTS[name])
-        if SETTINGS[name].required and value in (None, ""):
-            raise OrdersConfigurationError(not_set_message(name))
+        if SETTINGS[name].required and is_missing(value):
+            raise OrdersConfigurationError(not_set_message(name, user))
         validate(name, value)
         if name in ("TIMEOUT", "CURRENCIES") and isinstance(value, list):
             value = tuple(value)
@@ -393,7 +432,7 @@ class OrdersSettings:
 
     def is_set(self, name: str) -> bool:
         """Whether a required setting has a value, without raising."""
-        return self.user_settings.get(name) not in (None, "")
+        return not is_missing(self.user_settings.get(name))
 
     def reload(self) -> None:
         self._cache.clear()

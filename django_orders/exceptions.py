@@ -306,7 +306,7 @@ class OrderNotCancellable(OrdersError):
         self.order_id = order_id
         self.status = status
         self.error = error
-        super().__init__(f"Order {order_id} cannot be cancelled: it is {status}.")
+        super().__init__(f"Order {order_id} cannot be canceled: it is {status}.")
 
 
 class OrderRequestPending(OrdersError):

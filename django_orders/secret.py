@@ -7,6 +7,13 @@ key as a plain string (a client being built, the settings being validated) would
 whoever sees the page. Held as a ``Secret``, the key prints as ``<Secret [hidden]>``
 everywhere: ``repr``, ``str``, f-strings, ``pprint``, logs.
 
+Settings hold it this way from the start with ``Secret.from_env("ORDERS_API_KEY")``: then
+``manage.py diffsettings``, a settings dump in a debugger or a log of ``settings.DJANGO_ORDERS``
+print ``<Secret [hidden]>`` too, where ``os.environ.get`` would leave the plain text in the
+settings module. A ``Secret`` read from the environment remembers the variable's name, so the
+system check can say "the environment variable ORDERS_API_KEY is not set" instead of asking
+for a settings line that is already there.
+
 Only the client's ``Authorization`` header builder unwraps it (``reveal()``). The checks below
 return descriptions instead of raising, so no frame that holds the plain text is ever part of
 a traceback.
@@ -15,6 +22,8 @@ a traceback.
 from __future__ import annotations
 
 import hmac
+import os
+from collections.abc import Mapping
 from typing import Any
 
 HIDDEN = "[hidden]"
@@ -23,10 +32,30 @@ HIDDEN = "[hidden]"
 class Secret:
     """A credential whose text is only available through ``reveal()``."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "env", "env_is_set")
 
     def __init__(self, value: str | Secret) -> None:
         self._value: str = value._value if isinstance(value, Secret) else value
+        #: The environment variable it was read from (``from_env``), else ``None``.
+        self.env: str | None = value.env if isinstance(value, Secret) else None
+        #: Whether that variable existed at all (``False``: not exported; ``True`` and an empty
+        #: value: exported empty).
+        self.env_is_set: bool = value.env_is_set if isinstance(value, Secret) else True
+
+    @classmethod
+    def from_env(cls, name: str, environ: Mapping[str, str] | None = None) -> Secret:
+        """The value of the environment variable ``name``, held so that nothing prints it.
+
+        For settings: ``"API_KEY": Secret.from_env("ORDERS_API_KEY")``. An unset variable gives
+        an empty ``Secret`` that remembers ``name``; the system check E001 then reports the
+        variable as not set (nothing reads the key at import, so ``migrate --skip-checks``
+        still works without it).
+        """
+        source = os.environ if environ is None else environ
+        secret = cls(source.get(name, ""))
+        secret.env = name
+        secret.env_is_set = name in source
+        return secret
 
     @classmethod
     def wrap(cls, value: Any) -> Any:
@@ -38,6 +67,9 @@ class Secret:
         return self._value
 
     def __repr__(self) -> str:
+        # Where an empty value came from helps and gives nothing away.
+        if not self._value and self.env is not None:
+            return f"<Secret [empty: ${self.env} is {'empty' if self.env_is_set else 'not set'}]>"
         return f"<Secret {HIDDEN}>"
 
     __str__ = __repr__
@@ -57,8 +89,9 @@ class Secret:
         return hash((Secret, self._value))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # A copy (``copy.deepcopy`` of settings, a pickle) stays a ``Secret``, never plain text.
-        return (Secret, (self._value,))
+        # A copy (``copy.deepcopy`` of settings, a pickle) stays a ``Secret``, never plain text,
+        # and keeps where it came from.
+        return (_rebuild, (self._value, self.env, self.env_is_set))
 
     def found_in(self, text: str) -> bool:
         """Whether ``text`` holds the key (keys shorter than 4 characters are never searched:
@@ -101,6 +134,12 @@ class Secret:
         if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
             return "holds control characters, which an HTTP header cannot carry"
         return None
+
+
+def _rebuild(value: str, env: str | None, env_is_set: bool) -> Secret:
+    secret = Secret(value)
+    secret.env, secret.env_is_set = env, env_is_set
+    return secret
 
 
 def _bytes(value: str) -> bytes:

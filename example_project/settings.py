@@ -9,6 +9,8 @@ from pathlib import Path
 
 import environ
 
+from django_orders.secret import Secret
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -27,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",  # Swagger UI for the API at /api/docs/
+    "drf_spectacular_sidecar",  # its assets, served from here: the page works offline
     "django_orders",
     "example_project.shop",
 ]
@@ -42,6 +45,13 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "example_project.urls"
+
+# Swagger UI from drf-spectacular-sidecar's static files instead of a CDN.
+SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 WSGI_APPLICATION = "example_project.wsgi.application"
 TEMPLATES = [
     {
@@ -79,7 +89,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # manage.py works out of the box. scripts/demo sets both, with a key of its own. A real project
 # reads both from the environment with no default: a missing key must be an error (E001).
 DJANGO_ORDERS = {
-    "API_KEY": env("ORDERS_API_KEY", default="sk_test_sandbox"),
+    # A Secret, as the README's settings hold it: diffsettings and debug pages show it hidden.
+    "API_KEY": Secret(env("ORDERS_API_KEY", default="sk_test_sandbox")),
     "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:8765"),
     "PAGE_SIZE": env.int("ORDERS_PAGE_SIZE", default=100),
     # The REST API's POST checkout/ prices carts with the shop's catalogue (shop/checkout_api.py).

@@ -13,6 +13,7 @@ from example_project.settings import (  # noqa: F401  (the same apps, middleware
     INSTALLED_APPS,
     MIDDLEWARE,
     ROOT_URLCONF,
+    SPECTACULAR_SETTINGS,
     STATIC_URL,
     TEMPLATES,
     TIME_ZONE,

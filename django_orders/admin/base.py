@@ -19,12 +19,12 @@ from django.db import models
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..db import non_atomic_requests
+from ..display import local_datetime
 from ..mirror.queries import bounded_search_term, nests_too_deep
 from .paginator import EstimatedCountPaginator
 
@@ -100,19 +100,6 @@ def raw_as_text() -> Cast:
     ``raw`` through the model field (``JSONField`` would, on loading the row), so a record
     nested very deep is shown as text rather than failing the page."""
     return Cast("raw", output_field=TextField())
-
-
-def local_datetime(value: datetime | None, *, seconds: bool = True) -> str:
-    """A timestamp in the current time zone, named: ``2026-05-02 08:00:05 UTC``.
-
-    One form on every page, lists and detail pages alike. Django's DATETIME_FORMAT drops the
-    minutes on the hour ("May 2, 2026, 8 a.m."), and no default format names the zone, which
-    staff comparing the admin with the provider's dashboard (or a log) need.
-    """
-    if value is None:
-        return "-"
-    local = timezone.localtime(value)
-    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
 
 
 def compact_datetime(value: datetime | None) -> SafeString | str:

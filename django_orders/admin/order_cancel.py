@@ -49,7 +49,7 @@ class CancelOrdersMixin(_ModelAdmin):
         if len(selected) > MAX_CANCEL:
             self.message_user(
                 request,
-                _("Select at most %(limit)d orders to cancel at a time. Nothing was cancelled.")
+                _("Select at most %(limit)d orders to cancel at a time. Nothing was canceled.")
                 % {"limit": MAX_CANCEL},
                 messages.ERROR,
             )
@@ -85,7 +85,7 @@ class CancelOrdersMixin(_ModelAdmin):
             described = ", ".join(f"{order.pk} ({order.get_status_display()})" for order in refused)
             self.message_user(
                 request,
-                _("Not cancelled, as they are paid or closed: %(orders)s.") % {"orders": described},
+                _("Not canceled, as they are paid or closed: %(orders)s.") % {"orders": described},
                 messages.WARNING,
             )
 
@@ -100,12 +100,12 @@ class CancelOrdersMixin(_ModelAdmin):
             except OrdersError as error:
                 self.message_user(
                     request,
-                    _("%(order)s was not cancelled: %(error)s") % {"order": order, "error": error},
+                    _("%(order)s was not canceled: %(error)s") % {"order": order, "error": error},
                     messages.ERROR,
                 )
             else:
                 done.append(order.pk)
         if done:
             self.message_user(
-                request, _("Cancelled: %(orders)s.") % {"orders": ", ".join(done)}, messages.SUCCESS
+                request, _("Canceled: %(orders)s.") % {"orders": ", ".join(done)}, messages.SUCCESS
             )

@@ -43,16 +43,18 @@ State = OrderRequest.State
 
 @admin.register(OrderRequest)
 class OrderRequestAdmin(ReadOnlyModelAdmin):
+    # The order next to the state it explains, not last: the idempotency keys and request ids
+    # are wide, and the last column was cut off on a 1920 px screen.
     list_display = (
         "reference_column",
-        "idempotency_key",
         "state_column",
+        "order_link",
         "attempts",
         "last_error_column",
-        "last_request_id",
         "created_column",
         "last_attempt_column",
-        "order_link",
+        "idempotency_key",
+        "last_request_id",
     )
     list_filter = ("state",)
     search_fields = ("=reference", "=idempotency_key", "=order__id")
@@ -160,7 +162,7 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
             args=(quote(obj.order_id),),
             current_app=self.admin_site.name,
         )
-        return format_html('<a href="{}">{}</a>', url, obj.order_id)
+        return format_html('<a href="{}" style="white-space:nowrap">{}</a>', url, obj.order_id)
 
     @admin.display(description=_("payload"))
     def payload_pretty(self, obj: OrderRequest) -> SafeString:

@@ -24,7 +24,7 @@ from django.utils.translation import ngettext
 from .. import services
 from ..exceptions import OrdersError
 from ..mirror.queries import search_orders
-from ..models import Order, OrderRequest
+from ..models import Order, OrderRequest, OrderStatus
 from ..money import format_money
 from .base import (
     ReadOnlyModelAdmin,
@@ -43,6 +43,11 @@ from .order_cancel import CancelOrdersMixin
 MAX_REFRESH = 100
 #: Order requests listed on an order's page.
 MAX_REQUESTS_SHOWN = 20
+#: The statuses whose page leaves the expiry out: the order can no longer expire, and the date
+#: would read as a pending deadline.
+EXPIRY_HIDDEN = (OrderStatus.PAID, OrderStatus.COMPLETED, OrderStatus.CANCELED)
+#: The expiry as the detail page lists it (``ReadOnlyModelAdmin`` shows it in local form).
+EXPIRY = ("expires_at", "expires_at_local")
 
 
 def status_badge(order: Order) -> SafeString:
@@ -54,6 +59,7 @@ def status_badge(order: Order) -> SafeString:
 class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
+        "number_column",
         "status_column",
         "total_column",
         "customer_link",
@@ -132,9 +138,26 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
         return search_orders(queryset, search_term), False
 
+    @admin.display(description=_("number"))
+    def number_column(self, obj: Order) -> SafeString | str:
+        """The shop's order number: what customers quote when they write."""
+        if not obj.number:
+            return "-"
+        return format_html('<span style="white-space:nowrap">{}</span>', obj.number)
+
     @admin.display(description=_("status"), ordering="status")
     def status_column(self, obj: Order) -> SafeString:
         return status_badge(obj)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Without "expires" for a paid, completed or canceled order (``EXPIRY_HIDDEN``)."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or obj.status not in EXPIRY_HIDDEN:
+            return fieldsets
+        return [
+            (title, {**options, "fields": [f for f in options["fields"] if f not in EXPIRY]})
+            for title, options in fieldsets
+        ]
 
     # Unknown totals last, and first when reversed, on every backend: PostgreSQL's order, which
     # the orders_order_total_idx index gives read forwards or backwards.

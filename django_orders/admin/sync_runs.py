@@ -17,6 +17,9 @@ from .base import ReadOnlyModelAdmin, badge, compact_datetime, grouped_number
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise as StrOrPromise
 
+#: The most of a run's error the list shows (all of it on hover and on the run's page).
+ERROR_SHOWN = 300
+
 #: ``SyncRun.end_reason`` as staff read it.
 WALK_ENDS = {
     "last_page": _("the last page"),
@@ -123,7 +126,14 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("error"))
     def error_column(self, obj: SyncRun) -> SafeString | str:
-        """The start of the error; all of it on hover and on the run's page."""
+        """The error, up to ``ERROR_SHOWN`` characters; all of it on hover and on its page."""
         if not obj.error:
             return "-"
-        return format_html('<span title="{}">{}</span>', obj.error, Truncator(obj.error).chars(60))
+        # Wrapped in a bounded width rather than cut short: errors say where and why in one
+        # sentence ("CouldNotConnect: POST /orders/page: could not connect (...)"), and the
+        # cause comes last.
+        return format_html(
+            '<span style="display:inline-block;min-width:24em;max-width:40em" title="{}">{}</span>',
+            obj.error,
+            Truncator(obj.error).chars(ERROR_SHOWN),
+        )

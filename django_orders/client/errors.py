@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -105,12 +106,27 @@ def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
     return any(marker in text for marker in markers)
 
 
+#: How urllib3 names the connection in its errors: ``_TrackedHTTPConnection(host='h', port=1): ``
+#: (2.x) or ``<urllib3.connection.HTTPConnection object at 0x7f...>: `` (older).
+_CONNECTION_NAME = re.compile(
+    r"\b\w+\(host=(?P<host>'[^']*'|\S+?), port=(?P<port>\d+)\): |<[\w.]+ object at 0x[0-9a-f]+>: "
+)
+
+
 def _describe(exc: BaseException) -> str:
-    """The innermost cause in words ("[Errno 111] Connection refused"), for operators."""
+    """The innermost cause in words ("127.0.0.1:9: Failed to establish a new connection:
+    [Errno 111] Connection refused"), for operators: without the name of the connection class
+    (ours is internal) and short enough to be read whole in a list."""
     inner = exc.args[0] if exc.args else None
     reason = getattr(inner, "reason", None) or inner or exc
-    text = str(reason) or type(exc).__name__
+    text = _CONNECTION_NAME.sub(_where, str(reason)) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _where(match: re.Match[str]) -> str:
+    if match.group("host") is None:
+        return ""
+    return f"{match.group('host').strip(chr(39))}:{match.group('port')}: "
 
 
 def error_from_response(

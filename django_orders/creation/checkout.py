@@ -102,7 +102,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     An order already ``canceled`` (per the mirror) is returned as it is, nothing sent. A paid,
     completed or expired one raises ``OrderNotCancellable`` before anything is sent; so does a
     refusal by the service for an order that turns out (by a lookup) to be paid or otherwise
-    closed upstream. An order the service reports cancelled is returned. ``Order.DoesNotExist``
+    closed upstream. An order the service reports canceled is returned. ``Order.DoesNotExist``
     for an id the mirror does not hold. Sends ``order_status_changed`` after commit.
     """
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):

@@ -101,14 +101,16 @@ def create_order(
     *,
     customer: Mapping[str, Any],
     line_items: Sequence[Mapping[str, Any]],
+    reference: str,
     finalize: bool = False,
-    reference: str | None = None,
     number: str | None = None,
     checkout_settings: Mapping[str, str] | None = None,
     custom_data: Mapping[str, str] | None = None,
 ) -> Order:
     """Create an order upstream, exactly once, and return it from the local mirror.
 
+    ``reference`` (required) is the shop's cart or checkout id: every call with the same one
+    ends in the same upstream order, which is what makes a repeated checkout safe.
     ``line_items`` in the provider's shapes (product, fee, shipping), one currency of
     ``CURRENCIES``; ``number`` is the shop's order number (at most 80 characters);
     ``checkout_settings`` = ``{"redirect_url", "cancel_url"}``, absolute http(s) URLs where the

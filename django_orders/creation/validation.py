@@ -28,6 +28,10 @@ from ..redirect_hosts import redirect_host_allowed
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")
 REFERENCE_MAX_LENGTH = 255
+REFERENCE_REQUIRED = (
+    "A reference is required: the shop's cart or checkout id, so that the same checkout "
+    "never makes a second order."
+)
 #: The provider's limits (api-notes.md, "The create request beyond the spec").
 NUMBER_MAX_LENGTH = 80
 CUSTOM_DATA_KEY_MAX_BYTES = 256
@@ -284,7 +288,15 @@ class OrderInputSerializer(StrictSerializer):
     customer = CustomerSerializer()
     line_items = LineItemSerializer(many=True, allow_empty=False)
     finalize = StrictBooleanField()
-    reference = StrictCharField(max_length=REFERENCE_MAX_LENGTH, allow_null=True)
+    # Required: without it every call would be a new upstream order (DESIGN.md).
+    reference = StrictCharField(
+        max_length=REFERENCE_MAX_LENGTH,
+        error_messages={
+            "null": REFERENCE_REQUIRED,
+            "blank": REFERENCE_REQUIRED,
+            "required": REFERENCE_REQUIRED,
+        },
+    )
     number = StrictCharField(max_length=NUMBER_MAX_LENGTH, allow_null=True, trim_whitespace=False)
     checkout_settings = CheckoutSettingsSerializer(allow_null=True)
     custom_data = CustomDataField(allow_null=True)

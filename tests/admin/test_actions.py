@@ -76,6 +76,8 @@ def test_resend_asks_for_confirmation_and_sends_nothing_yet(admin_client, pendin
     assert 'name="post" value="yes"' in html
     assert 'value="Yes, resend now"' in html and "&rsaquo; Resend now" in html
     assert "resend-confirmation" in html  # the page's body class
+    # Times as on every other admin page: with seconds and the zone named.
+    assert f"<td>{timezone.localtime(pending_request.created_at):%Y-%m-%d %H:%M:%S %Z}" in html
     pending_request.refresh_from_db()
     assert (pending_request.state, pending_request.attempts) == (State.PENDING, 1)
 

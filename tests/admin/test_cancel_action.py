@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from django_orders.models import Order
 from django_orders.services import create_order
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.payloads import create_order_input, new_reference
 
 from .factories import ADMIN_MODELS, staff_user
 from .test_actions import messages_of, run_action
@@ -26,7 +27,10 @@ def canceller_client(client):
 @pytest.fixture
 def orders(live_orders):
     """Two unpaid orders of this shop and one paid (the mirror knows it)."""
-    made = [create_order(**create_order_input(), finalize=True) for _ in range(3)]
+    made = [
+        create_order(**create_order_input(), finalize=True, reference=new_reference())
+        for _ in range(3)
+    ]
     live_orders.pay_order(made[2].id)
     Order.objects.filter(pk=made[2].id).update(status="paid")
     return made
@@ -73,6 +77,10 @@ def test_the_confirmation_page_lists_the_orders_and_refuses_the_paid_one(
     assert f'name="_selected_action" value="{orders[0].id}"' in page
     assert 'value="Yes, cancel them"' in page and "&rsaquo; Cancel order" in page
     assert "cancel-confirmation" in page  # the page's body class
+    # Times as on every other admin page: with seconds and the zone named.
+    initiated = Order.objects.get(pk=orders[0].id).initiated_at
+    assert f"<td>{timezone.localtime(initiated):%Y-%m-%d %H:%M:%S %Z}</td>" in page
+    assert "a.m." not in page and "p.m." not in page
     # Nothing sent yet.
     assert [live_orders.store.order(o.id)["status"] for o in orders[:2]] == [
         "requires_payment",
@@ -95,7 +103,7 @@ def test_confirming_cancels_the_open_orders_and_reports_the_refused_one(
     ]
     assert set(Order.objects.values_list("status", flat=True)) == {"canceled", "paid"}
     reported = messages_of(response)
-    assert ("warning", f"Not cancelled, as they are paid or closed: {orders[2].id} (Paid).") in (
+    assert ("warning", f"Not canceled, as they are paid or closed: {orders[2].id} (Paid).") in (
         reported
     )
     assert any(level == "success" and orders[0].id in text for level, text in reported)
@@ -106,7 +114,7 @@ def test_only_closed_orders_selected_sends_nothing(canceller_client, orders, liv
 
     assert response.status_code == 302
     assert messages_of(response) == [
-        ("warning", f"Not cancelled, as they are paid or closed: {orders[2].id} (Paid).")
+        ("warning", f"Not canceled, as they are paid or closed: {orders[2].id} (Paid).")
     ]
 
 
@@ -118,6 +126,13 @@ def test_an_order_paid_since_the_mirror_last_looked_is_refused_by_the_service(
     response = run_action(canceller_client, ORDERS, "cancel_orders", [orders[0].id], post="yes")
 
     assert messages_of(response) == [
-        ("warning", f"Order {orders[0].id} cannot be cancelled: it is paid.")
+        ("warning", f"Order {orders[0].id} cannot be canceled: it is paid.")
     ]
     assert Order.objects.get(pk=orders[0].id).status == "paid"
+
+
+def test_the_confirmation_for_one_order_speaks_of_it(canceller_client, orders):
+    response = run_action(canceller_client, ORDERS, "cancel_orders", [orders[0].id])
+    page = response.content.decode()
+    assert "Cancel this order at the payment service?" in page
+    assert 'value="Yes, cancel it"' in page and "cancel them" not in page

@@ -99,3 +99,26 @@ def test_order_request_detail_dates_keep_their_help_text(admin_client):
     assert "A worker sending this request holds it until then" in form_row(
         html, "claimed_until_local"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "shown"),
+    [("requires_payment", True), ("expired", True), ("paid", False), ("canceled", False)],
+)
+def test_the_expiry_is_shown_only_while_it_can_matter(admin_client, status, shown):
+    # A paid order no longer expires: its date would read as a pending deadline.
+    order = make_order(f"or_{status}", make_customer(f"cu_{status}"), status=status)
+    Order.objects.filter(pk=order.pk).update(expires_at=BASE_TIME)
+    html = admin_client.get(admin_url(Order, "change", quote(order.pk))).content.decode()
+    assert ('class="form-row field-expires_at_local"' in html) is shown
+    assert "initiated_at_local" in html
+
+
+def test_a_sync_failure_is_shown_whole_in_the_list(admin_client):
+    error = (
+        "CouldNotConnect: POST /orders/page: could not connect (127.0.0.1:9: Failed to "
+        "establish a new connection: [Errno 111] Connection refused)"
+    )
+    run = make_sync_run(outcome=SyncRun.Outcome.FAILED, error=error)
+    row = result_rows(admin_client.get(admin_url(SyncRun, "changelist")))[str(run.pk)]
+    assert text(row["error_column"]) == error

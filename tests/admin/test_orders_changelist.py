@@ -60,6 +60,7 @@ def shop():
             completed_at=datetime(2025, 1, 5, 12, 1, tzinfo=UTC),
         ),
     }
+    Order.objects.filter(pk="or_2026_may").update(number="EX-2026-0502")
     return orders
 
 
@@ -68,6 +69,7 @@ def test_columns_in_order(viewer_client, shop):
     response = viewer_client.get(URL)
     assert column_headers(response) == [
         "Id",
+        "Number",
         "Status",
         "Total",
         "Customer",
@@ -108,6 +110,8 @@ def test_each_cell_shows_the_order(admin_client, shop):
 
     done = rows["or_2026_may"]
     assert text(done["id"]) == "or_2026_may"
+    assert text(done["number_column"]) == "EX-2026-0502"  # what the customer quotes
+    assert text(rows["or_2026_mar"]["number_column"]) == "-"
     assert text(done["status_column"]) == "Completed"
     assert "orders-badge-completed" in done["status_column"]
     customer_url = reverse("admin:django_orders_customer_change", args=[quote("cu_ama")])

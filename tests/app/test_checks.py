@@ -3,10 +3,18 @@ W004 a deprecated setting."""
 
 from __future__ import annotations
 
+import copy
+import io
+import os
+
 import pytest
 from django.core import checks
+from django.core.management import call_command
 
 from django_orders.checks import check_settings, is_loopback
+from django_orders.conf import ENV_NAMES, orders_settings
+from django_orders.exceptions import OrdersConfigurationError
+from django_orders.secret import Secret
 from tests.fixtures.http import KEY
 
 GOOD = {"API_KEY": KEY, "BASE_URL": "https://api.example.com"}
@@ -35,7 +43,9 @@ def test_the_check_is_registered_with_django(settings):
 
 @pytest.mark.parametrize("name", ["API_KEY", "BASE_URL"])
 @pytest.mark.parametrize("missing", ["absent", None, ""])
-def test_e001_for_each_missing_required_setting(settings, name, missing):
+def test_e001_for_each_missing_required_setting(settings, monkeypatch, name, missing):
+    # The variable is exported, so the settings line is what is wrong (the next tests: not).
+    monkeypatch.setenv(ENV_NAMES[name], "exported")
     values = dict(GOOD)
     if missing == "absent":
         del values[name]
@@ -47,6 +57,48 @@ def test_e001_for_each_missing_required_setting(settings, name, missing):
     assert message.level == checks.ERROR
     assert message.msg == f'DJANGO_ORDERS["{name}"] is not set.'
     assert message.hint and name in message.hint
+
+
+@pytest.mark.parametrize(
+    "read", [lambda: Secret.from_env("ORDERS_API_KEY"), lambda: os.environ.get("ORDERS_API_KEY")]
+)
+def test_e001_says_the_environment_variable_is_not_set(settings, monkeypatch, read):
+    # The settings line is there; asking for it again would send the user to the wrong file.
+    monkeypatch.delenv("ORDERS_API_KEY", raising=False)
+    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": read()}
+    (message,) = check_settings()
+    assert message.id == "django_orders.E001"
+    assert message.msg == (
+        'DJANGO_ORDERS["API_KEY"] is not set: the environment variable ORDERS_API_KEY is not set.'
+    )
+    assert "export ORDERS_API_KEY=" in message.hint
+    with pytest.raises(OrdersConfigurationError, match="ORDERS_API_KEY is not set"):
+        orders_settings.API_KEY  # noqa: B018
+
+
+def test_e001_says_the_environment_variable_is_empty(settings, monkeypatch):
+    monkeypatch.setenv("SHOP_ORDERS_KEY", "")
+    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": Secret.from_env("SHOP_ORDERS_KEY")}
+    (message,) = check_settings()
+    assert message.msg.endswith("the environment variable SHOP_ORDERS_KEY is empty.")
+
+
+def test_a_key_from_the_environment_is_never_printed(settings, monkeypatch):
+    monkeypatch.setenv("ORDERS_API_KEY", KEY)
+    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": Secret.from_env("ORDERS_API_KEY")}
+    out = io.StringIO()
+    call_command("diffsettings", stdout=out)
+    assert "<Secret [hidden]>" in out.getvalue()
+    assert KEY not in out.getvalue()
+    assert check_settings() == []
+    assert orders_settings.API_KEY.reveal() == KEY
+    # Copies (override_settings, deepcopy) keep both the value hidden and where it came from.
+    copied = copy.deepcopy(settings.DJANGO_ORDERS["API_KEY"])
+    assert (copied.reveal(), copied.env, repr(copied)) == (
+        KEY,
+        "ORDERS_API_KEY",
+        "<Secret [hidden]>",
+    )
 
 
 def test_e001_twice_when_nothing_is_set(settings):

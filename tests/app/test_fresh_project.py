@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.readme_install import apply_settings, read_steps
+from tests.fixtures.readme_install import (
+    apply_settings,
+    read_steps,
+    read_testing,
+    write_testing_files,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 pytestmark = pytest.mark.fresh_project
@@ -113,8 +118,12 @@ def test_the_readme_install_section_works_as_written(tmp_path, sandbox):
 
     checked = django("check", cwd=project)
     assert checked.returncode != 0
-    assert '(django_orders.E001) DJANGO_ORDERS["API_KEY"] is not set.' in checked.stderr
-    assert '(django_orders.E001) DJANGO_ORDERS["BASE_URL"] is not set.' in checked.stderr
+    # The settings lines are there: what is missing is the environment, and E001 says so.
+    for name, variable in (("API_KEY", "ORDERS_API_KEY"), ("BASE_URL", "ORDERS_API_BASE_URL")):
+        assert (
+            f'(django_orders.E001) DJANGO_ORDERS["{name}"] is not set: '
+            f"the environment variable {variable} is not set."
+        ) in checked.stderr
     assert "Traceback" not in checked.stderr
     migrated = django("migrate", "--no-input", "--skip-checks", cwd=project)
     assert migrated.returncode == 0, migrated.stderr
@@ -128,3 +137,50 @@ def test_the_readme_install_section_works_as_written(tmp_path, sandbox):
         ran.append(command[2])
     assert ran == ["migrate", "check_orders_api"]
     assert sandbox.api_key not in done.stdout + done.stderr
+
+    # The README's way of holding the key: nothing prints it, diffsettings included.
+    shown = django("diffsettings", cwd=project, **environment)
+    assert shown.returncode == 0, shown.stderr
+    assert "DJANGO_ORDERS = {'API_KEY': <Secret [hidden]>" in shown.stdout
+    assert sandbox.api_key not in shown.stdout + shown.stderr
+
+
+def test_the_readme_testing_section_works_as_written(tmp_path):
+    """ "Testing your shop" followed in a new project: its pytest.ini and its example test,
+    run with the command it gives, from the directory of manage.py, and nothing else set (no
+    DJANGO_SETTINGS_MODULE in the environment). The control: without the README's pytest.ini the
+    same run fails, so the lines the README shows are the ones that make it work."""
+    steps, testing = read_steps(README), read_testing(README)
+    assert testing.packages == ["pytest", "pytest-django"]  # installed here by scripts/test
+    assert testing.command == ["pytest"]
+    project = tmp_path / "project"
+    project.mkdir()
+    assert django("startproject", "shop", str(project), cwd=tmp_path).returncode == 0
+    apply_settings(steps, project / "shop" / "settings.py")
+    write_testing_files(testing, project)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "ORDERS_", "PYTEST_"))
+        and k not in ("PYTHONPATH", "DATABASE_URL")
+    }
+
+    def run_pytest() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", *testing.command],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    ran = run_pytest()
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
+
+    (project / "pytest.ini").unlink()
+    control = run_pytest()
+    assert control.returncode != 0
+    assert "settings are not configured" in control.stdout + control.stderr

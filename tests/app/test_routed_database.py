@@ -28,7 +28,7 @@ from django_orders.signals import order_created, order_first_seen
 from django_orders.sync.lease import Lease, LeaseLost
 from django_orders.views import SESSION_KEY
 from tests.fixtures.mirror import lease_taken_after
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.payloads import create_order_input, new_reference
 from tests.fixtures.routing import APP_DATABASE, AppRouter, ReplicaRouter
 
 on_both_databases = pytest.mark.django_db(transaction=True, databases=["default", APP_DATABASE])
@@ -168,7 +168,7 @@ class TestTheServicesBehindAReadReplica:
         settings.DATABASE_ROUTERS = [ReplicaRouter()]
 
     def test_confirm_order_answers_with_the_lookup_it_just_stored(self, live_orders):
-        order = create_order(**create_order_input(), finalize=True)
+        order = create_order(**create_order_input(), finalize=True, reference=new_reference())
         live_orders.pay_order(order.id)
 
         confirmed = confirm_order(order.id, wait=0)
@@ -177,7 +177,7 @@ class TestTheServicesBehindAReadReplica:
         assert confirmed.customer.id == order.customer_id
 
     def test_cancel_order_answers_with_the_cancelled_order(self, live_orders):
-        order = create_order(**create_order_input(), finalize=True)
+        order = create_order(**create_order_input(), finalize=True, reference=new_reference())
 
         cancelled = cancel_order(order.id)
 
@@ -185,7 +185,7 @@ class TestTheServicesBehindAReadReplica:
         assert live_orders.store.order(order.id)["status"] == "canceled"
 
     def test_the_refused_cancel_page_shows_the_order(self, live_orders, client):
-        order = create_order(**create_order_input(), finalize=True)
+        order = create_order(**create_order_input(), finalize=True, reference=new_reference())
         session = client.session
         session[SESSION_KEY] = [order.id]
         session.save()
@@ -204,7 +204,7 @@ class TestTheServicesBehindAReadReplica:
 
         order_created.connect(receiver, dispatch_uid="test_routed_database")
         try:
-            order = create_order(**create_order_input(), finalize=True)
+            order = create_order(**create_order_input(), finalize=True, reference=new_reference())
         finally:
             order_created.disconnect(dispatch_uid="test_routed_database")
 
@@ -218,7 +218,7 @@ def test_the_customer_pages_stay_outside_atomic_requests_on_the_apps_database(
     """confirm_order refuses an outer transaction on the app's database, where ATOMIC_REQUESTS
     would open one: the view opts out there, not only on ``default``."""
     monkeypatch.setitem(connections[routed_app].settings_dict, "ATOMIC_REQUESTS", True)
-    order = create_order(**create_order_input(), finalize=True)
+    order = create_order(**create_order_input(), finalize=True, reference=new_reference())
     live_orders.pay_order(order.id)
 
     response = client.get(reverse("django_orders:return"), {"order_id": order.id})

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django_orders.models import Order
 from django_orders.services import create_order
 from django_orders.views import MAX_REMEMBERED, SESSION_KEY
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.payloads import create_order_input, new_reference
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ def order(live_orders, sleeps) -> Order:
     """A finalized order of this shop, unpaid; 2 x GHS 50.00 + GHS 9.90 shipping."""
     kwargs = create_order_input()
     kwargs["line_items"].append(SHIPPING)
-    return create_order(**kwargs, finalize=True, number="A-77")
+    return create_order(**kwargs, finalize=True, number="A-77", reference=new_reference())
 
 
 def remember(client, *order_ids):

@@ -158,6 +158,9 @@ def test_against_the_sandbox_with_a_wrong_key(sandbox, orders_settings_for):
     text = "\n".join([str(caught.value), out.getvalue(), err.getvalue()])
     assert "HTTP 401" in text and "still active" in text
     assert wrong not in text and sandbox.api_key not in text
+    # The sandbox's own hint, from its 401 body's detail: which key it takes, and where to set it.
+    assert "The service says: This is the django-orders sandbox" in text
+    assert "--api-key" in text and 'DJANGO_ORDERS["API_KEY"]' in text
 
 
 # --- in a child process (real exit codes, real stdout/stderr) -------------------------------

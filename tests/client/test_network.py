@@ -88,6 +88,10 @@ def test_a_closed_port_is_request_not_sent(make_client, closed_port_url):
     with pytest.raises(RequestNotSent) as caught:
         client.fetch_page("orders", 1, 5)
     assert "Connection refused" in str(caught.value)
+    # Where, in the operator's terms; not our internal connection class (nor an object's id).
+    port = closed_port_url.rsplit(":", 1)[1]
+    assert f"could not connect (127.0.0.1:{port}: Failed to establish" in str(caught.value)
+    assert "_Tracked" not in str(caught.value) and "Connection(" not in str(caught.value)
 
 
 def test_a_connection_closed_after_the_request_is_outcome_unknown(make_client, raw_server):

@@ -10,11 +10,14 @@ from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
 from django_orders.services import create_order
+from tests.fixtures.payloads import new_reference
 
 
 def _checkout(request: HttpRequest) -> JsonResponse:
     data = json.loads(request.body)
-    order = create_order(customer=data["customer"], line_items=data["line_items"])
+    order = create_order(
+        customer=data["customer"], line_items=data["line_items"], reference=new_reference()
+    )
     return JsonResponse({"order": order.pk})
 
 

@@ -13,7 +13,7 @@ from django_orders.exceptions import (
 )
 from django_orders.models import Order, OrderRequest
 from django_orders.services import cancel_order, confirm_order, create_order
-from tests.fixtures.payloads import create_order_input
+from tests.fixtures.payloads import create_order_input, new_reference
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +39,7 @@ LINE_ITEMS = [
 def checkout(**changes):
     kwargs = {
         **create_order_input(),
+        "reference": new_reference(),
         "line_items": LINE_ITEMS,
         "finalize": True,
         "number": "A-1001",

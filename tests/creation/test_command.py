@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import OrderRequest
 from django_orders.services import create_order
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +73,7 @@ def test_failure_and_review_exit_non_zero(pending_requests):
 def test_child_process_exits_1_when_a_request_needs_review(live_orders, order_input, run_manage):
     live_orders.add_fault("drop_after_commit", "/orders/create", times=4)
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     OrderRequest.objects.update(first_sent_at=timezone.now() - timedelta(hours=23, minutes=5))
     result = run_manage("resume_order_requests", server=live_orders)
     assert result.returncode == 1

@@ -22,6 +22,7 @@ from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resend_order_request
 from django_orders.signals import order_created
 from tests.creation.conftest import upstream_orders_by_key
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 State = OrderRequest.State
@@ -52,20 +53,20 @@ def test_success_stores_request_customer_and_order(live_orders, received, order_
 
 
 def test_finalize_is_sent(live_orders, order_input):
-    order = create_order(**order_input, finalize=True)
+    order = create_order(**order_input, finalize=True, reference=new_reference())
     assert json.loads(OrderRequest.objects.get().payload)["finalize"] is True
     assert "sealed_at" in order.raw
 
 
-def test_success_path_runs_exactly_four_statements(
+def test_success_path_statements_in_a_test_transaction(
     live_orders, order_input, django_assert_num_queries
 ):
-    # INSERT request; upsert customer; upsert order; UPDATE request. Nothing else (the test's
-    # own atomic block means no BEGIN/SAVEPOINT is issued for the success transaction).
-    with django_assert_num_queries(4) as captured:
-        create_order(**order_input)
+    # INSERT request (in a savepoint: under the test's own atomic block a repeated reference's
+    # IntegrityError must not poison it); upsert customer; upsert order; UPDATE request.
+    with django_assert_num_queries(6) as captured:
+        create_order(**order_input, reference=new_reference())
     sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "INSERT", "INSERT", "UPDATE"]
+    assert sql == ["SAVEPOINT", "INSERT", "RELEASE", "INSERT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -90,7 +91,7 @@ def test_order_created_signal_after_commit(
     order_created.connect(receiver)
     try:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            order = create_order(**order_input)
+            order = create_order(**order_input, reference=new_reference())
         assert seen == []  # nothing before the commit
         for callback in callbacks:
             callback()
@@ -139,7 +140,7 @@ def test_lost_answer_is_pending_then_resumed_with_same_key_and_bytes(
 def test_server_error_before_write_stays_pending_then_succeeds(live_orders, order_input):
     live_orders.add_fault("error_before_write", "/orders/create", times=4, status=503)
     with pytest.raises(OrderRequestPending) as caught:
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert caught.value.order_request.pk == request.pk
     assert (request.state, request.last_status_code) == (State.PENDING, 503)
@@ -153,7 +154,7 @@ def test_server_error_before_write_stays_pending_then_succeeds(live_orders, orde
 def test_server_error_after_write_leaves_one_upstream_order(live_orders, order_input):
     live_orders.add_fault("error_after_write", "/orders/create", times=4, status=500)
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.last_status_code == 500
     resume_order_requests(now=timezone.now() + LATER)
@@ -166,7 +167,7 @@ def test_rate_limited_after_retries_stays_pending(live_orders, order_input, sett
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "MAX_RETRIES": 0}
     live_orders.add_fault("rate_limit", "/orders/create", retry_after=120)
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert (request.state, request.last_status_code, request.last_error_code) == (
         State.PENDING,
@@ -202,7 +203,7 @@ def test_definitive_rejection_is_failed_and_not_resent(live_orders, received, or
 def test_idempotency_conflict_after_tampering_needs_review(live_orders, order_input):
     live_orders.add_fault("drop_after_commit", "/orders/create", times=4)
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     tampered = json.loads(request.payload)
     tampered["line_items"][0]["product"]["quantity"] = 3
@@ -222,7 +223,7 @@ def test_in_progress_409_stays_pending_then_replays(live_orders, received, order
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "TIMEOUT": (2, 0.5), "MAX_RETRIES": 0}
     live_orders.add_fault("slow", "/orders/create", seconds=2)
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.last_error.startswith("OutcomeUnknown")
     request = resend_order_request(request)
@@ -249,7 +250,7 @@ def test_authentication_failure_keeps_request_pending(live_orders, order_input, 
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "API_KEY": wrong}
     caplog.set_level(logging.DEBUG)
     with pytest.raises(AuthenticationFailed) as caught:
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert (request.state, request.last_status_code) == (State.PENDING, 401)
     for text in (str(caught.value), repr(caught.value), request.last_error, caplog.text):
@@ -304,7 +305,7 @@ def test_pending_reference_is_resent_with_its_own_key(live_orders, received, ord
 
 
 def test_resend_refuses_a_request_that_is_not_pending(live_orders, order_input):
-    create_order(**order_input)
+    create_order(**order_input, reference=new_reference())
     with pytest.raises(ValueError, match="only pending"):
         resend_order_request(OrderRequest.objects.get())
 

@@ -8,12 +8,13 @@ import pytest
 from django_orders.models import Order
 from django_orders.services import create_order
 from django_orders.sync.refresh import refresh_orders
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_finalized_create_mirrors_total_payment_page_and_contact(live_orders, order_input):
-    order = create_order(**order_input, finalize=True)  # 2 x GHS 50.00
+    order = create_order(**order_input, finalize=True, reference=new_reference())  # 2 x GHS 50.00
 
     stored = Order.objects.select_related("customer").get(pk=order.pk)
     for row in (order, stored):
@@ -27,7 +28,7 @@ def test_a_finalized_create_mirrors_total_payment_page_and_contact(live_orders, 
 
 
 def test_a_lookup_after_payment_brings_paid_at(live_orders, order_input):
-    order = create_order(**order_input, finalize=True)
+    order = create_order(**order_input, finalize=True, reference=new_reference())
     live_orders.pay_order(order.pk)
 
     result = refresh_orders([order.pk])

@@ -13,6 +13,7 @@ from django_orders.exceptions import OrderRequestPending, OrderRequestRejected
 from django_orders.models import OrderRequest
 from django_orders.services import create_order, resend_order_request
 from tests.fixtures.http import BASE, KEY
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +70,7 @@ def test_an_error_without_a_body_leaves_no_earlier_body_behind(http_mock, order_
     conflict = {"type": "invalid_request_error", "code": "idempotency_key_in_progress"}
     http_mock.post(URL, status=409, json={"error": conflict})
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.last_error_body == conflict
 
@@ -85,7 +86,7 @@ def test_the_key_echoed_in_the_body_never_reaches_the_row(http_mock, order_input
     echoed = {"code": "forbidden", "detail": f"Bearer {KEY}", "cause": [KEY]}
     http_mock.post(URL, status=403, json={"error": echoed})
     with pytest.raises(OrderRequestRejected):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     row = OrderRequest.objects.get()
     text = json.dumps(row.last_error_body) + row.last_error
     assert KEY not in text
@@ -102,7 +103,7 @@ def test_a_nul_character_in_the_body_is_stored(http_mock, order_input):
         URL, status=400, json={"error": {"code": "x", "message": "a\x00b", "detail": "\x00"}}
     )
     with pytest.raises(OrderRequestRejected):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     row = OrderRequest.objects.get()
     assert row.last_error_body == {"code": "x", "message": "a\ufffdb", "detail": "\ufffd"}
     assert row.last_error.startswith("RequestRejected: a\ufffdb")

@@ -28,6 +28,7 @@ from django_orders.exceptions import InvalidOrderRequest
 from django_orders.models import Order, OrderRequest
 from django_orders.services import create_order
 from tests.fixtures.http import BASE
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 URL = BASE + "/orders/create"
@@ -143,7 +144,7 @@ def order_inputs(draw: st.DrawFn) -> dict[str, Any]:
         "customer": draw(VALID_CUSTOMER),
         "line_items": items,
         "finalize": draw(st.booleans()),
-        "reference": draw(st.one_of(st.none(), st.text(min_size=1, max_size=40))),
+        "reference": draw(st.text(min_size=1, max_size=40)),
     }
     for name, strategy in OPTIONAL_ARGUMENTS.items():
         if name in PARAMETERS:
@@ -213,6 +214,6 @@ def test_custom_data_that_cannot_be_stored_is_refused(transport, order_input, cu
     if "custom_data" not in PARAMETERS:
         pytest.skip("create_order takes no custom_data here")
     with pytest.raises(InvalidOrderRequest) as caught:
-        create_order(**order_input, custom_data=custom_data)
+        create_order(**order_input, custom_data=custom_data, reference=new_reference())
     assert [path.startswith("custom_data.") for path in caught.value.errors] == [True]
     assert not OrderRequest.objects.exists() and not transport.calls

@@ -17,6 +17,7 @@ from django_orders.exceptions import OrderRequestPending
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resume_order_requests
 from tests.fixtures.hostile import MIB, gzip_bomb, json_answer, text_answer, trickle
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 State = OrderRequest.State
@@ -50,7 +51,7 @@ def create_expecting_pending(order_input) -> OrderRequest:
     """``create_order`` raises ``OrderRequestPending``; the stored request, checked for what
     every such outcome must leave: the attempt counted, first_sent_at set, the claim free."""
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.attempts == 1
     assert request.first_sent_at is not None  # the key's lifetime runs
@@ -62,7 +63,7 @@ def test_a_lone_surrogate_in_any_string_is_stored_replaced(hostile, order_input)
     text = json.dumps({"order": order(note="x")}).replace('"x"', '"a\\ud83db"')
     text = text.replace('"Ama Mensah"', '"Ama \\udc00"')
     hostile.script("/orders/create", text_answer(200, text))
-    created = create_order(**order_input)
+    created = create_order(**order_input, reference=new_reference())
     assert created.raw["note"] == "a\ufffdb"
     assert Customer.objects.get().name == "Ama \ufffd"
     assert Order.objects.get().raw["note"] == "a\ufffdb"
@@ -73,7 +74,7 @@ def test_a_nul_in_any_string_is_stored_replaced(hostile, order_input):
     text = json.dumps({"order": order(note="x")}).replace('"x"', '"a\\u0000b"')
     text = text.replace('"note"', '"no\\u0000te"').replace('"Ama Mensah"', '"Ama\\u0000"')
     hostile.script("/orders/create", text_answer(200, text))
-    create_order(**order_input)
+    create_order(**order_input, reference=new_reference())
     stored = Order.objects.get()
     assert stored.raw["no\ufffdte"] == "a\ufffdb"
     assert Customer.objects.get().name == "Ama\ufffd"

@@ -20,6 +20,7 @@ from django_orders.exceptions import (
 from django_orders.models import OrderRequest
 from django_orders.services import create_order, resend_order_request
 from tests.fixtures.http import BASE, KEY
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +59,7 @@ def order_answer(order_id="or_unit1"):
 def test_definitive_rejection_is_failed(http_mock, order_input, status, code):
     http_mock.post(URL, **error(status, code, "Nope."))
     with pytest.raises(OrderRequestRejected) as caught:
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert (request.state, request.last_status_code, request.last_error_code) == (
         State.FAILED,
@@ -76,7 +77,7 @@ def test_definitive_rejection_is_failed(http_mock, order_input, status, code):
 def test_idempotency_conflict_needs_review(http_mock, order_input):
     http_mock.post(URL, **error(422, "idempotency_key_conflict"))
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert (request.state, request.last_error_code) == (
         State.NEEDS_REVIEW,
@@ -107,7 +108,7 @@ def test_unknown_outcome_stays_pending_with_backoff(
 ):
     http_mock.post(URL, **answer)
     with pytest.raises(OrderRequestPending) as caught:
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.state == State.PENDING
     assert request.attempts == 1
@@ -124,7 +125,7 @@ def test_unknown_outcome_stays_pending_with_backoff(
 def test_backoff_doubles_per_attempt_and_is_capped(http_mock, order_input):
     http_mock.post(URL, **error(409, "idempotency_key_in_progress"))
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     waits = [request.next_attempt_at - request.last_attempt_at]
     for _ in range(2):
@@ -138,7 +139,7 @@ def test_backoff_doubles_per_attempt_and_is_capped(http_mock, order_input):
 def test_answer_that_breaks_the_spec_needs_review(http_mock, order_input):
     http_mock.post(URL, json=order_answer(order_id="12345"))
     with pytest.raises(OrderRequestPending):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     request = OrderRequest.objects.get()
     assert request.state == State.NEEDS_REVIEW
     assert "InvalidRecord" in request.last_error
@@ -146,7 +147,7 @@ def test_answer_that_breaks_the_spec_needs_review(http_mock, order_input):
 
 def test_success_and_replay_header(http_mock, order_input):
     http_mock.post(URL, json=order_answer(), headers={"Idempotent-Replayed": "true"})
-    order = create_order(**order_input)
+    order = create_order(**order_input, reference=new_reference())
     assert order.pk == "or_unit1"
     assert order.customer_id == "cu_unit1"
     sent = json.loads(http_mock.calls[0].request.body)
@@ -175,7 +176,7 @@ def test_api_key_never_in_errors_rows_or_logs(http_mock, order_input, caplog):
         http_mock.reset()
         http_mock.post(URL, **answer)
         try:
-            create_order(**order_input)
+            create_order(**order_input, reference=new_reference())
         except Exception as exc:  # every kind is inspected
             texts += [str(exc), repr(exc), repr(getattr(exc, "cause", None))]
     for request in OrderRequest.objects.all():
@@ -220,7 +221,7 @@ def test_a_5xx_web_page_keeps_the_request_pending_and_gives_the_hint(http_mock, 
     """A proxy's error page may stand in front of an API that did receive the request."""
     http_mock.post(URL, status=500, **WEB_PAGE)
     with pytest.raises(OrderRequestPending) as caught:
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     assert OrderRequest.objects.get().state == State.PENDING
     assert "The answer is a web page, not the API's" in str(caught.value.cause)
 
@@ -228,5 +229,5 @@ def test_a_5xx_web_page_keeps_the_request_pending_and_gives_the_hint(http_mock, 
 def test_the_apis_own_404_is_a_rejection_that_is_kept(http_mock, order_input):
     http_mock.post(URL, **error(404, "resource_missing"))
     with pytest.raises(OrderRequestRejected):
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     assert OrderRequest.objects.get().state == State.FAILED

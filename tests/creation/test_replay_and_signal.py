@@ -16,6 +16,7 @@ from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order
 from django_orders.signals import order_created
 from tests.creation.test_outcomes_unit import URL, order_answer
+from tests.fixtures.payloads import new_reference
 
 State = OrderRequest.State
 
@@ -86,7 +87,7 @@ def test_a_returning_customer_comes_back_as_stored_not_as_the_answers_copy(http_
     store_orders([parse_order(earlier)])
     http_mock.post(URL, json=answer)
 
-    order = create_order(**order_input)
+    order = create_order(**order_input, reference=new_reference())
 
     assert order.customer.name == "Ama Mensah (verified)" != answer["order"]["customer"]["name"]
     assert order.customer.first_seen_at == Customer.objects.get().first_seen_at
@@ -95,7 +96,7 @@ def test_a_returning_customer_comes_back_as_stored_not_as_the_answers_copy(http_
 @pytest.mark.django_db
 def test_new_order_is_returned_as_stored(http_mock, order_input):
     http_mock.post(URL, json=order_answer())
-    order = create_order(**order_input)
+    order = create_order(**order_input, reference=new_reference())
     assert order == Order.objects.get()
     assert (order.status, order.customer_id) == ("requires_payment", "cu_unit1")
     assert Customer.objects.get().name == "Ama Mensah"
@@ -153,7 +154,7 @@ def test_failing_receiver_is_logged_not_raised(http_mock, order_input, receivers
         later.append(order.pk)
 
     with caplog.at_level(logging.ERROR, logger="django_orders.order_requests"):
-        order = create_order(**order_input)
+        order = create_order(**order_input, reference=new_reference())
 
     assert order.pk == "or_unit1"
     assert OrderRequest.objects.get().state == State.SUCCEEDED

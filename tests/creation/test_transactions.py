@@ -10,6 +10,7 @@ from django.db.transaction import TransactionManagementError
 
 from django_orders.models import Order, OrderRequest
 from django_orders.services import create_order, resume_order_requests
+from tests.fixtures.payloads import new_reference
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_non_atomic_checkout_view_creates_the_order(
 @pytest.mark.django_db(transaction=True)
 def test_explicit_atomic_block_is_refused(live_orders, received, order_input):
     with pytest.raises(TransactionManagementError), transaction.atomic():
-        create_order(**order_input)
+        create_order(**order_input, reference=new_reference())
     with pytest.raises(TransactionManagementError), transaction.atomic():
         resume_order_requests()
     assert OrderRequest.objects.count() == 0
@@ -58,7 +59,7 @@ def test_autocommit_off_is_refused(live_orders, order_input):
     transaction.set_autocommit(False)
     try:
         with pytest.raises(TransactionManagementError):
-            create_order(**order_input)
+            create_order(**order_input, reference=new_reference())
     finally:
         transaction.rollback()
         transaction.set_autocommit(True)

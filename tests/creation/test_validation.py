@@ -12,6 +12,7 @@ from django_orders.models import OrderRequest
 from django_orders.services import create_order
 from tests.fixtures.payloads import CREATE_CUSTOMER as CUSTOMER
 from tests.fixtures.payloads import CREATE_LINE_ITEMS as LINE_ITEMS
+from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +55,8 @@ def _urls(**changes):
 
 # (id, keyword changes to a valid call, the field path that must be reported)
 INVALID = [
+    ("reference-none", {"reference": None}, "reference"),
+    ("reference-blank", {"reference": "  "}, "reference"),
     ("name-empty", {"customer": _customer(name="  ")}, "customer.name"),
     (
         "name-missing",
@@ -285,7 +288,11 @@ INVALID = [
 
 @pytest.mark.parametrize(("changes", "path"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
 def test_invalid_input_is_refused_before_anything_is_stored_or_sent(http_mock, changes, path):
-    kwargs = {"customer": copy.deepcopy(CUSTOMER), "line_items": copy.deepcopy(LINE_ITEMS)}
+    kwargs = {
+        "customer": copy.deepcopy(CUSTOMER),
+        "line_items": copy.deepcopy(LINE_ITEMS),
+        "reference": new_reference(),
+    }
     kwargs.update(changes)
     with pytest.raises(InvalidOrderRequest) as caught:
         create_order(**kwargs)
@@ -297,11 +304,26 @@ def test_invalid_input_is_refused_before_anything_is_stored_or_sent(http_mock, c
     assert OrderRequest.objects.count() == 0
 
 
+def test_a_call_without_reference_is_refused_naming_it(http_mock):
+    # Without a reference every call would make a new upstream order: one checkout, two orders.
+    with pytest.raises(TypeError, match="'reference'"):
+        create_order(customer=CUSTOMER, line_items=LINE_ITEMS)  # type: ignore[call-arg]
+    with pytest.raises(InvalidOrderRequest) as caught:
+        create_order(customer=CUSTOMER, line_items=LINE_ITEMS, reference=None)  # type: ignore[arg-type]
+    assert "cart or checkout id" in caught.value.errors["reference"][0]
+    assert len(http_mock.calls) == 0
+    assert OrderRequest.objects.count() == 0
+
+
 def test_several_errors_are_all_reported_with_their_paths():
     items = _product(quantity=0, type="food")
     items[0]["product"]["price"]["currency"] = "GHS"
     with pytest.raises(InvalidOrderRequest) as caught:
-        create_order(customer=_customer(phone_number="0241234567"), line_items=items)
+        create_order(
+            customer=_customer(phone_number="0241234567"),
+            line_items=items,
+            reference=new_reference(),
+        )
     assert set(caught.value.errors) == {
         "customer.phone_number",
         "line_items[0].product.quantity",
@@ -327,7 +349,9 @@ def test_the_providers_currencies_are_accepted_by_default(currency):
         {**_price(currency=currency)[0]},
         {"type": "shipping", "shipping": {"fee": {"currency": currency, "value": 0}}},
     ]
-    data = validate_order_input(customer=CUSTOMER, line_items=items, finalize=True, reference=None)
+    data = validate_order_input(
+        customer=CUSTOMER, line_items=items, finalize=True, reference="cart-1"
+    )
     assert [line_item_price(item)["currency"] for item in data["line_items"]] == [currency] * 2
 
 
@@ -351,11 +375,13 @@ def test_currencies_follow_the_setting(settings):
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "CURRENCIES": ("eur",)}
     with pytest.raises(InvalidOrderRequest) as caught:
         validate_order_input(
-            customer=CUSTOMER, line_items=LINE_ITEMS, finalize=True, reference=None
+            customer=CUSTOMER, line_items=LINE_ITEMS, finalize=True, reference="cart-1"
         )
     assert "eur" in caught.value.errors["line_items[0].product.price.currency"][0]
     items = _price(currency="eur")
-    assert validate_order_input(customer=CUSTOMER, line_items=items, finalize=True, reference=None)
+    assert validate_order_input(
+        customer=CUSTOMER, line_items=items, finalize=True, reference="cart-1"
+    )
 
 
 def test_custom_data_at_the_providers_limits_is_accepted():
@@ -366,7 +392,7 @@ def test_custom_data_at_the_providers_limits_is_accepted():
         customer=CUSTOMER,
         line_items=LINE_ITEMS,
         finalize=False,
-        reference=None,
+        reference="cart-1",
         custom_data={key: value},
     )
     assert data["custom_data"] == {key: value}
@@ -375,7 +401,7 @@ def test_custom_data_at_the_providers_limits_is_accepted():
             customer=CUSTOMER,
             line_items=LINE_ITEMS,
             finalize=False,
-            reference=None,
+            reference="cart-1",
             custom_data={key: value + "v"},
         )
     assert list(caught.value.errors) == ["custom_data"]
@@ -384,7 +410,7 @@ def test_custom_data_at_the_providers_limits_is_accepted():
 def test_a_fee_written_as_a_product_names_both_fields():
     item = {"type": "fee", "product": LINE_ITEMS[0]["product"]}
     with pytest.raises(InvalidOrderRequest) as caught:
-        create_order(customer=CUSTOMER, line_items=[*LINE_ITEMS, item])
+        create_order(customer=CUSTOMER, line_items=[*LINE_ITEMS, item], reference=new_reference())
     assert set(caught.value.errors) == {"line_items[1].fee", "line_items[1].product"}
     assert "Required for a fee line item" in caught.value.errors["line_items[1].fee"][0]
     assert "no product body" in caught.value.errors["line_items[1].product"][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -245,7 +246,11 @@ def test_run_accepts_a_django_style_options_dict(tmp_path, monkeypatch):
     }
     assert cli.run(options, out=out) == 0
     [server] = served
-    assert out.getvalue() == server.url + "\n"
+    assert out.getvalue().splitlines() == [
+        server.url,
+        "API key: the one given with --api-key or $ORDERS_SANDBOX_API_KEY (not printed)",
+    ]
+    assert "sk_test_cmd" not in out.getvalue()  # a chosen key may be a CI secret
     assert server.page_cap == 10 and server.app.enable_control
     assert Store(tmp_path / "cmd.sqlite3").count_orders() == 7
 
@@ -259,3 +264,23 @@ def test_edit_order_and_all_orders(store):
     assert everything[order_id]["number"] == "X-1"
     with pytest.raises(KeyError):
         store.edit_order("or_missing", lambda order: None)
+
+
+def test_run_says_the_default_key_at_start(tmp_path, monkeypatch):
+    """A project pointed at the sandbox needs its key: the well-known default is printed."""
+    import io
+
+    from django_orders.testing.sandbox import cli
+    from django_orders.testing.sandbox.server import SandboxServer
+
+    monkeypatch.delenv("ORDERS_SANDBOX_API_KEY", raising=False)
+    monkeypatch.setattr(SandboxServer, "serve_forever", lambda self: self.stop())
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    options = parser.parse_args(["--port", "0", "--db", str(tmp_path / "default.sqlite3")])
+    out = io.StringIO()
+    assert cli.run(options, out=out) == 0
+    assert out.getvalue().splitlines()[1] == (
+        "API key: sk_test_sandbox (the default; set ORDERS_API_KEY=sk_test_sandbox in the "
+        "project that uses this sandbox)"
+    )

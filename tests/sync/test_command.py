@@ -9,6 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_orders.conf import DEFAULTS
+from django_orders.management.commands.sync_orders import PLAIN_PROGRESS_EVERY, Command
 from django_orders.models import Order, SyncRun
 from django_orders.sync.lease import Lease
 from tests.fixtures.mirror import edit_raw_order
@@ -214,3 +216,13 @@ class TestExitStatus:
         result = run_manage("sync_orders", "--page-size", "0", server=sandbox_no_cap)
         assert result.returncode == 2
         assert "--page-size" in result.stderr
+
+
+@pytest.mark.django_db
+def test_help_states_the_defaults_the_code_uses_and_the_plain_progress():
+    text = " ".join(Command().create_parser("manage.py", "sync_orders").format_help().split())
+    assert f'DJANGO_ORDERS["REFRESH_LIMIT"], {DEFAULTS["REFRESH_LIMIT"]:,} unless set' in text
+    assert f'DJANGO_ORDERS["PAGE_SIZE"], {DEFAULTS["PAGE_SIZE"]:,} unless set' in text
+    assert f'DJANGO_ORDERS["MAX_PAGE_NUMBER"], {DEFAULTS["MAX_PAGE_NUMBER"]:,} unless set' in text
+    # Off a terminal the lines are sparse on purpose; the help says how sparse.
+    assert f"a plain line every {PLAIN_PROGRESS_EVERY}th page" in text

@@ -81,5 +81,7 @@ class Command(BaseCommand):
             head = f"The check failed at {where}."
         details = [str(exc)]
         if isinstance(exc, OrdersAPIError):
+            if exc.detail:  # often what to change (the sandbox's 401 says which key it takes)
+                details.append(f"The service says: {exc.detail}")
             details.append(f"HTTP status: {exc.status_code}, request id: {exc.request_id}")
         return "\n".join([head, *details])

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from django_orders.conf import MAX_PAGE_SIZE
+from django_orders.conf import DEFAULTS, MAX_PAGE_SIZE
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
 from django_orders.services import COLLECTIONS, RESOURCE_NAME, sync_orders
@@ -18,6 +18,9 @@ from ..arguments import whole_number
 EXIT_FAILED = 1
 EXIT_LEASE_HELD = 3
 EXIT_AUTH_FAILED = 4
+#: Off a terminal (cron, a container's log) at verbosity 1, a plain progress line every this many
+#: pages: a log line per page of a long walk would bury everything else.
+PLAIN_PROGRESS_EVERY = 10
 
 
 def resource_name(value: str) -> str:
@@ -33,7 +36,8 @@ def resource_name(value: str) -> str:
 
 class ProgressDisplay:
     """Pages, records and records per second: rewritten in place on a terminal, plain lines
-    otherwise (every 10th page at verbosity 1, every page and lookup at verbosity 2+)."""
+    otherwise (every ``PLAIN_PROGRESS_EVERY``th page at verbosity 1, every page and lookup at
+    verbosity 2+)."""
 
     def __init__(self, stdout: OutputWrapper, verbosity: int) -> None:
         self.stdout = stdout
@@ -59,7 +63,7 @@ class ProgressDisplay:
             self.width = max(self.width, len(text))
             self.stdout.write("\r" + text.ljust(self.width), ending="")
             self.stdout.flush()
-        elif self.verbosity >= 2 or (new_page and run.pages % 10 == 0):
+        elif self.verbosity >= 2 or (new_page and run.pages % PLAIN_PROGRESS_EVERY == 0):
             self.stdout.write(text)
 
     def end_line(self) -> None:
@@ -77,7 +81,9 @@ class Command(BaseCommand):
         "per resource at a time across all hosts (a lease in the database). Exit status: 0 "
         f"done; {EXIT_FAILED} failed (the error is also recorded on the sync run); "
         f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
-        "service rejected the API key (401); 2 invalid options."
+        "service rejected the API key (401); 2 invalid options. Progress: one line rewritten "
+        "in place on a terminal; elsewhere (cron, logs) a plain line every "
+        f"{PLAIN_PROGRESS_EVERY}th page, every page and lookup with -v 2, none with -v 0."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -101,8 +107,8 @@ class Command(BaseCommand):
             "--page-size",
             type=whole_number(1, MAX_PAGE_SIZE),
             default=None,
-            help='Records per page, 1 to 256 (default: DJANGO_ORDERS["PAGE_SIZE"], 100 '
-            "unless set).",
+            help=f'Records per page, 1 to {MAX_PAGE_SIZE} (default: DJANGO_ORDERS["PAGE_SIZE"], '
+            f"{DEFAULTS['PAGE_SIZE']:,} unless set).",
         )
         parser.add_argument(
             "--max-pages",
@@ -118,7 +124,8 @@ class Command(BaseCommand):
             type=whole_number(0),
             default=None,
             help="At most this many non-terminal orders outside the walk refreshed by lookup "
-            'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], 100 unless set).',
+            'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], '
+            f"{DEFAULTS['REFRESH_LIMIT']:,} unless set).",
         )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .handler import DEFAULT_API_KEY
 from .server import DEFAULT_PAGE_CAP, SandboxServer
 from .service import DEFAULT_ORDER_LIFETIME, PAGE_SIZE_READINGS
 from .store import DEFAULT_DB_PATH
@@ -51,9 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--api-key",
-        default=os.environ.get("ORDERS_SANDBOX_API_KEY", "sk_test_sandbox"),
+        default=os.environ.get("ORDERS_SANDBOX_API_KEY", DEFAULT_API_KEY),
         help="Bearer key the sandbox accepts"
-        " (default: $ORDERS_SANDBOX_API_KEY, else sk_test_sandbox).",
+        f" (default: $ORDERS_SANDBOX_API_KEY, else {DEFAULT_API_KEY}).",
     )
     parser.add_argument(
         "--db",
@@ -106,6 +107,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def key_line(api_key: str) -> str:
+    """Which key to give the project, said at start. The well-known default is printed; a key
+    chosen with --api-key or $ORDERS_SANDBOX_API_KEY is not (it may be a CI secret, and the
+    one who chose it knows it)."""
+    if api_key == DEFAULT_API_KEY:
+        return (
+            f"API key: {DEFAULT_API_KEY} (the default; set ORDERS_API_KEY={DEFAULT_API_KEY} "
+            "in the project that uses this sandbox)"
+        )
+    return "API key: the one given with --api-key or $ORDERS_SANDBOX_API_KEY (not printed)"
+
+
 def build_server(options: argparse.Namespace) -> SandboxServer:
     """Create (and seed) a server from parsed options, without serving yet."""
     if options.reset:
@@ -138,7 +151,8 @@ class _Writer(Protocol):
 
 
 def run(options: argparse.Namespace | Mapping[str, Any], out: _Writer | None = None) -> int:
-    """Serve until interrupted; writes the URL first so scripts can pick it up.
+    """Serve until interrupted; writes the URL first so scripts can pick it up, then which key
+    it accepts.
 
     Accepts the ``options`` dict of a Django management command as well as a
     Namespace, and any ``out`` with ``write`` (e.g. the command's ``self.stdout``).
@@ -148,6 +162,7 @@ def run(options: argparse.Namespace | Mapping[str, Any], out: _Writer | None = N
     server = build_server(options)
     stream = out if out is not None else sys.stdout
     stream.write(server.url + "\n")
+    stream.write(key_line(options.api_key) + "\n")
     if hasattr(stream, "flush"):
         stream.flush()
     if threading.current_thread() is threading.main_thread():

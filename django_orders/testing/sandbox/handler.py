@@ -29,6 +29,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_orders.testing.sandbox")
 
 MAX_BODY = 1024 * 1024
+#: The key the sandbox accepts unless started with another (``--api-key``).
+DEFAULT_API_KEY = "sk_test_sandbox"
+#: The 401's ``detail``: what a wrong key means here (``check_orders_api`` prints it).
+WRONG_KEY_DETAIL = (
+    "This is the django-orders sandbox: it accepts only the key it was started with (--api-key, "
+    f"else $ORDERS_SANDBOX_API_KEY, else {DEFAULT_API_KEY}; it says which when it starts). Set "
+    'DJANGO_ORDERS["API_KEY"] (ORDERS_API_KEY in the README\'s settings) to that key.'
+)
 DRAIN_LIMIT = 16 * MAX_BODY
 HTML_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -162,6 +170,9 @@ class Handler(BaseHTTPRequestHandler):
                 "Invalid credential: send 'Authorization: Bearer <API key>' with the"
                 " complete, active key.",
                 type="authentication_error",
+                # Said by the sandbox only: the usual mistake against it is pointing a project
+                # with its real (or no) key at it. The key itself is never quoted.
+                detail=WRONG_KEY_DETAIL,
             )
 
     @staticmethod
