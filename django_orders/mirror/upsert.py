@@ -95,13 +95,13 @@ def read_by_ids(
         names = [quote(column_of(model, name)) for name in columns]
         padding = ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
         pk = quote(column_of(model, model._meta.pk.name))
-        rows = f"{quote(model._meta.db_table)} WHERE {pk} {where}"
+        source = f"{quote(model._meta.db_table)} WHERE {pk} {where}"
         if model in lock and connection.vendor == "postgresql":
             # A locking clause is not allowed on a UNION's arm, but is in a sub-select.
-            rows = (
-                f"(SELECT {', '.join(names)} FROM {rows} ORDER BY {pk} FOR UPDATE) AS locked{n:d}"  # noqa: S608,E501
+            source = (
+                f"(SELECT {', '.join(names)} FROM {source} ORDER BY {pk} FOR UPDATE) AS locked{n:d}"  # noqa: S608
             )
-        selects.append(f"SELECT {n:d}, {', '.join(names + padding)} FROM {rows}")  # noqa: S608
+        selects.append(f"SELECT {n:d}, {', '.join(names + padding)} FROM {source}")  # noqa: S608
         params.append(json_text(list(ids)))
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)

@@ -212,8 +212,17 @@ def test_absent_rows_read_back_exactly_as_given():
     other = orders(1, start=7)[0]
     big = 9_007_199_254_740_993  # past a double's exact integers
     rows = [
-        (*_order_row(parsed)[:11], big, "EUR", "N-1", "https://pay.example/\\N", when, None, when)
-        + (when,),
+        (
+            *_order_row(parsed)[:11],
+            big,
+            "EUR",
+            "N-1",
+            "https://pay.example/\\N",
+            when,
+            None,
+            when,
+            when,
+        ),
         _order_row(other),
     ]
     with transaction.atomic():
