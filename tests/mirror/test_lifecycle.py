@@ -5,9 +5,12 @@ order into the mirror (a page of either parse path, a lookup, a cancel's answer,
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 
 from django_orders.client.decoding import decode_plain
 from django_orders.client.lookups import Lookup
@@ -266,3 +269,48 @@ def test_a_cancel_answered_after_the_payment_was_stored_leaves_the_order_paid(
 
     assert order.status == "paid" and stored().status == "paid"
     assert changes == [("or_unit1", "requires_payment", "paid")]
+
+
+# --- two writers at once (PostgreSQL) ------------------------------------------------------------
+
+
+def waiting_on_a_lock() -> bool:
+    # pg_locks, not pg_stat_activity: that one is read once per transaction.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's row locks")
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_of_the_same_payment_announce_it_once():
+    """Two transactions store the payment at once (a page and a confirm's lookup): the second
+    decides on the row as the first left it, so only the first reports the change."""
+    store("requires_payment", T1)
+    second: list = []
+
+    def other_writer() -> None:
+        try:
+            with transaction.atomic():
+                page = [parse_order(record(status="paid", number="EX-2"))]
+                second.append(store_orders(page, sent_at=T3))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        first = store_orders([parse_order(record(status="paid"))], sent_at=T2)
+        writer = threading.Thread(target=other_writer)
+        writer.start()
+        for _ in range(600):  # until the other writer waits for this transaction's lock
+            if waiting_on_a_lock():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the other writer never waited for the row")
+    writer.join(30)
+
+    assert [(o.pk, previous, o.status) for o, previous in first.status_changes] == [
+        ("or_unit1", "requires_payment", "paid")
+    ]
+    assert second[0].status_changes == []
+    assert (stored().status, stored().number) == ("paid", "EX-2")
