@@ -314,3 +314,23 @@ def test_two_writers_of_the_same_payment_announce_it_once():
     ]
     assert second[0].status_changes == []
     assert (stored().status, stored().number) == ("paid", "EX-2")
+
+
+# --- a create's answer ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_create_answer_is_stamped_with_the_first_send_of_its_request(live_orders):
+    from django_orders.models import OrderRequest
+    from django_orders.services import create_order
+    from tests.fixtures.payloads import create_order_input
+
+    order = create_order(**create_order_input(), reference="lifecycle-1")
+    request = OrderRequest.objects.get(reference="lifecycle-1")
+    assert order.observed_at == request.first_sent_at is not None
+    assert Order.objects.get(pk=order.pk).observed_at == request.first_sent_at
+
+    # An answer to a request sent before it (a page in transit) does not replace it.
+    older = {**order.raw, "number": "EX-OLDER"}
+    result = store_orders([parse_order(older)], sent_at=request.first_sent_at - timedelta(1))
+    assert result.kept == 1 and Order.objects.get(pk=order.pk).number == order.number
