@@ -2,7 +2,8 @@
 
 Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
 ``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
-fixed number of statements: one read of the stored fingerprints of the customers and the orders,
+fixed number of statements: one read of the stored fingerprints of the customers and the orders
+(the orders locked on PostgreSQL: ``lifecycle`` decides on them),
 then one write of the new or changed customers and one of the new or changed orders
 (``upsert.write_read_rows``: on PostgreSQL rows that are all new go in by ``COPY``; on SQLite new
 orders by a plain ``INSERT`` and changed ones by the upsert, two statements when a call has both),
@@ -173,7 +174,7 @@ def store_orders(
     because the refresh queue is ordered by it. ``compare=False`` skips reading the stored
     fingerprints and writes every record through the upsert (one statement fewer): for an order
     that was just created upstream, which is new but for a rare replay; every record then counts
-    as created.
+    as created, and nothing stored is known to weigh it against (``lifecycle`` is not applied).
 
     ``known_customers`` (used by a page walk) holds the ids of customers already written from a
     newer order earlier in the same walk: their copies in older orders are not written again.
@@ -207,7 +208,7 @@ def store_orders(
         if previous is not None:
             if not replaces(order.status, sent_at, previous.status, previous.observed_at):
                 logger.info(
-                    "Order %s: kept as stored (%s); an answer to an earlier request said %s",
+                    "Order %s: kept as stored (%s) over an older answer (%s): mirror.lifecycle",
                     order.id,
                     previous.status,
                     order.status,
