@@ -135,6 +135,16 @@ class Order(models.Model):
     refreshed_at = models.DateTimeField(
         _("refreshed"), null=True, blank=True, help_text=_("Last lookup by id.")
     )
+    # Orders carry no updated_at: the mirror orders the answers it stores by when their
+    # requests were sent, and never lets an answer to an earlier request replace this row
+    # (mirror.lifecycle).
+    observed_at = models.DateTimeField(
+        _("observed"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("When the request whose answer this row holds was sent."),
+    )
 
     class Meta:
         verbose_name = _("order")

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
@@ -36,10 +37,16 @@ HEARTBEAT_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Lookup:
-    """One finished lookup: the record, or ``None`` when the service does not know the order."""
+    """One finished lookup: the record, or ``None`` when the service does not know the order.
+
+    ``sent_at``: when its request was sent (the mirror refuses an answer to a request sent
+    before the one whose answer it holds: ``mirror.lifecycle``); ``None`` counts as when the
+    answer is stored.
+    """
 
     order_id: str
     record: dict[str, Any] | None
+    sent_at: datetime | None = None
 
 
 class _ClientPerThread:
@@ -72,12 +79,14 @@ class _ClientPerThread:
 
 
 def _lookup(clients: _ClientPerThread, order_id: str) -> Lookup:
+    client = clients.get()
+    sent_at = datetime.now(UTC)
     try:
-        return Lookup(order_id, clients.get().lookup_order(order_id))
+        return Lookup(order_id, client.lookup_order(order_id), sent_at)
     except RequestRejected as exc:
         if exc.status_code != 404:
             raise
-        return Lookup(order_id, None)
+        return Lookup(order_id, None, sent_at)
 
 
 def lookup_orders(

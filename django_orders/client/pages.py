@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..conf import MAX_PAGE_SIZE
@@ -44,6 +45,9 @@ class Page:
     #: A typed page's body, as the service sent it: the parser hashes each record's bytes as
     #: sent (``Order.wire_fingerprint``) and decodes it when needed. ``None`` for any other page.
     body: bytes | None = field(default=None, repr=False)
+    #: When the walk sent the request for this page (its first attempt): the mirror refuses
+    #: the page's answer for an order it holds from a later request (``mirror.lifecycle``).
+    sent_at: datetime | None = None
 
     @property
     def is_last(self) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Final, Literal
 
@@ -67,6 +68,7 @@ class PageWalk:
             if self.max_page_number is not None and number > self.max_page_number:
                 self.end_reason = "page_window"
                 return
+            sent_at = datetime.now(UTC)
             try:
                 page = self.client.fetch_page(
                     self.resource,
@@ -87,7 +89,7 @@ class PageWalk:
                     return
                 raise
             self.pages_read += 1
-            yield page
+            yield replace(page, sent_at=sent_at)
             if page.is_last:
                 self.end_reason = "last_page"
                 return

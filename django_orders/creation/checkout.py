@@ -27,6 +27,8 @@ import hashlib
 import time
 from datetime import timedelta
 
+from django.utils import timezone
+
 from ..client.factory import get_client
 from ..client.lookups import Lookup
 from ..client.transport import OrdersClient
@@ -117,13 +119,14 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     if current.status in TERMINAL_STATUSES:
         raise OrderNotCancellable(order_id, current.status)
     client = get_client()
+    sent_at = timezone.now()
     try:
         record = client.cancel_order(
             order_id, idempotency_key=cancel_key(order_id, reason), reason=reason
         )
     except RequestRejected as exc:
         return _after_refusal(client, order_id, exc)
-    store_answer(order_id, record, what="cancel")
+    store_answer(order_id, record, what="cancel", sent_at=sent_at)
     return stored_order(order_id)
 
 
@@ -154,13 +157,14 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
     Not ``lookup_orders``: that pool builds clients of its own, and here the client (and its
     ``sleep``) is the caller's, for a single order.
     """
+    sent_at = timezone.now()
     try:
         record = client.lookup_order(order_id)
     except RequestRejected as exc:
         if exc.status_code != 404:
             raise
         record = None
-    return store_lookup(Lookup(order_id, record))
+    return store_lookup(Lookup(order_id, record, sent_at))
 
 
 def _wait_seconds(wait: timedelta | float | None) -> float:

@@ -255,6 +255,9 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
         "updated_at": now,
     }
     customer, order = _mirror_rows(parsed, now, using)
+    # Inserted only where the mirror has no row; the answer may be a replay, as old as the
+    # key's first use (mirror.lifecycle orders answers by when their requests were sent).
+    order.observed_at = first_sent
     with transaction.atomic(using=using, savepoint=False, durable=True):
         if insert_if_absent(customer, using):
             # The order holds the customer it just inserted: whoever reads ``order.customer``

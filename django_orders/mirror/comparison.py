@@ -12,8 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
+from django.db import connections
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from ..db import app_database
 from ..models import Customer, Order
 from .parsing import ParsedCustomer, ParsedOrder
 from .upsert import read_by_ids
@@ -24,6 +30,12 @@ class StoredOrder(NamedTuple):
     fingerprint: str
     wire_fingerprint: str
     status: str
+    #: When the request whose answer the row holds was sent (``lifecycle``).
+    observed_at: datetime | None = None
+
+
+#: What ``read_stored`` reads of an order: ``StoredOrder``'s fields, after its id.
+ORDER_READ = ("id", "fingerprint", "wire_fingerprint", "status", "observed_at")
 
 
 class StoredCustomer(NamedTuple):
@@ -100,19 +112,40 @@ def compare_orders(
 
 def read_stored(comparison: Comparison) -> None:
     """Read what the mirror holds for ``comparison``'s orders and customers: one statement,
-    none for no orders."""
+    none for no orders.
+
+    Inside a transaction (a write's) the orders read are locked on PostgreSQL until it ends:
+    the write decides from them whether an answer replaces the stored order (``lifecycle``)
+    and which status change it announces, and no other writer may change them meanwhile.
+    """
     orders, customers = comparison.orders, comparison.customers
     if orders:
+        connection = connections[app_database()]
         customer_rows, order_rows = read_by_ids(
             (Customer, list(customers), ("id", "fingerprint", "wire_fingerprint")),
-            (Order, list(orders), ("id", "fingerprint", "wire_fingerprint", "status")),
+            (Order, list(orders), ORDER_READ),
+            lock=(Order,) if connection.in_atomic_block else (),
         )
         comparison.stored_customers = {
             pk: StoredCustomer(print_, wire) for pk, print_, wire in customer_rows
         }
         comparison.stored = {
-            pk: StoredOrder(print_, wire, status) for pk, print_, wire, status in order_rows
+            pk: StoredOrder(print_, wire, status, _aware(connection, observed_at))
+            for pk, print_, wire, status, observed_at in order_rows
         }
+
+
+def _aware(connection, value: Any) -> datetime | None:
+    """A datetime read by a raw cursor as the model field reads it: SQLite gives text in the
+    connection's time zone, PostgreSQL an aware datetime."""
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not a stored datetime: {value!r}")
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, connection.timezone or UTC)
+    return parsed
 
 
 def stored_as_sent(comparison: Comparison) -> bool:

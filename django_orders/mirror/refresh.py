@@ -36,16 +36,25 @@ def store_lookup(lookup: Lookup, *, within: Within | None = None) -> MirrorResul
         logger.info("Order %s is unknown to the service (404); left as it is", lookup.order_id)
         stamp_refreshed(lookup.order_id, within=within)
         return None
-    return store_answer(lookup.order_id, lookup.record, what="lookup", within=within)
+    return store_answer(
+        lookup.order_id, lookup.record, what="lookup", sent_at=lookup.sent_at, within=within
+    )
 
 
 def store_answer(
-    order_id: str, record: Any, *, what: str, within: Within | None = None
+    order_id: str,
+    record: Any,
+    *,
+    what: str,
+    sent_at: datetime | None = None,
+    within: Within | None = None,
 ) -> MirrorResult:
     """Write the order the service answered about ``order_id`` (a lookup's, a cancel's).
 
-    ``InvalidRecord`` names ``what`` answered and the field, or that the answer was about
-    another order; nothing is written then.
+    ``sent_at``: when the request was sent; the mirror keeps an order it holds from a later
+    request, or further along its lifecycle (``lifecycle``). ``InvalidRecord`` names ``what``
+    answered and the field, or that the answer was about another order; nothing is written
+    then.
     """
     try:
         parsed = parse_order(record)
@@ -55,7 +64,7 @@ def store_answer(
         raise InvalidRecord(f"{what} of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
     with app_atomic():
-        result = store_orders([parsed], now=now, refreshed=True)
+        result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True)
         if within is not None:
             within(result, now)
         app_on_commit(partial(announce, result))

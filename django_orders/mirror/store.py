@@ -2,7 +2,8 @@
 
 Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
 ``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
-fixed number of statements: one read of the stored fingerprints of the customers and the orders,
+fixed number of statements: one read of the stored fingerprints of the customers and the orders
+(the orders locked on PostgreSQL: ``lifecycle`` decides on them),
 then one write of the new or changed customers and one of the new or changed orders
 (``upsert.write_read_rows``: on PostgreSQL rows that are all new go in by ``COPY``; on SQLite new
 orders by a plain ``INSERT`` and changed ones by the upsert, two statements when a call has both),
@@ -23,17 +24,20 @@ a page changes nothing and skip its transaction (``sync.engine``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from ..db import app_database
 from ..models import Customer, Order, RemoteRecord
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
+from .lifecycle import APPEARING, observed, replaces
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .upsert import upsert, write_read_rows
 
@@ -61,6 +65,7 @@ ORDER_COLUMNS = (
     "changed_at",
     "refreshed_at",
     *CHECKOUT_COLUMNS,
+    "observed_at",
 )
 ORDER_UPDATE = (
     "status",
@@ -72,6 +77,7 @@ ORDER_UPDATE = (
     "wire_fingerprint",
     "changed_at",
     *CHECKOUT_COLUMNS,
+    "observed_at",
 )
 #: The contact columns come last, as in ``ORDER_COLUMNS``.
 CUSTOMER_COLUMNS = (
@@ -102,6 +108,8 @@ RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 RECORD_CONFLICT = ("resource", "remote_id")
 _Row = TypeVar("_Row", Customer, Order)
 
+logger = logging.getLogger("django_orders.sync")
+
 
 @dataclass
 class MirrorResult:
@@ -109,33 +117,38 @@ class MirrorResult:
 
     ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` and
     ``status_changes`` (instance, previous status) feed the signals. The instances are built on
-    first access: a page walk with no signal receivers never needs them.
+    first access: a page walk with no signal receivers never needs them. ``kept`` counts the
+    answers refused because the mirror holds a newer state (``lifecycle``); they count as
+    ``unchanged`` too: nothing of them was written.
     """
 
     created: int = 0
     updated: int = 0
     unchanged: int = 0
+    kept: int = 0
     now: datetime | None = None
     refreshed: bool = False
-    _written: list[tuple[ParsedOrder, str | None]] = field(default_factory=list, repr=False)
+    _written: list[tuple[ParsedOrder, str | None, datetime]] = field(
+        default_factory=list, repr=False
+    )
 
     @cached_property
     def orders(self) -> dict[str, Order]:
         assert self.now is not None  # store_orders() sets it whenever it writes an order
         return {
-            order.id: order_row(order, self.now, refreshed=self.refreshed)
-            for order, _previous in self._written
+            order.id: order_row(order, self.now, refreshed=self.refreshed, observed_at=observed)
+            for order, _previous, observed in self._written
         }
 
     @property
     def first_seen(self) -> list[Order]:
-        return [self.orders[order.id] for order, previous in self._written if previous is None]
+        return [self.orders[order.id] for order, previous, _ in self._written if previous is None]
 
     @property
     def status_changes(self) -> list[tuple[Order, str]]:
         return [
             (self.orders[order.id], previous)
-            for order, previous in self._written
+            for order, previous, _observed in self._written
             if previous is not None and previous != order.status
         ]
 
@@ -144,17 +157,24 @@ def store_orders(
     parsed_orders: Sequence[ParsedOrder],
     *,
     now: datetime | None = None,
+    sent_at: datetime | None = None,
     refreshed: bool = False,
     compare: bool = True,
     known_customers: set[str] | None = None,
 ) -> MirrorResult:
     """Upsert orders and their customers; records repeated in ``parsed_orders`` count once.
 
+    ``sent_at`` is when the request they answer was sent (``now`` if not given): an order the
+    mirror holds in a newer state (``lifecycle.replaces``, decided on the stored row locked in
+    this transaction) is not written, and counted in ``kept``; timestamps that only ever appear
+    are never cleared (``lifecycle.APPEARING``). Each written order's ``observed_at`` says when
+    its answer's request was sent.
+
     ``refreshed=True`` (a lookup by id) also stamps ``refreshed_at``, even on unchanged orders,
     because the refresh queue is ordered by it. ``compare=False`` skips reading the stored
     fingerprints and writes every record through the upsert (one statement fewer): for an order
     that was just created upstream, which is new but for a rare replay; every record then counts
-    as created.
+    as created, and nothing stored is known to weigh it against (``lifecycle`` is not applied).
 
     ``known_customers`` (used by a page walk) holds the ids of customers already written from a
     newer order earlier in the same walk: their copies in older orders are not written again.
@@ -163,6 +183,7 @@ def store_orders(
     The ids of this call's customers are added to the set.
     """
     now = now or timezone.now()
+    sent_at = sent_at or now
     result = MirrorResult(now=now, refreshed=refreshed)
     comparison = compare_orders(parsed_orders, known_customers=known_customers, read=compare)
     orders, customers = comparison.orders, comparison.customers
@@ -176,12 +197,27 @@ def store_orders(
     new_rows: list[tuple] = []
     changed_rows: list[tuple] = []
     unchanged_ids: list[str] = []
+    kept_ids: list[str] = []
     for order in orders.values():
         previous = stored.get(order.id)
         if is_stored(order, previous):
             result.unchanged += 1
             unchanged_ids.append(order.id)
             continue
+        observed_at = sent_at
+        if previous is not None:
+            if not replaces(order.status, sent_at, previous.status, previous.observed_at):
+                logger.info(
+                    "Order %s: kept as stored (%s) over an older answer (%s): mirror.lifecycle",
+                    order.id,
+                    previous.status,
+                    order.status,
+                )
+                result.unchanged += 1
+                result.kept += 1
+                kept_ids.append(order.id)
+                continue
+            observed_at = observed(sent_at, previous.observed_at)
         # Without the read (compare=False) nothing is known to be absent: all go to the upsert.
         (new_rows if compare and previous is None else changed_rows).append(
             (
@@ -203,21 +239,31 @@ def store_orders(
                 order.paid_at,
                 order.canceled_at,
                 order.expires_at,
+                observed_at,
             )
         )
-        result._written.append((order, None if previous is None else previous.status))
+        result._written.append((order, None if previous is None else previous.status, observed_at))
         if previous is None:
             result.created += 1
         else:
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
-    write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update)
+    write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING)
     if compare:
         store_new_bytes(comparison)
     if refreshed and unchanged_ids:
         # A lookup stamps every order it returned, changed or not: the refresh queue is
-        # ordered by refreshed_at, and changed_at keeps meaning "the record changed".
-        Order.objects.filter(pk__in=unchanged_ids).update(refreshed_at=now)
+        # ordered by refreshed_at, and changed_at keeps meaning "the record changed". An
+        # unchanged answer also says the stored state held when its request was sent.
+        Order.objects.filter(pk__in=unchanged_ids).update(
+            refreshed_at=now,
+            observed_at=Case(
+                When(Q(observed_at__isnull=True) | Q(observed_at__lt=sent_at), then=Value(sent_at)),
+                default=F("observed_at"),
+            ),
+        )
+    if refreshed and kept_ids:
+        Order.objects.filter(pk__in=kept_ids).update(refreshed_at=now)
     return result
 
 
@@ -244,10 +290,16 @@ def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None =
 
 
 def order_row(
-    order: ParsedOrder, now: datetime, *, refreshed: bool = False, using: str | None = None
+    order: ParsedOrder,
+    now: datetime,
+    *,
+    refreshed: bool = False,
+    observed_at: datetime | None = None,
+    using: str | None = None,
 ) -> Order:
     """The order as the mirror stores it, as a model instance that behaves like one read from
-    the database; ``refreshed`` (a lookup) also stamps ``refreshed_at``. See ``customer_row``.
+    the database; ``refreshed`` (a lookup) also stamps ``refreshed_at``; ``observed_at``: when
+    the request it answers was sent. See ``customer_row``.
     """
     instance = Order(
         id=order.id,
@@ -268,6 +320,7 @@ def order_row(
         first_seen_at=now,
         changed_at=now,
         refreshed_at=now if refreshed else None,
+        observed_at=observed_at,
     )
     return _as_stored(instance, using)
 

@@ -53,13 +53,20 @@ json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 IdRead = tuple[type[models.Model], Sequence[str], Sequence[str]]
 
 
-def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
+def read_by_ids(
+    *reads: IdRead, lock: Sequence[type[models.Model]] = ()
+) -> list[list[tuple[Any, ...]]]:
     """The rows of each ``(model, ids, columns)`` read, in one statement for all of them.
 
     A page's customers and orders are read together (``SELECT ... UNION ALL SELECT ...``, each
     row tagged with the read it answers): one round trip instead of two, on the thread whose
     round trips are the sync's critical path. The ids travel as one JSON array per read. Reads
     go to the database the mirror is written to, inside the caller's transaction.
+
+    On PostgreSQL the rows of the models in ``lock`` are locked (``FOR UPDATE``, in primary key
+    order, so that two writers of overlapping pages take them in the same order) until the
+    caller's transaction ends: what the caller decides from them holds when it writes. SQLite
+    needs no lock: no other connection commits between a transaction's read and its write.
     """
     results: list[list[tuple[Any, ...]]] = [[] for _ in reads]
     wanted = [(n, read) for n, read in enumerate(reads) if read[1]]
@@ -86,11 +93,15 @@ def read_by_ids(*reads: IdRead) -> list[list[tuple[Any, ...]]]:
     params: list[str] = []
     for n, (model, ids, columns) in wanted:
         names = [quote(column_of(model, name)) for name in columns]
-        names += ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
-        selects.append(
-            f"SELECT {n:d}, {', '.join(names)} FROM {quote(model._meta.db_table)} "  # noqa: S608
-            f"WHERE {quote(column_of(model, model._meta.pk.name))} {where}"
-        )
+        padding = ["NULL"] * (width - len(names))  # UNION ALL needs the same width everywhere
+        pk = quote(column_of(model, model._meta.pk.name))
+        source = f"{quote(model._meta.db_table)} WHERE {pk} {where}"
+        if model in lock and connection.vendor == "postgresql":
+            # A locking clause is not allowed on a UNION's arm, but is in a sub-select.
+            source = (
+                f"(SELECT {', '.join(names)} FROM {source} ORDER BY {pk} FOR UPDATE) AS locked{n:d}"  # noqa: S608
+            )
+        selects.append(f"SELECT {n:d}, {', '.join(names + padding)} FROM {source}")  # noqa: S608
         params.append(json_text(list(ids)))
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)
@@ -106,11 +117,14 @@ def upsert(
     update: Sequence[str],
     *,
     conflict: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
 ) -> None:
     """Insert ``rows``; on a conflict overwrite the ``update`` columns.
 
     ``conflict`` names the fields of the unique constraint that decides a conflict (the
     primary key when not given): ``RemoteRecord`` rows are unique on (resource, remote_id).
+    ``keep`` names ``update`` columns whose stored value a NULL never overwrites (an order's
+    timestamps that only ever appear: ``lifecycle.APPEARING``).
     """
     if not rows:
         return
@@ -121,8 +135,12 @@ def upsert(
         _orm_upsert(model, fields, rows, update, unique)
         return
     quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    kept = {column_of(model, name) for name in keep}
     updates = ", ".join(
-        f"{quote(column)} = EXCLUDED.{quote(column)}"
+        f"{quote(column)} = COALESCE(EXCLUDED.{quote(column)}, {table}.{quote(column)})"
+        if column in kept
+        else f"{quote(column)} = EXCLUDED.{quote(column)}"
         for column in (column_of(model, name) for name in update)
     )
     target = ", ".join(quote(column_of(model, name)) for name in unique)
@@ -135,9 +153,12 @@ def write_read_rows(
     absent: Sequence[tuple[Any, ...]],
     stored: Sequence[tuple[Any, ...]],
     update: Sequence[str],
+    *,
+    keep: Sequence[str] = (),
 ) -> None:
     """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
-    primary key): insert the first, overwrite the ``update`` columns of the second.
+    primary key): insert the first, overwrite the ``update`` columns of the second (``keep``:
+    as ``upsert``'s).
 
     On SQLite, when the ``update`` columns include a foreign key (an order's ``customer``), the
     absent rows go in with a plain ``INSERT`` and only the stored ones through the upsert: two
@@ -177,9 +198,9 @@ def write_read_rows(
             model._meta.get_field(name).is_relation for name in update
         ):
             _insert(connection, model, fields, absent, "")
-            upsert(model, columns, stored, update)
+            upsert(model, columns, stored, update, keep=keep)
             return
-    upsert(model, columns, [*absent, *stored], update)
+    upsert(model, columns, [*absent, *stored], update, keep=keep)
 
 
 #: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).

@@ -218,6 +218,9 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         seen_ids.update(fresh)
         records = list(fresh.values())
         now = timezone.now()
+        # When the page's request was sent: the mirror keeps an order it holds from a later
+        # request (mirror.lifecycle). A page without it counts as sent now.
+        sent_at = getattr(parsed, "sent_at", None) or now
         commit = partial(_commit_page, run, lease, len(fresh), run.problems, now, mode)
         with counts_kept_on_commit(run):
             results = _quiet_page(records, known_customers, mode) if is_orders else None
@@ -228,6 +231,7 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
                     records,
                     run,
                     now=now,
+                    sent_at=sent_at,
                     known_customers=known_customers,
                     commit=commit,
                 )

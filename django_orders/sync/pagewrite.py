@@ -46,16 +46,19 @@ def write_page(
     run: SyncRun,
     *,
     now: datetime,
+    sent_at: datetime | None = None,
     known_customers: set[str],
     commit: Callable[[list[MirrorResult]], None],
 ) -> list[MirrorResult]:
     """Store a page's ``records`` and, in the same transaction, call ``commit`` with what was
-    written (the caller saves the run's progress and renews the lease there)."""
+    written (the caller saves the run's progress and renews the lease there). ``sent_at``:
+    when the page's request was sent (``store_orders``'s)."""
+    sent_at = sent_at or now
     new_customers = _new_customers(resource, records, known_customers)
     saved = {k: v for k, v in vars(run).items() if k != "_state"}
     try:
         with app_atomic():
-            results = [_store(resource, records, now, known_customers)]
+            results = [_store(resource, records, now, sent_at, known_customers)]
             commit(results)
         return results
     except REFUSALS as exc:
@@ -82,7 +85,7 @@ def write_page(
             added = _new_customers(resource, [record], known_customers)
             try:
                 with app_atomic():
-                    results.append(_store(resource, [record], now, known_customers))
+                    results.append(_store(resource, [record], now, sent_at, known_customers))
             except REFUSALS as exc:
                 known_customers.difference_update(added)
                 set_aside(run, f"{resource} page {run.pages + 1}, id {record.id}", exc)
@@ -102,9 +105,11 @@ def set_aside(run: SyncRun, where: str, exc: BaseException) -> None:
         run.problems += "\n... more set aside: see the count and the logs."
 
 
-def _store(resource: str, records: Sequence[Any], now: datetime, known: set[str]) -> MirrorResult:
+def _store(
+    resource: str, records: Sequence[Any], now: datetime, sent_at: datetime, known: set[str]
+) -> MirrorResult:
     if resource == "orders":
-        return store_orders(records, now=now, known_customers=known)
+        return store_orders(records, now=now, sent_at=sent_at, known_customers=known)
     return store_records(resource, records, now=now)
 
 

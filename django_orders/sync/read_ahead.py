@@ -10,6 +10,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
+from datetime import datetime
 from typing import Any, TypeVar
 
 from ..client.pages import Page
@@ -20,6 +21,15 @@ from ..mirror.page_parsing import parse_fetched
 logger = logging.getLogger("django_orders.sync")
 
 _DONE = object()
+
+
+class PageRecords(list):
+    """A page's parsed records, with when the request for the page was sent (``Page.sent_at``):
+    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``)."""
+
+    __slots__ = ("sent_at",)
+    sent_at: datetime | None
+
 
 #: Seconds the walk waits for a helper thread when it stops (see fetched_ahead, run_ahead).
 HELPER_JOIN_TIMEOUT = 1.0
@@ -61,7 +71,10 @@ def fetched_ahead(
         )
         try:
             for page in fetched:
-                parsed = parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
+                parsed = PageRecords(
+                    parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
+                )
+                parsed.sent_at = page.sent_at
                 if prepare is not None:
                     prepare(parsed)
                 yield parsed

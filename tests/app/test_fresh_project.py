@@ -71,7 +71,10 @@ def test_a_fresh_project_checks_and_migrates(tmp_path):
     assert migrated.returncode == 0, migrated.stderr
     # One migration: the development ones were squashed before the first release.
     ours = [line.strip() for line in migrated.stdout.splitlines() if "django_orders." in line]
-    assert ours == ["Applying django_orders.0001_initial... OK"]
+    assert ours == [
+        "Applying django_orders.0001_initial... OK",
+        "Applying django_orders.0002_order_observed_at... OK",
+    ]
 
     with sqlite3.connect(project / "db.sqlite3") as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}

@@ -105,13 +105,23 @@ def test_the_number_of_lookups_is_bounded_however_long_the_wait():
     assert sum(confirm_delays(5)) == 5
 
 
-@pytest.mark.parametrize("status", ["canceled", "expired", "preparing", "on_hold"])
+@pytest.mark.parametrize("status", ["canceled", "expired", "on_hold"])
 def test_any_status_but_requires_payment_ends_the_wait(http_mock, sleeps, status):
     mirror()
     http_mock.post(LOOKUP, json={"order": record(status=status)})
 
     assert confirm_order("or_unit1", wait=5).status == status
     assert lookups(http_mock) == 1
+
+
+def test_an_answer_that_goes_back_in_the_lifecycle_is_not_stored(http_mock, sleeps):
+    """``preparing`` comes before ``requires_payment``: the mirror keeps the order as it is
+    (mirror.lifecycle), so the wait goes on."""
+    mirror()
+    http_mock.post(LOOKUP, json={"order": record(status="preparing")})
+
+    assert confirm_order("or_unit1", wait=1).status == "requires_payment"
+    assert lookups(http_mock) == 3
 
 
 def test_an_order_the_mirror_holds_as_paid_needs_no_lookup(http_mock, django_assert_num_queries):

@@ -168,7 +168,7 @@ def _order_row(parsed) -> tuple:
     """``parsed`` as a row of ``ORDER_COLUMNS``."""
     row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
     row += (parsed.raw_json, parsed.fingerprint, "", timezone.now(), timezone.now(), None)
-    return (*row, None, "", "", "", None, None, None)  # the checkout columns
+    return (*row, None, "", "", "", None, None, None, None)  # checkout columns, observed_at
 
 
 def test_rows_read_as_absent_but_there_are_never_skipped():
@@ -212,7 +212,17 @@ def test_absent_rows_read_back_exactly_as_given():
     other = orders(1, start=7)[0]
     big = 9_007_199_254_740_993  # past a double's exact integers
     rows = [
-        (*_order_row(parsed)[:11], big, "EUR", "N-1", "https://pay.example/\\N", when, None, when),
+        (
+            *_order_row(parsed)[:11],
+            big,
+            "EUR",
+            "N-1",
+            "https://pay.example/\\N",
+            when,
+            None,
+            when,
+            when,
+        ),
         _order_row(other),
     ]
     with transaction.atomic():
@@ -230,6 +240,7 @@ def test_absent_rows_read_back_exactly_as_given():
         when,
         when,
     )
+    assert stored.observed_at == when
     assert Order.objects.get(pk=other.id).raw == other.raw
     assert Order.objects.filter(raw__note=tricky).exists()  # real JSON, queryable
 
@@ -324,8 +335,8 @@ def test_no_other_connection_slips_an_order_in_between_the_read_and_the_insert(m
     path = connection.settings_dict["NAME"]
     said = []
 
-    def read_then_race(*reads):
-        rows = read_by_ids(*reads)
+    def read_then_race(*reads, **options):
+        rows = read_by_ids(*reads, **options)
         said.append(_insert_order_elsewhere(path, parsed.id))
         return rows
 

@@ -75,6 +75,28 @@ def test_slow_delays_the_answer(api, sandbox):
     assert sandbox.faults.active() == []
 
 
+def test_hold_answer_sends_what_was_read_before_the_hold(api, sandbox, monkeypatch):
+    """An answer late in transit: the order changes during the hold, the answer does not."""
+    from django_orders.testing.sandbox import handler
+
+    (order_id,) = sandbox.insert_orders(1)
+    sandbox.add_fault("hold_answer", "/orders/page", seconds=0.25)
+
+    sleep = time.sleep
+
+    def pay_during_the_hold(seconds: float) -> None:
+        if seconds == 0.25:  # the hold (this patches the time module for every caller)
+            sandbox.pay_order(order_id)
+        else:
+            sleep(seconds)
+
+    monkeypatch.setattr(handler.time, "sleep", pay_during_the_hold)
+    held = api.page()
+    assert held.json()["page"]["orders"][0]["status"] == "requires_payment"
+    assert api.page().json()["page"]["orders"][0]["status"] == "paid"
+    assert sandbox.faults.active() == []
+
+
 def test_slow_beyond_the_client_timeout_is_a_read_timeout(api, sandbox):
     sandbox.add_fault("slow", "/orders/create", seconds=1.0)
     payload = order_payload("slow-timeout")

@@ -203,8 +203,8 @@ def test_an_order_committed_between_the_read_and_the_copy_is_written_not_set_asi
     read_by_ids = comparison.read_by_ids
     raced: list[str] = []
 
-    def read_then_race(*reads):
-        rows = read_by_ids(*reads)
+    def read_then_race(*reads, **options):
+        rows = read_by_ids(*reads, **options)
         if not raced:
             _commit_order_elsewhere("or_2")
             raced.append("or_2")

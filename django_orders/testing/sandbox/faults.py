@@ -19,6 +19,7 @@ KINDS = (
     "error_after_write",  # do the work, then answer `status`
     "rate_limit",  # 429 with Retry-After: `retry_after`
     "slow",  # sleep `seconds` before answering (on create: while the key is running)
+    "hold_answer",  # do the work, then hold the answer `seconds` (an answer late in transit)
     "insert_during_traversal",  # on pages with page_number > 1, insert `insert_count` records first
     "malformed_json",  # do the work, then answer 200 with a truncated JSON body
     "html_502",  # a proxy's HTML 502 page, no JSON, nothing done

@@ -14,6 +14,7 @@ import json
 import logging
 import secrets
 import socket
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -215,6 +216,9 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             reply = exc.reply()
         if fault is None or fault.kind == "slow":
+            self._send(reply)
+        elif fault.kind == "hold_answer":
+            time.sleep(fault.seconds)  # read before the wait: the answer is old when it lands
             self._send(reply)
         elif fault.kind == "drop_after_commit":
             self.close_connection = True  # nothing written: the client sees the socket close
