@@ -25,8 +25,13 @@ KEY_LIFETIME_SECONDS = 24 * 3600
 
 
 def fingerprint(payload: dict[str, Any]) -> str:
-    """Same payload, same fingerprint, whatever the key order or spacing."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Same payload, same fingerprint, whatever the key order or spacing.
+
+    ``request_meta`` (the key's carrier in the body) is left out: the same request replays
+    whether its key came in the body or in the ``Idempotency-Key`` header.
+    """
+    request = {name: value for name, value in payload.items() if name != "request_meta"}
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

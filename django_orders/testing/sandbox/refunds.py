@@ -89,9 +89,7 @@ class Refunds:
 
     def create(self, payload: dict[str, Any], header_key: str | None, delay: float) -> Reply:
         key = validation.idempotency_key(payload, header_key)
-        # The key's carrier is not part of the request: with it in the header or the body, the
-        # same request replays.
-        print_ = fingerprint({name: v for name, v in payload.items() if name != "request_meta"})
+        print_ = fingerprint(payload)
         with self.idempotency.claim(CREATE_REFUND_PATH, key, print_) as replay:
             if replay is not None:
                 return Reply.json_text(200, replay, **{"Idempotent-Replayed": "true"})

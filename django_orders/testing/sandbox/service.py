@@ -131,7 +131,8 @@ class Service:
         self, payload: dict[str, Any], delay: float = 0.0, header_key: str | None = None
     ) -> Reply:
         key = validation.idempotency_key(payload, header_key)
-        with self.idempotency.claim(CREATE_PATH, key, fingerprint(payload)) as replay:
+        print_ = fingerprint(payload)
+        with self.idempotency.claim(CREATE_PATH, key, print_) as replay:
             if replay is not None:
                 return Reply.json_text(200, replay, **{"Idempotent-Replayed": "true"})
             if delay:
@@ -144,7 +145,7 @@ class Service:
                 customer,
                 path=CREATE_PATH,
                 key=key,
-                fingerprint=fingerprint(payload),
+                fingerprint=print_,
                 body=body,
                 created_at=self.clock.timestamp(),
                 expires_ts=expires,
