@@ -35,9 +35,12 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply | None:
         unknown = sorted(set(payload) - _FAILURE_PARAMS)
         if unknown:
             raise invalid(unknown[0], f"Unknown failure parameter {unknown[0]!r}.")
+        reason = payload.get("reason")
+        if not isinstance(reason, str):
+            raise invalid("reason", "reason must be one of the provider's failure reasons.")
         try:
             armed = ledger.failures.arm(
-                payload.get("reason"),
+                reason,
                 payload.get("times", 1),
                 payload.get("detail"),
                 payload.get("retryable"),
