@@ -3,12 +3,14 @@ endpoints), the failure switch, cancel only while pending, and faults on refund 
 
 from __future__ import annotations
 
+import argparse
 from datetime import datetime
 
 import pytest
 import requests
 
 from django_orders.testing.sandbox import RefundNotOpen
+from django_orders.testing.sandbox.cli import add_arguments, build_server
 
 from .conftest import Api, error_of
 from .refund_helpers import CANCEL, CREATE, create_refund, paid_order, refund_body
@@ -261,3 +263,20 @@ def test_the_pytest_fixture_can_settle_and_fail_refunds(orders_sandbox):
     assert orders_sandbox.settle_refund(first)["status"] == "succeeded"
     assert orders_sandbox.fail_refund(second, "insufficient_balance")["status"] == "failed"
     api.session.close()
+
+
+def test_the_cli_sets_the_refund_delay(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for extra, delay in (([], 30.0), (["--refund-delay", "5"], 5.0)):
+        db = tmp_path / f"cli-{delay}.sqlite3"
+        server = build_server(parser.parse_args(["--port", "0", "--db", str(db), *extra]))
+        try:
+            timing = server.refund_timing
+            assert (timing.pending_seconds, timing.processing_seconds) == (delay, delay)
+        finally:
+            server.stop()
+
+
+def test_the_state_counts_refunds(api, refund):
+    assert api.control("state").json()["refunds"] == 1

@@ -46,7 +46,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply | None:
                 payload.get("retryable"),
             )
         except ValueError as exc:
-            raise invalid("reason", str(exc)) from None
+            raise invalid("times" if str(exc).startswith("times") else "reason", str(exc)) from None
         return Reply.json_obj(201, {"failure": armed, "armed": ledger.failures.armed()})
     if path == PREFIX + "failures/clear":
         return Reply.json_obj(200, {"cleared": ledger.failures.clear()})

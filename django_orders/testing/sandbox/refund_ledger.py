@@ -47,6 +47,9 @@ FAILURE_REASONS: dict[str, tuple[str, bool]] = {
     "unknown": ("The refund failed for an unknown reason.", False),
 }
 
+#: Seconds of sandbox clock a refund spends pending, and then processing, by default.
+DEFAULT_REFUND_DELAY = 30.0
+
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -83,8 +86,8 @@ def failure(
 class RefundTiming:
     """Seconds of sandbox clock a refund spends pending, then processing (None: until moved)."""
 
-    pending_seconds: float | None = 30.0
-    processing_seconds: float | None = 30.0
+    pending_seconds: float | None = DEFAULT_REFUND_DELAY
+    processing_seconds: float | None = DEFAULT_REFUND_DELAY
 
 
 class FailureSwitch:

@@ -19,7 +19,7 @@ from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
 from .pacing import Pacing
-from .refund_ledger import RefundTiming
+from .refund_ledger import DEFAULT_REFUND_DELAY, RefundTiming
 from .service import DEFAULT_ORDER_LIFETIME, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
@@ -59,8 +59,8 @@ class SandboxServer:
         rate_limit: float | None = None,
         page_size_reading: str = "echo",
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
-        refund_pending_seconds: float | None = RefundTiming.pending_seconds,
-        refund_processing_seconds: float | None = RefundTiming.processing_seconds,
+        refund_pending_seconds: float | None = DEFAULT_REFUND_DELAY,
+        refund_processing_seconds: float | None = DEFAULT_REFUND_DELAY,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
