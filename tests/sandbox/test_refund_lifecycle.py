@@ -278,5 +278,14 @@ def test_the_cli_sets_the_refund_delay(tmp_path):
             server.stop()
 
 
-def test_the_state_counts_refunds(api, refund):
-    assert api.control("state").json()["refunds"] == 1
+def test_refunds_created_via_api_list_keys_and_references(api, sandbox, order):
+    create_refund(api, refund_body(order, (0, 100), reference="rma-1"), "rk-a")
+    second = create_refund(api, refund_body(order, (0, 200)), "rk-b").json()["refund"]
+    sandbox.settle_refund(second["id"])
+    listed = sandbox.refunds_created_via_api()
+    assert [(r["idempotency_key"], r["reference"], r["status"]) for r in listed] == [
+        ("rk-a", "rma-1", "pending"),
+        ("rk-b", None, "succeeded"),
+    ]
+    assert {r["order_id"] for r in listed} == {order["id"]}
+    assert api.control("state").json()["refunds_created_via_api"] == listed

@@ -84,7 +84,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
             200,
             {
                 "orders": app.store.count_orders(),
-                "refunds": app.store.count("refunds"),
+                "refunds_created_via_api": app.service.refund_ledger.created_via_api(),
                 "created_via_api": app.store.orders_created_via_api(),
                 "faults": [fault.as_dict() for fault in app.faults.active()],
                 "now": iso_z(app.clock.now()),

@@ -164,8 +164,9 @@ class RefundLedger:
             pending = self.timing.pending_seconds
             due = None if pending is None else now + pending
             db.execute(
-                "INSERT INTO refunds (id, order_id, status, due_ts, json) VALUES (?, ?, ?, ?, ?)",
-                (refund["id"], order_id, refund["status"], due, _dumps(refund)),
+                "INSERT INTO refunds (id, order_id, idempotency_key, status, due_ts, json)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (refund["id"], order_id, key, refund["status"], due, _dumps(refund)),
             )
             order["refunds"] = [refund, *(order.get("refunds") or [])]
             db.execute("UPDATE orders SET json = ? WHERE id = ?", (_dumps(order), order_id))
@@ -182,6 +183,24 @@ class RefundLedger:
         self.advance_due()
         text = self.store.get_json("refunds", refund_id)
         return json.loads(text) if text is not None else None
+
+    def created_via_api(self) -> list[dict[str, Any]]:
+        """Every refund created through the API, oldest first: its id, order, key, reference
+        and status now (a key or reference appears twice only if it made two refunds)."""
+        self.advance_due()
+        rows = self.store.read(
+            "SELECT id, order_id, idempotency_key, status, json FROM refunds ORDER BY seq"
+        )
+        return [
+            {
+                "refund_id": refund_id,
+                "order_id": order_id,
+                "idempotency_key": key,
+                "reference": json.loads(text).get("reference"),
+                "status": status,
+            }
+            for refund_id, order_id, key, status, text in rows
+        ]
 
     def _move(
         self,

@@ -161,6 +161,11 @@ class SandboxServer:
         """A refund as ``/refunds/lookup`` would answer it now (due moves applied), or None."""
         return self.app.service.refund_ledger.refund(refund_id)
 
+    def refunds_created_via_api(self) -> list[dict[str, Any]]:
+        """Every refund created through the API, oldest first (``refund_id``, ``order_id``,
+        ``idempotency_key``, ``reference``, ``status``): for "one refund per reference"."""
+        return self.app.service.refund_ledger.created_via_api()
+
     def process_refund(self, refund_id: str) -> dict[str, Any]:
         """Move a pending refund to ``processing`` now (``RefundNotOpen`` otherwise)."""
         return self.app.service.refund_ledger.process(refund_id)

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS payouts (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS refunds (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL,
-    status TEXT NOT NULL, due_ts REAL, json TEXT NOT NULL);
+    idempotency_key TEXT, status TEXT NOT NULL, due_ts REAL, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idempotency (
     path TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
     body TEXT NOT NULL, created_at REAL NOT NULL, order_id TEXT,
