@@ -245,3 +245,34 @@ def test_a_5xx_fault_on_refund_creates(sdk, sandbox, order):
         sdk.refunds.create(_request(order, (0, 100)), idempotency_key="sdk-refund-4")
     assert_error(caught.value, 503, "service_unavailable")
     assert sandbox.store.count("refunds") == 0
+
+
+def test_a_seeded_paid_order_refunds_and_still_decodes(sdk, sandbox):
+    # The seeded history's timestamps carry offsets and fractions of every length: rewriting
+    # an order to embed its refund must keep it in the provider's shape.
+    sandbox.seed(60)
+    page = sdk.orders.page({"page_number": 1, "page_size": 60})
+    seeded = next(o for o in page.orders if o.status in ("paid", "completed"))
+    items = seeded.line_item_group.line_items
+    line = items[-1]
+    body = line.product if line.type == "product" else line.shipping
+    value = body.price.value * body.quantity if line.type == "product" else body.fee.value
+    currency = seeded.line_item_group.total.currency.value
+    refund = sdk.refunds.create(
+        {
+            "order_id": seeded.id,
+            "reason": "duplicate",
+            "line_items": [
+                {
+                    "order_line_item_id": body.id,
+                    "refund_amount": {"currency": currency, "value": value},
+                }
+            ],
+        }
+    )
+    assert_typed(refund)
+    assert refund.line_items[0].original_amount_paid.value == value
+    after = sdk.orders.lookup(seeded.id)
+    assert_typed(after)
+    assert after.initiated_at == seeded.initiated_at
+    assert [r.id for r in after.refunds] == [refund.id]
