@@ -8,8 +8,10 @@ The fixture starts the sandbox (``django_orders.testing.sandbox``) on a free loo
 a random key and a store in the test's temporary directory, points ``DJANGO_ORDERS`` at it
 through pytest-django's ``settings`` fixture (the project's other ``DJANGO_ORDERS`` keys are
 kept), and stops it after the test. Its value is the running ``SandboxServer``: seed or insert
-orders, change their status, inject faults (``add_fault``: 5xx, 429, dropped connections, slow
-answers) and move its clock (``advance_clock``), all from the test.
+orders, change their status, pay them (``pay_order``), inject faults (``add_fault``: 5xx, 429,
+dropped connections, slow answers), move its clock (``advance_clock``) and move refunds on
+(``settle_refund``, ``fail_refund``, ``process_refund``, ``fail_next_refunds``), all from the
+test.
 
 Tests that call ``create_order`` need ``@pytest.mark.django_db(transaction=True)``:
 ``create_order`` commits its request before it sends it and refuses to run inside the

@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from .conftest import error_of, order_payload
+from .conftest import error_of, named_field, order_payload
 
 
 def test_same_key_same_payload_replays_the_stored_answer(api, sandbox):
@@ -122,3 +122,20 @@ def test_stored_answers_survive_a_restart(sandbox_factory, tmp_path, api):
         first_server.url.encode(), second_server.url.encode()
     )
     assert second_server.store.count_orders() == 1
+
+
+def test_the_idempotency_key_header_carries_the_key_of_an_order_create(api, sandbox):
+    # The provider's preferred carrier, where its SDK puts a key the caller passes; the body
+    # then has no request_meta, and a body key beside the header is not the one that counts.
+    payload = order_payload()
+    del payload["request_meta"]
+    first = api.create(payload, headers={"Idempotency-Key": "order-header-1"})
+    assert first.status_code == 200, first.text
+    payload["request_meta"] = {"idempotency_key": "ignored-beside-the-header"}
+    again = api.create(payload, headers={"Idempotency-Key": "order-header-1"})
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    assert sandbox.store.idempotency_keys_used() == ["order-header-1"]
+    bad = api.create(payload, headers={"Idempotency-Key": "has space"})
+    assert bad.status_code == 400
+    assert named_field(error_of(bad)) == "Idempotency-Key"

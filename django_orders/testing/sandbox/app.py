@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from .clock import Clock
 from .faults import FaultRegistry
 from .pacing import Pacing
+from .refund_ledger import RefundTiming
 from .service import DEFAULT_ORDER_LIFETIME, Service
 from .store import Store
 
@@ -31,6 +32,7 @@ class SandboxApp:
     pacing: Pacing = field(default_factory=Pacing)
     page_size_reading: str = "echo"
     order_lifetime: float = DEFAULT_ORDER_LIFETIME
+    refund_timing: RefundTiming = field(default_factory=RefundTiming)
     service: Service = field(init=False)
 
     def __post_init__(self) -> None:
@@ -41,6 +43,7 @@ class SandboxApp:
             self.page_cap,
             page_size_reading=self.page_size_reading,
             order_lifetime=self.order_lifetime,
+            refund_timing=self.refund_timing,
         )
 
 

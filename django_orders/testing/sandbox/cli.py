@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .handler import DEFAULT_API_KEY
+from .refund_ledger import DEFAULT_REFUND_DELAY
 from .server import DEFAULT_PAGE_CAP, SandboxServer
 from .service import DEFAULT_ORDER_LIFETIME, PAGE_SIZE_READINGS
 from .store import DEFAULT_DB_PATH
@@ -103,6 +104,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f" (default: {DEFAULT_ORDER_LIFETIME:.0f}).",
     )
     parser.add_argument(
+        "--refund-delay",
+        type=float,
+        default=DEFAULT_REFUND_DELAY,
+        metavar="SECONDS",
+        help="How long a refund stays pending, then processing, before it moves on"
+        f" (default: {DEFAULT_REFUND_DELAY:.0f} each).",
+    )
+    parser.add_argument(
         "--reset", action="store_true", help="Delete the store file before starting (default: off)."
     )
 
@@ -135,6 +144,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         rate_limit=getattr(options, "rate_limit", None),
         page_size_reading=getattr(options, "page_size_reading", "echo"),
         order_lifetime=getattr(options, "order_lifetime", DEFAULT_ORDER_LIFETIME),
+        refund_pending_seconds=getattr(options, "refund_delay", DEFAULT_REFUND_DELAY),
+        refund_processing_seconds=getattr(options, "refund_delay", DEFAULT_REFUND_DELAY),
     )
     if options.seed:
         added = server.seed(options.seed, options.seed_value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from . import refund_control
 from .clock import iso_z
 from .errors import ApiError, Reply, invalid
 from .lifecycle import OrderNotPayable
@@ -29,6 +30,11 @@ _FAULT_PARAMS = frozenset(
 
 def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
     """Dispatch one control call; all are POST with a JSON object body."""
+    if path.startswith(refund_control.PREFIX):
+        reply = refund_control.handle(app, path, payload)
+        if reply is not None:
+            return reply
+        raise not_found(path)
     if path == "/__sandbox__/faults":
         unknown = sorted(set(payload) - _FAULT_PARAMS)
         if unknown:
@@ -78,6 +84,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
             200,
             {
                 "orders": app.store.count_orders(),
+                "refunds_created_via_api": app.service.refund_ledger.created_via_api(),
                 "created_via_api": app.store.orders_created_via_api(),
                 "faults": [fault.as_dict() for fault in app.faults.active()],
                 "now": iso_z(app.clock.now()),
@@ -86,6 +93,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
     if path == "/__sandbox__/reset":
         app.store.reset()
         app.faults.clear()
+        app.service.refund_ledger.failures.clear()
         return Reply.json_obj(200, {"reset": True})
     match = _STATUS_PATH.fullmatch(path)
     if match:

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from . import checkout, control
 from .errors import ApiError, Reply, server_error
 from .faults import RESPONSE_KINDS, Fault
-from .service import API_PATHS, CREATE_PATH
+from .idempotency import request_key
+from .service import API_PATHS, CREATE_PATHS
 
 if TYPE_CHECKING:
     from .app import AppServer, SandboxApp
@@ -211,8 +212,9 @@ class Handler(BaseHTTPRequestHandler):
             if self._fault_before(fault):
                 return
         delay = fault.seconds if fault is not None and fault.kind == "slow" else 0.0
+        header_key = self.headers.get("Idempotency-Key")
         try:
-            reply = app.service.handle(path, payload, delay)
+            reply = app.service.handle(path, payload, delay, header_key)
         except ApiError as exc:
             reply = exc.reply()
         if fault is None or fault.kind == "slow":
@@ -223,10 +225,9 @@ class Handler(BaseHTTPRequestHandler):
         elif fault.kind == "drop_after_commit":
             self.close_connection = True  # nothing written: the client sees the socket close
         elif fault.kind == "error_after_write":
-            if not fault.keep_key and path == CREATE_PATH:
-                meta = payload.get("request_meta")
-                key = meta.get("idempotency_key") if isinstance(meta, dict) else None
-                if isinstance(key, str):
+            if not fault.keep_key and path in CREATE_PATHS:
+                key = request_key(payload, header_key)
+                if key is not None:
                     app.store.forget_key(path, key)
             self._send(server_error(fault.status).reply())
         elif fault.kind == "malformed_json":

@@ -1,6 +1,7 @@
 """Server-side idempotency with the real service's rules (api-notes.md).
 
-Keys are scoped per path. A successful answer is stored (in SQLite, so it
+Keys are scoped per path, and come in the ``Idempotency-Key`` header or, without one, in
+``request_meta.idempotency_key``. A successful answer is stored (in SQLite, so it
 survives restarts) and replayed for the same payload; a different payload is a
 422 conflict; a key whose first request is still running is a 409. Failures are
 never stored, and a stored key expires after 24 hours on the sandbox clock, after
@@ -24,9 +25,24 @@ KEY_LIFETIME_SECONDS = 24 * 3600
 
 
 def fingerprint(payload: dict[str, Any]) -> str:
-    """Same payload, same fingerprint, whatever the key order or spacing."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Same payload, same fingerprint, whatever the key order or spacing.
+
+    ``request_meta`` (the key's carrier in the body) is left out: the same request replays
+    whether its key came in the body or in the ``Idempotency-Key`` header.
+    """
+    request = {name: value for name, value in payload.items() if name != "request_meta"}
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def request_key(payload: dict[str, Any], header: str | None) -> str | None:
+    """The key a request carries, unchecked: the ``Idempotency-Key`` header, else
+    ``request_meta.idempotency_key`` (see ``validation.idempotency_key``)."""
+    if header:
+        return header
+    meta = payload.get("request_meta")
+    key = meta.get("idempotency_key") if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
 
 
 class Idempotency:

@@ -19,6 +19,7 @@ from .clock import Clock, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
 from .pacing import Pacing
+from .refund_ledger import DEFAULT_REFUND_DELAY, RefundTiming
 from .service import DEFAULT_ORDER_LIFETIME, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
@@ -41,7 +42,9 @@ class SandboxServer:
     ``page_size`` (api-spec.md, the default) or ``"count"`` the records returned (how the
     provider's SDK reads it); switchable at run time (``.page_size_reading = ...``).
     ``order_lifetime`` is how long (seconds, sandbox clock) a finalized order stays payable
-    before it becomes ``expired``.
+    before it becomes ``expired``. A refund stays ``pending`` for ``refund_pending_seconds``,
+    then ``processing`` for ``refund_processing_seconds`` (sandbox clock; ``None``: until a
+    test moves it with ``process_refund``, ``settle_refund`` or ``fail_refund``).
     """
 
     def __init__(
@@ -56,6 +59,8 @@ class SandboxServer:
         rate_limit: float | None = None,
         page_size_reading: str = "echo",
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
+        refund_pending_seconds: float | None = DEFAULT_REFUND_DELAY,
+        refund_processing_seconds: float | None = DEFAULT_REFUND_DELAY,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
@@ -69,6 +74,7 @@ class SandboxServer:
             page_size_reading=page_size_reading,
             order_lifetime=order_lifetime,
             pacing=Pacing(latency_ms, rate_limit),
+            refund_timing=RefundTiming(refund_pending_seconds, refund_processing_seconds),
         )
         self._httpd = SandboxHTTPServer((host, port), self.app)
         self.app.service.base_url = self.store.base_url = self.url
@@ -143,6 +149,60 @@ class SandboxServer:
         if self.app.service.lifecycle.order(order_id) is None:
             raise KeyError(order_id)
         return self.app.service.lifecycle.pay(order_id)
+
+    # -- refunds (created through the API; see refund_ledger for the lifecycle) ---------
+
+    @property
+    def refund_timing(self) -> RefundTiming:
+        """The refunds' clock timing; change its attributes to affect later moves."""
+        return self.app.service.refund_ledger.timing
+
+    def refund(self, refund_id: str) -> dict[str, Any] | None:
+        """A refund as ``/refunds/lookup`` would answer it now (due moves applied), or None."""
+        return self.app.service.refund_ledger.refund(refund_id)
+
+    def refunds_created_via_api(self) -> list[dict[str, Any]]:
+        """Every refund created through the API, oldest first (``refund_id``, ``order_id``,
+        ``idempotency_key``, ``reference``, ``status``): for "one refund per reference"."""
+        return self.app.service.refund_ledger.created_via_api()
+
+    def process_refund(self, refund_id: str) -> dict[str, Any]:
+        """Move a pending refund to ``processing`` now (``RefundNotOpen`` otherwise)."""
+        return self.app.service.refund_ledger.process(refund_id)
+
+    def settle_refund(self, refund_id: str) -> dict[str, Any]:
+        """A pending or processing refund ``succeeded`` now, plus its balance transaction.
+
+        Raises ``KeyError`` for an unknown refund and ``RefundNotOpen`` (a ``ValueError``)
+        for one already succeeded, failed or canceled.
+        """
+        return self.app.service.refund_ledger.settle(refund_id)
+
+    def fail_refund(
+        self,
+        refund_id: str,
+        reason: str = "refund_declined",
+        *,
+        detail: str | None = None,
+        retryable: bool | None = None,
+    ) -> dict[str, Any]:
+        """A pending or processing refund ``failed`` now with one of the provider's failure
+        reasons (``insufficient_balance``, ``refund_declined``, ...; ``detail`` and
+        ``retryable`` default per reason). Errors as ``settle_refund``; ``ValueError`` for an
+        unknown reason."""
+        return self.app.service.refund_ledger.fail(refund_id, reason, detail, retryable)
+
+    def fail_next_refunds(
+        self,
+        reason: str,
+        times: int = 1,
+        *,
+        detail: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        """The next ``times`` refunds whose processing ends on the sandbox clock fail with
+        ``reason`` instead of succeeding."""
+        self.app.service.refund_ledger.failures.arm(reason, times, detail, retryable)
 
     def payment_url(self, order_id: str) -> str:
         """The hosted payment page of an order (its invoice's web URL)."""

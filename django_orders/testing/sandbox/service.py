@@ -19,6 +19,8 @@ from .errors import ApiError, Reply, invalid
 from .faults import FaultRegistry
 from .idempotency import Idempotency, fingerprint
 from .lifecycle import Lifecycle, missing_order
+from .refund_ledger import RefundLedger, RefundTiming
+from .refunds import CANCEL_REFUND_PATH, CREATE_REFUND_PATH, Refunds
 from .seed import BASE_URL_TOKEN, customer_fingerprint, invoice_json, random_id
 from .store import Store
 
@@ -30,6 +32,7 @@ PAGES = {
     "/customers/page": ("customers", "customers"),
     "/balance_transactions/page": ("balance_transactions", "transactions"),
     "/payouts/page": ("payouts", "payouts"),
+    "/refunds/page": ("refunds", "refunds"),
 }
 # path -> (table, id parameter, envelope property)
 LOOKUPS = {
@@ -37,8 +40,13 @@ LOOKUPS = {
     "/customers/lookup": ("customers", "customer_id", "customer"),
     "/balance_transactions/lookup": ("balance_transactions", "transaction_id", "transaction"),
     "/payouts/lookup": ("payouts", "payout_id", "payout"),
+    "/refunds/lookup": ("refunds", "refund_id", "refund"),
 }
-API_PATHS = frozenset({CREATE_PATH, CANCEL_PATH, *PAGES, *LOOKUPS})
+#: Creates whose key makes them idempotent (the ``error_after_write`` fault may forget it).
+CREATE_PATHS = frozenset({CREATE_PATH, CREATE_REFUND_PATH})
+API_PATHS = frozenset({*CREATE_PATHS, CANCEL_PATH, CANCEL_REFUND_PATH, *PAGES, *LOOKUPS})
+#: Reads that show refunds (their own, or embedded in orders): due lifecycle moves go first.
+_SHOW_REFUNDS = frozenset({"orders", "refunds"})
 
 #: How ``page.size`` is answered: "echo" the requested page_size (api-spec.md) or "count"
 #: the records returned (the provider's SDK reading, api-notes.md).
@@ -70,6 +78,7 @@ class Service:
         page_cap: int | None,
         page_size_reading: str = "echo",
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
+        refund_timing: RefundTiming | None = None,
     ) -> None:
         if order_lifetime <= 0:
             raise ValueError("order_lifetime must be a positive number of seconds")
@@ -82,18 +91,31 @@ class Service:
         self.base_url = ""  # set by the server once bound; replaces BASE_URL_TOKEN in answers
         self.idempotency = Idempotency(store, clock)
         self.lifecycle = Lifecycle(store, clock)
+        self.refund_ledger = RefundLedger(store, clock, refund_timing)
+        self.refunds = Refunds(self.refund_ledger, self.idempotency)
         self._rng = random.SystemRandom()
 
-    def handle(self, path: str, payload: dict[str, Any], delay: float = 0.0) -> Reply:
+    def handle(
+        self,
+        path: str,
+        payload: dict[str, Any],
+        delay: float = 0.0,
+        idempotency_key: str | None = None,
+    ) -> Reply:
+        """Answer one API call; ``idempotency_key`` is the ``Idempotency-Key`` header."""
         if path == CREATE_PATH:
-            reply = self.create(payload, delay)
+            reply = self.create(payload, delay, idempotency_key)
+        elif path == CREATE_REFUND_PATH:
+            reply = self.refunds.create(payload, idempotency_key, delay)
         else:
             if delay:
                 time.sleep(delay)
             if path in PAGES:
                 reply = self.page(path, payload)
             elif path == CANCEL_PATH:
-                reply = self.cancel(payload)
+                reply = self.cancel(payload, idempotency_key)
+            elif path == CANCEL_REFUND_PATH:
+                reply = self.refunds.cancel(payload, idempotency_key)
             else:
                 reply = self.lookup(path, payload)
         return self.localize(reply)
@@ -105,9 +127,12 @@ class Service:
             reply.body = reply.body.replace(token, self.base_url.encode())
         return reply
 
-    def create(self, payload: dict[str, Any], delay: float = 0.0) -> Reply:
-        key = validation.idempotency_key(payload)
-        with self.idempotency.claim(CREATE_PATH, key, fingerprint(payload)) as replay:
+    def create(
+        self, payload: dict[str, Any], delay: float = 0.0, header_key: str | None = None
+    ) -> Reply:
+        key = validation.idempotency_key(payload, header_key)
+        print_ = fingerprint(payload)
+        with self.idempotency.claim(CREATE_PATH, key, print_) as replay:
             if replay is not None:
                 return Reply.json_text(200, replay, **{"Idempotent-Replayed": "true"})
             if delay:
@@ -120,7 +145,7 @@ class Service:
                 customer,
                 path=CREATE_PATH,
                 key=key,
-                fingerprint=fingerprint(payload),
+                fingerprint=print_,
                 body=body,
                 created_at=self.clock.timestamp(),
                 expires_ts=expires,
@@ -189,6 +214,8 @@ class Service:
                 self._insert_front(table, fault.insert_count)
         if table == "orders":
             self.lifecycle.expire_due()
+        if table in _SHOW_REFUNDS:
+            self.refund_ledger.advance_due()
         rows = self.store.page_json(table, request.offset, request.size)
         size = request.size if self.page_size_reading == "echo" else len(rows)
         text = (
@@ -211,6 +238,8 @@ class Service:
             raise invalid(param, f"{param} must be a non-empty string.")
         if table == "orders":
             self.lifecycle.expire_due()
+        if table in _SHOW_REFUNDS:
+            self.refund_ledger.advance_due()
         text = self.store.get_json(table, record_id)
         if text is None:
             raise ApiError(
@@ -218,7 +247,7 @@ class Service:
             )
         return Reply.json_text(200, f'{{"{envelope}":{text}}}')
 
-    def cancel(self, payload: dict[str, Any]) -> Reply:
+    def cancel(self, payload: dict[str, Any], header_key: str | None = None) -> Reply:
         """``POST /orders/cancel``: an unpaid order becomes ``canceled``; safe to repeat."""
         order_id = payload.get("order_id")
         if not isinstance(order_id, str) or not order_id:
@@ -226,8 +255,8 @@ class Service:
         reason = payload.get("reason")
         if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
             raise invalid("reason", "reason must be a string of at most 500 characters.")
-        if payload.get("request_meta") is not None:
-            validation.idempotency_key(payload)
+        if header_key or payload.get("request_meta") is not None:
+            validation.idempotency_key(payload, header_key)
         if self.store.get_json("orders", order_id) is None:
             raise missing_order(order_id, "order_id")
         order = self.lifecycle.cancel(order_id)

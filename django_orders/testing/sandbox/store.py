@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
 DEFAULT_DB_PATH = "orders_sandbox.sqlite3"
 
 # Paged resource name -> table; the wire collection property is in service.py.
-TABLES = ("orders", "customers", "balance_transactions", "payouts")
+TABLES = ("orders", "customers", "balance_transactions", "payouts", "refunds")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (
@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS balance_transactions (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS payouts (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS refunds (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL,
+    idempotency_key TEXT, status TEXT NOT NULL, due_ts REAL, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idempotency (
     path TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
     body TEXT NOT NULL, created_at REAL NOT NULL, order_id TEXT,
@@ -45,6 +48,8 @@ CREATE INDEX IF NOT EXISTS orders_seq_idx ON orders(seq);
 CREATE INDEX IF NOT EXISTS customers_seq_idx ON customers(seq);
 CREATE INDEX IF NOT EXISTS balance_transactions_seq_idx ON balance_transactions(seq);
 CREATE INDEX IF NOT EXISTS payouts_seq_idx ON payouts(seq);
+CREATE INDEX IF NOT EXISTS refunds_seq_idx ON refunds(seq);
+CREATE INDEX IF NOT EXISTS refunds_due_idx ON refunds(due_ts) WHERE due_ts IS NOT NULL;
 """
 # After the column exists (files written before it get it added first).
 _EXPIRY_INDEX = (
@@ -95,6 +100,11 @@ class Store:
         with self._lock:
             self._db.close()
 
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``) under the store's lock, for modules
+        that keep their own records here (``refund_ledger``)."""
+        return self._transaction()
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -125,6 +135,11 @@ class Store:
                 (offset, limit),
             ).fetchall()
         return [self.localize(row[0]) for row in rows]
+
+    def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read under the store's lock, for modules keeping their own tables here."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def get_json(self, table: str, record_id: str) -> str | None:
         _check_table(table)

@@ -48,11 +48,20 @@ def _string(value: Any, param: str) -> str:
     return value
 
 
-def idempotency_key(payload: dict[str, Any]) -> str:
-    """Return the key, validated first so idempotency can be checked before the rest."""
-    meta = _object(payload.get("request_meta"), "request_meta")
-    param = "request_meta.idempotency_key"
-    key = meta.get("idempotency_key")
+def idempotency_key(payload: dict[str, Any], header: str | None = None) -> str:
+    """Return the key, validated first so idempotency can be checked before the rest.
+
+    The ``Idempotency-Key`` header (the provider's preferred carrier; its SDK sends the key
+    there when the caller passes one) wins over ``request_meta.idempotency_key`` (where the
+    SDK puts a fresh random key otherwise).
+    """
+    key: object
+    if header:
+        param, key = "Idempotency-Key", header
+    else:
+        meta = _object(payload.get("request_meta"), "request_meta")
+        param = "request_meta.idempotency_key"
+        key = meta.get("idempotency_key")
     if not isinstance(key, str) or not 1 <= len(key) <= 255:
         raise invalid(param, f"{param} must be a string of 1 to 255 characters.")
     if _KEY_FORBIDDEN.search(key):
