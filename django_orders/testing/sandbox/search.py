@@ -19,15 +19,14 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from . import search_index
-from .clock import Clock, iso_z
+from .clock import Clock, iso_ms, now_ms
 from .errors import ApiError, Reply, invalid
 from .search_index import FILTER_PATHS, Query
 from .search_switch import IndexSwitch
-from .store import Store, now_ms
+from .store import Store
 from .validation import is_int
 
 #: path -> (store table, the SDK's ``ResourceType``)
@@ -41,10 +40,6 @@ SEARCH_PAGE_SIZE_MAX = 256
 TOTAL_CAP = 10_000
 _REQUEST_FIELDS = frozenset({"text", "filters", "facets", "sort", "page_size", "cursor"})
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _stamp(ms: int) -> str:
-    return iso_z(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def _filters(raw: object, table: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -189,7 +184,7 @@ class Search:
                 {"resource_type": resource_type, "value": total, "relation": relation}
             ],
             "results": [
-                project(record_id, json.loads(self.store.localize(text)), _stamp(ms))
+                project(record_id, json.loads(self.store.localize(text)), iso_ms(ms))
                 for record_id, ms, text in rows
             ],
             "facets": [],
@@ -202,8 +197,8 @@ class Search:
         state = self.switch.state
         if state == "unknown":
             return {"state": state, "observed_at": None, "resources": None}
-        indexed = _stamp(now - lag_ms) if state in ("current", "delayed") else None
-        observed = _stamp(now)
+        indexed = iso_ms(now - lag_ms) if state in ("current", "delayed") else None
+        observed = iso_ms(now)
         return {
             "state": state,
             "observed_at": observed,

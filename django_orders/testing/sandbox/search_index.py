@@ -79,6 +79,14 @@ def rewrite(db: sqlite3.Connection, table: str, record_id: str, text: str, now_m
     )
 
 
+def updated_ms(db: sqlite3.Connection, table: str, record_id: str) -> int | None:
+    """A record's ``updated_at`` in epoch ms (None: no such record)."""
+    if table not in SEARCHED:
+        raise ValueError(f"{table!r} is not searched: only {', '.join(SEARCHED)}")
+    row = db.execute(f"SELECT updated_ms FROM {table} WHERE id = ?", (record_id,)).fetchone()
+    return None if row is None else int(row[0])
+
+
 @dataclass(frozen=True)
 class Query:
     """One read of the index: which records, in which order, from where."""

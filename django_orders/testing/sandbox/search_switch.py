@@ -16,11 +16,19 @@ FRESHNESS_STATES = ("current", "delayed", "partial", "unknown", "unavailable")
 _PARAMS = frozenset({"state", "lag_seconds", "error", "cursor_ttl_seconds", "expire_cursors"})
 
 
+class SwitchError(ValueError):
+    """A wrong switch; ``name`` is the one to correct."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 def _seconds(value: object, name: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"{name} must be a number of seconds >= 0{' or null' * optional}")
+        raise SwitchError(name, f"{name} must be a number of seconds >= 0{' or null' * optional}")
     return float(value)
 
 
@@ -51,17 +59,17 @@ class IndexSwitch:
     def configure(self, **changes: Any) -> dict[str, Any]:
         """Apply the given switches (all or nothing); return the settings now in force.
 
-        ``ValueError`` says which switch is wrong. ``state="current"`` drops the lag;
-        a lag above 0 with no state given makes a current index ``delayed``, and
+        ``SwitchError`` (a ``ValueError``) names the wrong switch. ``state="current"`` drops
+        the lag; a lag above 0 with no state given makes a current index ``delayed``, and
         ``lag_seconds=0`` makes a delayed one ``current``.
         """
         unknown = sorted(set(changes) - _PARAMS)
         if unknown:
-            raise ValueError(f"unknown search switch {unknown[0]!r}")
+            raise SwitchError(unknown[0], f"unknown search switch {unknown[0]!r}")
         with self._lock:
             state = changes.get("state", self.state)
             if state not in FRESHNESS_STATES:
-                raise ValueError(f"state must be one of {', '.join(FRESHNESS_STATES)}")
+                raise SwitchError("state", f"state must be one of {', '.join(FRESHNESS_STATES)}")
             lag = self.lag_seconds
             if "lag_seconds" in changes:
                 lag = _seconds(changes["lag_seconds"], "lag_seconds") or 0.0
@@ -70,18 +78,22 @@ class IndexSwitch:
             if "state" not in changes and state in ("current", "delayed"):
                 state = "delayed" if lag > 0 else "current"
             if state == "current" and lag > 0:
-                raise ValueError("a current index has no lag: give lag_seconds 0 or state delayed")
+                raise SwitchError(
+                    "lag_seconds", "a current index has no lag: give lag_seconds 0 or state delayed"
+                )
             if state == "delayed" and lag <= 0:
-                raise ValueError("a delayed index needs lag_seconds > 0")
+                raise SwitchError("lag_seconds", "a delayed index needs lag_seconds > 0")
             error = changes.get("error", self.error if state == "unavailable" else False)
             if not isinstance(error, bool) or (error and state != "unavailable"):
-                raise ValueError("error must be a boolean, true only with state unavailable")
+                raise SwitchError(
+                    "error", "error must be a boolean, true only with state unavailable"
+                )
             ttl = self.cursor_ttl_seconds
             if "cursor_ttl_seconds" in changes:
                 ttl = _seconds(changes["cursor_ttl_seconds"], "cursor_ttl_seconds", optional=True)
             expire = changes.get("expire_cursors", False)
             if not isinstance(expire, bool):
-                raise ValueError("expire_cursors must be a boolean")
+                raise SwitchError("expire_cursors", "expire_cursors must be a boolean")
             self.state, self.lag_seconds, self.error, self.cursor_ttl_seconds = (
                 state,
                 lag,

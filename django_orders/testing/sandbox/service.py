@@ -63,6 +63,13 @@ LINE_ID_PREFIXES = {"product": "oli_", "fee": "olf_", "shipping": "ols_"}
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def check_page_cap(value: object) -> int | None:
+    """A page window (the last page number served, >= 1) or None for no window."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"page_cap must be an integer >= 1 or None, not {value!r}")
+    return value
+
+
 def check_page_size_reading(value: object) -> str:
     if value not in PAGE_SIZE_READINGS:
         raise ValueError(

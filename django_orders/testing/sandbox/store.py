@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import search_index
+from .clock import now_ms
 from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
 
 DEFAULT_DB_PATH = "orders_sandbox.sqlite3"
@@ -384,11 +385,6 @@ class Store:
         with self._transaction() as db:
             for table in (*TABLES, "idempotency", "meta", "search_history"):
                 db.execute(f"DELETE FROM {table}")
-
-
-def now_ms(epoch: float) -> int:
-    """Epoch seconds as the whole milliseconds the wire's timestamps show."""
-    return int(epoch * 1000)
 
 
 def _check_table(table: str) -> None:
