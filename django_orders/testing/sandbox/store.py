@@ -291,7 +291,9 @@ class Store:
     def edit_order(self, order_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Rewrite one stored order in place (e.g. break a field on purpose in a test).
 
-        ``change`` mutates the decoded record; raises ``KeyError`` for an unknown order.
+        ``change`` mutates the decoded record; raises ``KeyError`` for an unknown order. A
+        change that changes nothing (a repeated cancel) writes nothing and bumps no
+        ``updated_at``.
         """
         with self._transaction() as db:
             row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
@@ -299,6 +301,8 @@ class Store:
                 raise KeyError(order_id)
             order = json.loads(row[0])
             change(order)
+            if order == json.loads(row[0]):
+                return json.loads(self.localize(row[0]))
             text = json.dumps(order, ensure_ascii=False, separators=(",", ":"))
             self.save_order(db, order_id, text)
         return json.loads(self.localize(text))
