@@ -159,11 +159,16 @@ class Search:
         as_of = now - lag_ms if lag_ms else None
         query = Query(query.table, query.descending, query.filters, query.after, as_of)
         self.before_read()
-        if switch.state == "unavailable":
-            rows, total = [], 0
-        else:
-            rows = self.store.reading(lambda db: search_index.select_page(db, query, size + 1))
-            total = self.store.reading(lambda db: search_index.count(db, query, TOTAL_CAP + 1))
+        rows: list[tuple[str, int, str]] = []
+        total = 0
+        if switch.state != "unavailable":
+            # One read under the store's lock: the page and its total agree.
+            rows, total = self.store.reading(
+                lambda db: (
+                    search_index.select_page(db, query, size + 1),
+                    search_index.count(db, query, TOTAL_CAP + 1),
+                )
+            )
         has_more = len(rows) > size
         rows = rows[:size]
         cursor = None
