@@ -188,7 +188,10 @@ def test_the_command_line_starts_a_delayed_index_with_expiring_cursors(tmp_path)
     parser = ArgumentParser()
     add_arguments(parser)
     options = parser.parse_args(
-        ["--db", str(tmp_path / "s.sqlite3"), "--search-lag", "45", "--search-cursor-ttl", "300"]
+        [
+            *("--port", "0", "--db", str(tmp_path / "s.sqlite3")),
+            *("--search-lag", "45", "--search-cursor-ttl", "300"),
+        ]
     )
     server: SandboxServer = build_server(options)
     try:
