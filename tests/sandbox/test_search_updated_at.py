@@ -4,11 +4,16 @@ wire still carry no ``updated_at``."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+
+from django_orders.testing.sandbox import Store, search_index
+from django_orders.testing.sandbox.clock import iso_ms
 
 from .refund_helpers import CANCEL, create_refund, paid_order, refund_body
 from .test_search import ORDERS, search
@@ -121,3 +126,25 @@ def test_orders_on_the_wire_carry_no_updated_at(api, sandbox, created):
     paged = api.page(page_number=1).json()["page"]["orders"]
     assert "updated_at" not in looked_up and all("updated_at" not in o for o in paged)
     assert api.post(ORDERS, {}).ok
+
+
+def test_a_store_file_from_before_updated_at_gets_it_from_each_records_creation(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    Store(path).seed(3, seed=1)
+    with sqlite3.connect(path) as db:  # as a file written before the column existed
+        for table in ("orders", "customers"):
+            db.execute(f"DROP INDEX {table}_updated_idx")
+            db.execute(f"ALTER TABLE {table} DROP COLUMN updated_ms")
+    store = Store(path)
+
+    def updated_at(table: str, record_id: str) -> datetime:
+        ms = store.reading(lambda db: search_index.updated_ms(db, table, record_id))
+        return _at(iso_ms(ms))
+
+    for order in store.all_orders().values():
+        # Whole milliseconds, as the wire shows them (the seed writes up to 7 fraction digits).
+        initiated = _at(order["initiated_at"])
+        assert abs(updated_at("orders", order["id"]) - initiated) < timedelta(milliseconds=1)
+        customer = order["customer"]["id"]
+        created = _at(json.loads(store.get_json("customers", customer))["created_at"])
+        assert abs(updated_at("customers", customer) - created) < timedelta(milliseconds=1)

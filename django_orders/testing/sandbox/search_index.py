@@ -38,10 +38,10 @@ CREATE INDEX IF NOT EXISTS search_history_idx ON search_history(resource, id, up
 """
 # initiated_at / created_at as epoch ms, for rows stored before updated_ms existed.
 _FALLBACK_MS = {
-    "orders": "CAST((julianday(json_extract(json, '$.initiated_at')) - 2440587.5) * 86400000"
-    " AS INTEGER)",
-    "customers": "CAST((julianday(json_extract(json, '$.created_at')) - 2440587.5) * 86400000"
-    " AS INTEGER)",
+    "orders": "CAST(round((julianday(json_extract(json, '$.initiated_at')) - 2440587.5)"
+    " * 86400000) AS INTEGER)",
+    "customers": "CAST(round((julianday(json_extract(json, '$.created_at')) - 2440587.5)"
+    " * 86400000) AS INTEGER)",
 }
 
 
