@@ -36,7 +36,9 @@ __all__ = ["orders_sandbox"]
 def orders_sandbox(settings: Any, tmp_path: Path) -> Iterator[SandboxServer]:
     """A running sandbox, with ``DJANGO_ORDERS["API_KEY"]`` and ``["BASE_URL"]`` pointing at it.
 
-    The provider's page window is on (pages past 10 answer 400) and the control switches
+    The provider's page window is on (pages past 10 answer 400; ``.page_cap = None`` lifts it
+    for a test that walks more pages), the search index is current (``.configure_search(...)``
+    delays it, makes it partial or unavailable, expires cursors) and the control switches
     (faults, clock, seeding) are enabled.
     """
     key = "sk_test_" + secrets.token_urlsafe(24)

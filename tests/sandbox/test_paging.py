@@ -102,9 +102,38 @@ def test_page_cap_rejects_page_11_with_parameter_invalid(api, seeded):
     assert "window" in error["message"]
 
 
-@pytest.mark.parametrize("path", ["/customers/page", "/balance_transactions/page"])
+@pytest.mark.parametrize(
+    "path",
+    ["/customers/page", "/balance_transactions/page", "/payouts/page", "/refunds/page"],
+)
 def test_page_cap_applies_to_every_resource(api, seeded, path):
-    assert api.post(path, {"page_number": 11}).status_code == 400
+    assert api.post(path, {"page_number": 10}).status_code == 200
+    response = api.post(path, {"page_number": 11})
+    assert response.status_code == 400
+    assert error_of(response)["code"] == "parameter_invalid"
+
+
+def test_the_window_is_lifted_and_put_back_at_run_time_from_python(api, seeded):
+    assert seeded.page_cap == 10
+    seeded.page_cap = None
+    assert _ids(api.page(page_number=12, page_size=5)) == seeded.store.newest_order_ids(60)[55:]
+    seeded.page_cap = 10
+    assert api.page(page_number=11, page_size=1).status_code == 400
+    with pytest.raises(ValueError, match="page_cap"):
+        seeded.page_cap = 0
+    assert seeded.page_cap == 10
+
+
+def test_the_window_is_lifted_through_the_control_endpoint(api, seeded):
+    lifted = api.control("settings", {"page_cap": None})
+    assert lifted.status_code == 200 and lifted.json()["page_cap"] is None
+    assert api.post("/customers/page", {"page_number": 11}).status_code == 200
+    assert api.control("state").json()["page_cap"] is None
+    assert api.control("settings", {"page_cap": 3}).json()["page_cap"] == 3
+    assert api.page(page_number=4).status_code == 400
+    refused = api.control("settings", {"page_cap": "all"})
+    assert refused.status_code == 400 and named_field(error_of(refused)) == "page_cap"
+    assert seeded.page_cap == 3
 
 
 def test_no_cap_mode_serves_every_page(api, sandbox_no_cap):
@@ -191,9 +220,9 @@ def test_the_reading_switches_at_run_time_in_process_and_by_control(api, seeded)
     seeded.page_size_reading = "count"
     assert _sizes(api, page_number=3, page_size=25) == (10, 10)
     response = api.control("settings", {"page_size_reading": "echo"})
-    assert response.json() == {"page_size_reading": "echo"}
+    assert response.json() == {"page_size_reading": "echo", "page_cap": 10}
     assert _sizes(api, page_number=3, page_size=25) == (25, 10)
-    assert api.control("settings").json() == {"page_size_reading": "echo"}
+    assert api.control("settings").json() == {"page_size_reading": "echo", "page_cap": 10}
     refused = api.control("settings", {"page_size_reading": "both"})
     assert refused.status_code == 400
     assert "page_size_reading" in error_of(refused)["message"]

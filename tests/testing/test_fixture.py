@@ -36,3 +36,31 @@ def test_faults_and_clock_are_on_the_fixture(orders_sandbox):
         timeout=5,
     )
     assert answer.status_code == 503
+
+
+def test_the_page_window_is_on_and_the_fixture_lifts_it(orders_sandbox):
+    orders_sandbox.seed(12)
+
+    def page_11() -> int:
+        return requests.post(
+            orders_sandbox.url + "/orders/page",
+            json={"page_number": 11, "page_size": 1},
+            headers={"Authorization": f"Bearer {orders_sandbox.api_key}"},
+            timeout=5,
+        ).status_code
+
+    assert page_11() == 400
+    orders_sandbox.page_cap = None
+    assert page_11() == 200
+
+
+def test_the_search_index_is_switched_on_the_fixture(orders_sandbox):
+    orders_sandbox.seed(3)
+    orders_sandbox.configure_search(lag_seconds=60)
+    answer = requests.post(
+        orders_sandbox.url + "/orders/search",
+        json={},
+        headers={"Authorization": f"Bearer {orders_sandbox.api_key}"},
+        timeout=5,
+    )
+    assert answer.json()["search"]["freshness"]["state"] == "delayed"

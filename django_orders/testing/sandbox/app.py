@@ -36,6 +36,7 @@ class SandboxApp:
     service: Service = field(init=False)
 
     def __post_init__(self) -> None:
+        self.store.now = self.clock.timestamp  # changes are stamped on the sandbox clock
         self.service = Service(
             self.store,
             self.clock,

@@ -112,6 +112,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f" (default: {DEFAULT_REFUND_DELAY:.0f} each).",
     )
     parser.add_argument(
+        "--search-lag",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="Make the search index trail: /orders/search and /customers/search answer the"
+        " state as of SECONDS ago, freshness 'delayed' (default: 0, a current index).",
+    )
+    parser.add_argument(
+        "--search-cursor-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Refuse search cursors older than SECONDS as cursor_expired"
+        " (default: cursors never expire).",
+    )
+    parser.add_argument(
         "--reset", action="store_true", help="Delete the store file before starting (default: off)."
     )
 
@@ -146,6 +162,8 @@ def build_server(options: argparse.Namespace) -> SandboxServer:
         order_lifetime=getattr(options, "order_lifetime", DEFAULT_ORDER_LIFETIME),
         refund_pending_seconds=getattr(options, "refund_delay", DEFAULT_REFUND_DELAY),
         refund_processing_seconds=getattr(options, "refund_delay", DEFAULT_REFUND_DELAY),
+        search_lag_seconds=getattr(options, "search_lag", 0.0),
+        search_cursor_ttl_seconds=getattr(options, "search_cursor_ttl", None),
     )
     if options.seed:
         added = server.seed(options.seed, options.seed_value)

@@ -32,6 +32,16 @@ class Clock:
         return self.now().timestamp()
 
 
+def now_ms(epoch: float) -> int:
+    """Epoch seconds as the whole milliseconds the wire's timestamps show."""
+    return int(epoch * 1000)
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds in the service's timestamp form (ms, ``Z``)."""
+    return iso_z(datetime.fromtimestamp(ms / 1000, UTC))
+
+
 def iso_z(moment: datetime) -> str:
     """Format an aware datetime as the service does for new records (ms, ``Z``)."""
     text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")

@@ -15,7 +15,8 @@ from . import refund_control
 from .clock import iso_z
 from .errors import ApiError, Reply, invalid
 from .lifecycle import OrderNotPayable
-from .service import check_page_size_reading
+from .search_switch import SwitchError
+from .service import check_page_cap, check_page_size_reading
 
 if TYPE_CHECKING:
     from .app import SandboxApp
@@ -54,7 +55,22 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
             except ValueError as exc:
                 raise invalid("page_size_reading", str(exc)) from None
             app.service.page_size_reading = reading
-        return Reply.json_obj(200, {"page_size_reading": app.service.page_size_reading})
+        if "page_cap" in payload:
+            try:
+                cap = check_page_cap(payload["page_cap"])
+            except ValueError as exc:
+                raise invalid("page_cap", str(exc)) from None
+            app.page_cap = app.service.page_cap = cap
+        return Reply.json_obj(
+            200,
+            {"page_size_reading": app.service.page_size_reading, "page_cap": app.service.page_cap},
+        )
+    if path == "/__sandbox__/search":
+        try:
+            switches = app.service.search.switch.configure(**payload)
+        except SwitchError as exc:
+            raise invalid(exc.name, f"{exc}.") from None
+        return Reply.json_obj(200, {"search": switches})
     if path == "/__sandbox__/faults/list":
         return Reply.json_obj(200, {"faults": [fault.as_dict() for fault in app.faults.active()]})
     if path == "/__sandbox__/faults/clear":
@@ -87,6 +103,8 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
                 "refunds_created_via_api": app.service.refund_ledger.created_via_api(),
                 "created_via_api": app.store.orders_created_via_api(),
                 "faults": [fault.as_dict() for fault in app.faults.active()],
+                "page_cap": app.service.page_cap,
+                "search": app.service.search.switch.as_dict(),
                 "now": iso_z(app.clock.now()),
             },
         )

@@ -169,7 +169,7 @@ class RefundLedger:
                 (refund["id"], order_id, key, refund["status"], due, _dumps(refund)),
             )
             order["refunds"] = [refund, *(order.get("refunds") or [])]
-            db.execute("UPDATE orders SET json = ? WHERE id = ?", (_dumps(order), order_id))
+            self.store.save_order(db, order_id, _dumps(order))
             body = _dumps({"refund": refund})
             db.execute(
                 "INSERT OR REPLACE INTO idempotency"
@@ -235,7 +235,7 @@ class RefundLedger:
                     refund if kept.get("id") == refund_id else kept
                     for kept in order.get("refunds") or []
                 ]
-                db.execute("UPDATE orders SET json = ? WHERE id = ?", (_dumps(order), order_id))
+                self.store.save_order(db, order_id, _dumps(order))
             if refund["status"] == "succeeded" and before != "succeeded":
                 total = refund["total"]
                 moment = datetime.fromisoformat(refund["succeeded_at"].replace("Z", "+00:00"))

@@ -23,6 +23,7 @@ from typing import Any
 _ALNUM = string.ascii_letters + string.digits
 _EPOCH_2026 = 1767225600  # 2026-01-01T00:00:00Z: seeded history starts here.
 _STEP_SECONDS = 37  # Spacing of seeded orders: 100,000 orders span ~43 days.
+_SETTLED_AFTER = 3606  # Seconds after initiation past a seeded order's last timestamp.
 
 FIRST_NAMES = (
     "José", "Zoë", "François", "Łukasz", "Søren", "Ayşe", "Nguyễn", "Ana", "John", "Mary",
@@ -58,6 +59,10 @@ def _offset_seconds(offset: str) -> int:
 
 
 _OFFSET_TABLE = tuple((offset, _offset_seconds(offset)) for offset in OFFSETS)
+
+
+def _ms(epoch: float) -> int:
+    return int(epoch * 1000)  # whole ms, as the wire shows them (and ``iso_z``)
 
 
 def random_id(prefix: str, rng: random.Random, length: int = 24) -> str:
@@ -109,8 +114,9 @@ def customer_fingerprint(email: str, phone: str) -> str:
 class Batch:
     """Rows ready for ``executemany``, JSON text built once, oldest first."""
 
-    orders: list[tuple[str, str, str]] = field(default_factory=list)  # id, customer id, json
-    customers: list[tuple[str, str]] = field(default_factory=list)  # id, json
+    #: id, customer id, json, updated_ms (the search index's ``updated_at``, epoch ms)
+    orders: list[tuple[str, str, str, int]] = field(default_factory=list)
+    customers: list[tuple[str, str, int]] = field(default_factory=list)  # id, json, updated_ms
     transactions: list[tuple[str, str]] = field(default_factory=list)  # id, json
     payouts: list[tuple[str, str]] = field(default_factory=list)  # id, json
 
@@ -283,13 +289,14 @@ def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
         guest = rng.random() < 0.4
         if guest or (len(pool) < pool_size and (not pool or rng.random() < 0.3)):
             customer = factory.customer(guest=guest, created=initiated)
-            batch.customers.append((customer.id, customer.json))
+            batch.customers.append((customer.id, customer.json, _ms(initiated)))
             if not guest:
                 pool.append(customer)
         else:
             customer = _pick(pool, rng)
         oid, text, currency, total = factory.order(customer, initiated, statuses[i])
-        batch.orders.append((oid, customer.id, text))
+        # A seeded order's last change: after every moment it carries (paid, completed...).
+        batch.orders.append((oid, customer.id, text, _ms(initiated + _SETTLED_AFTER)))
         if statuses[i] in _PAYMENT_STATUSES:
             batch.transactions.append(
                 factory.transaction(oid, currency, total, initiated + 60, "payment")
@@ -312,6 +319,6 @@ def fresh_orders(n: int, now: float, rng: random.Random, status: str = "requires
     for _ in range(n):
         customer = factory.customer(guest=True, created=now)
         oid, text, _currency, _total = factory.order(customer, now, status)
-        batch.customers.append((customer.id, customer.json))
-        batch.orders.append((oid, customer.id, text))
+        batch.customers.append((customer.id, customer.json, _ms(now)))
+        batch.orders.append((oid, customer.id, text, _ms(now)))
     return batch

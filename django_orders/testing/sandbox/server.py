@@ -14,13 +14,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from . import search_index
 from .app import DEFAULT_PAGE_CAP, AppServer, SandboxApp
-from .clock import Clock, iso_z
+from .clock import Clock, iso_ms, iso_z
 from .faults import Fault, FaultRegistry
 from .handler import Handler
 from .pacing import Pacing
 from .refund_ledger import DEFAULT_REFUND_DELAY, RefundTiming
-from .service import DEFAULT_ORDER_LIFETIME, check_page_size_reading
+from .search_switch import IndexSwitch
+from .service import DEFAULT_ORDER_LIFETIME, check_page_cap, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
 logger = logging.getLogger("django_orders.testing.sandbox")
@@ -35,7 +37,8 @@ class SandboxServer:
     """A local stand-in for the hosted order service.
 
     ``page_cap`` imitates the provider's page window (pages past 10 answer 400);
-    ``None`` removes it. Control endpoints exist only with ``enable_control``.
+    ``None`` removes it (also at run time: ``.page_cap = None``). Control endpoints exist only
+    with ``enable_control``.
     ``latency_ms`` delays every API answer and ``rate_limit`` (requests a second) answers 429
     with ``Retry-After`` past it (``pacing``).
     ``page_size_reading`` says what ``page.size`` answers: ``"echo"`` the requested
@@ -45,6 +48,9 @@ class SandboxServer:
     before it becomes ``expired``. A refund stays ``pending`` for ``refund_pending_seconds``,
     then ``processing`` for ``refund_processing_seconds`` (sandbox clock; ``None``: until a
     test moves it with ``process_refund``, ``settle_refund`` or ``fail_refund``).
+    ``search_lag_seconds`` makes the search index trail (``delayed``) and
+    ``search_cursor_ttl_seconds`` expires its cursors; ``configure_search`` changes these and
+    the index's other states at run time (see ``search_switch.IndexSwitch``).
     """
 
     def __init__(
@@ -61,10 +67,13 @@ class SandboxServer:
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
         refund_pending_seconds: float | None = DEFAULT_REFUND_DELAY,
         refund_processing_seconds: float | None = DEFAULT_REFUND_DELAY,
+        search_lag_seconds: float = 0.0,
+        search_cursor_ttl_seconds: float | None = None,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
         check_page_size_reading(page_size_reading)
+        check_page_cap(page_cap)
         self.store = Store(db_path)
         self.app = SandboxApp(
             self.store,
@@ -75,6 +84,9 @@ class SandboxServer:
             order_lifetime=order_lifetime,
             pacing=Pacing(latency_ms, rate_limit),
             refund_timing=RefundTiming(refund_pending_seconds, refund_processing_seconds),
+        )
+        self.configure_search(
+            lag_seconds=search_lag_seconds, cursor_ttl_seconds=search_cursor_ttl_seconds
         )
         self._httpd = SandboxHTTPServer((host, port), self.app)
         self.app.service.base_url = self.store.base_url = self.url
@@ -88,7 +100,12 @@ class SandboxServer:
 
     @property
     def page_cap(self) -> int | None:
-        return self.app.page_cap
+        """The last page number served (the provider's window: 10); None: every page."""
+        return self.app.service.page_cap
+
+    @page_cap.setter
+    def page_cap(self, value: int | None) -> None:
+        self.app.page_cap = self.app.service.page_cap = check_page_cap(value)
 
     @property
     def page_size_reading(self) -> str:
@@ -203,6 +220,30 @@ class SandboxServer:
         """The next ``times`` refunds whose processing ends on the sandbox clock fail with
         ``reason`` instead of succeeding."""
         self.app.service.refund_ledger.failures.arm(reason, times, detail, retryable)
+
+    # -- the search index ---------------------------------------------------
+
+    @property
+    def search_switch(self) -> IndexSwitch:
+        """How the search index behaves now (freshness, lag, cursor expiry)."""
+        return self.app.service.search.switch
+
+    def configure_search(self, **changes: Any) -> dict[str, Any]:
+        """Change the search index's switches and return them all: ``state`` (``current``,
+        ``delayed``, ``partial``, ``unknown``, ``unavailable``), ``lag_seconds``, ``error``
+        (unavailable answers 503), ``cursor_ttl_seconds``, ``expire_cursors``. ``ValueError``
+        for a wrong one (nothing changes then)."""
+        return self.search_switch.configure(**changes)
+
+    def expire_search_cursors(self) -> None:
+        """Every search cursor given out so far is refused as ``cursor_expired`` from now on."""
+        self.search_switch.configure(expire_cursors=True)
+
+    def updated_at(self, resource: str, record_id: str) -> str | None:
+        """The search ``updated_at`` of an order or customer (``resource`` ``"orders"`` or
+        ``"customers"``), or None if there is no such record."""
+        ms = self.store.reading(lambda db: search_index.updated_ms(db, resource, record_id))
+        return None if ms is None else iso_ms(ms)
 
     def payment_url(self, order_id: str) -> str:
         """The hosted payment page of an order (its invoice's web URL)."""

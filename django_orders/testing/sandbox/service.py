@@ -21,6 +21,8 @@ from .idempotency import Idempotency, fingerprint
 from .lifecycle import Lifecycle, missing_order
 from .refund_ledger import RefundLedger, RefundTiming
 from .refunds import CANCEL_REFUND_PATH, CREATE_REFUND_PATH, Refunds
+from .search import SEARCH_PATHS, Search
+from .search_switch import IndexSwitch
 from .seed import BASE_URL_TOKEN, customer_fingerprint, invoice_json, random_id
 from .store import Store
 
@@ -44,7 +46,9 @@ LOOKUPS = {
 }
 #: Creates whose key makes them idempotent (the ``error_after_write`` fault may forget it).
 CREATE_PATHS = frozenset({CREATE_PATH, CREATE_REFUND_PATH})
-API_PATHS = frozenset({*CREATE_PATHS, CANCEL_PATH, CANCEL_REFUND_PATH, *PAGES, *LOOKUPS})
+API_PATHS = frozenset(
+    {*CREATE_PATHS, CANCEL_PATH, CANCEL_REFUND_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS}
+)
 #: Reads that show refunds (their own, or embedded in orders): due lifecycle moves go first.
 _SHOW_REFUNDS = frozenset({"orders", "refunds"})
 
@@ -57,6 +61,13 @@ DEFAULT_ORDER_LIFETIME = 3600.0
 LINE_ID_PREFIXES = {"product": "oli_", "fee": "olf_", "shipping": "ols_"}
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def check_page_cap(value: object) -> int | None:
+    """A page window (the last page number served, >= 1) or None for no window."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"page_cap must be an integer >= 1 or None, not {value!r}")
+    return value
 
 
 def check_page_size_reading(value: object) -> str:
@@ -93,6 +104,7 @@ class Service:
         self.lifecycle = Lifecycle(store, clock)
         self.refund_ledger = RefundLedger(store, clock, refund_timing)
         self.refunds = Refunds(self.refund_ledger, self.idempotency)
+        self.search = Search(store, clock, IndexSwitch(), self._apply_due_moves)
         self._rng = random.SystemRandom()
 
     def handle(
@@ -112,6 +124,8 @@ class Service:
                 time.sleep(delay)
             if path in PAGES:
                 reply = self.page(path, payload)
+            elif path in SEARCH_PATHS:
+                reply = self.search.handle(path, payload)
             elif path == CANCEL_PATH:
                 reply = self.cancel(payload, idempotency_key)
             elif path == CANCEL_REFUND_PATH:
@@ -119,6 +133,10 @@ class Service:
             else:
                 reply = self.lookup(path, payload)
         return self.localize(reply)
+
+    def _apply_due_moves(self) -> None:
+        self.lifecycle.expire_due()
+        self.refund_ledger.advance_due()
 
     def localize(self, reply: Reply) -> Reply:
         """Point stored invoice URLs at this server's address (one bytes.replace per answer)."""

@@ -17,11 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from . import search_index
+from .clock import now_ms
 from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
 
 DEFAULT_DB_PATH = "orders_sandbox.sqlite3"
+_T = TypeVar("_T")
 
 # Paged resource name -> table; the wire collection property is in service.py.
 TABLES = ("orders", "customers", "balance_transactions", "payouts", "refunds")
@@ -88,6 +91,10 @@ class Store:
         if "expires_ts" not in columns:
             self._db.execute("ALTER TABLE orders ADD COLUMN expires_ts REAL")
         self._db.execute(_EXPIRY_INDEX)
+        search_index.migrate(self._db)
+        #: The time every change is stamped with (epoch seconds): the sandbox's clock once a
+        #: server holds this store (``SandboxApp``), the system time for a bare store.
+        self.now: Callable[[], float] = time.time
         self._rng = random.Random()
         # Invoice URLs are stored with BASE_URL_TOKEN; every read puts this address there.
         self.base_url = ""
@@ -135,6 +142,11 @@ class Store:
                 (offset, limit),
             ).fetchall()
         return [self.localize(row[0]) for row in rows]
+
+    def reading(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work(connection)`` under the store's lock (a module's own multi-query read)."""
+        with self._lock:
+            return work(self._db)
 
     def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of one read under the store's lock, for modules keeping their own tables here."""
@@ -185,8 +197,13 @@ class Store:
     # -- writing -------------------------------------------------------------
 
     def _insert(self, db: sqlite3.Connection, batch: Batch) -> None:
-        db.executemany("INSERT INTO customers (id, json) VALUES (?, ?)", batch.customers)
-        db.executemany("INSERT INTO orders (id, customer_id, json) VALUES (?, ?, ?)", batch.orders)
+        db.executemany(
+            "INSERT INTO customers (id, json, updated_ms) VALUES (?, ?, ?)", batch.customers
+        )
+        db.executemany(
+            "INSERT INTO orders (id, customer_id, json, updated_ms) VALUES (?, ?, ?, ?)",
+            batch.orders,
+        )
         db.executemany(
             "INSERT INTO balance_transactions (id, json) VALUES (?, ?)", batch.transactions
         )
@@ -274,7 +291,9 @@ class Store:
     def edit_order(self, order_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Rewrite one stored order in place (e.g. break a field on purpose in a test).
 
-        ``change`` mutates the decoded record; raises ``KeyError`` for an unknown order.
+        ``change`` mutates the decoded record; raises ``KeyError`` for an unknown order. A
+        change that changes nothing (a repeated cancel) writes nothing and bumps no
+        ``updated_at``.
         """
         with self._transaction() as db:
             row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
@@ -282,9 +301,16 @@ class Store:
                 raise KeyError(order_id)
             order = json.loads(row[0])
             change(order)
+            if order == json.loads(row[0]):
+                return json.loads(self.localize(row[0]))
             text = json.dumps(order, ensure_ascii=False, separators=(",", ":"))
-            db.execute("UPDATE orders SET json = ? WHERE id = ?", (text, order_id))
+            self.save_order(db, order_id, text)
         return json.loads(self.localize(text))
+
+    def save_order(self, db: sqlite3.Connection, order_id: str, text: str) -> None:
+        """Write a changed order inside a transaction of this store, bumping its search
+        ``updated_at`` (every change of an order goes through here; ``KeyError`` if unknown)."""
+        search_index.rewrite(db, "orders", order_id, text, now_ms(self.now()))
 
     def all_orders(self) -> dict[str, dict[str, Any]]:
         """Every stored order, decoded, by id (for assertions; not for big stores)."""
@@ -328,14 +354,17 @@ class Store:
         ``expires_ts`` (epoch seconds) enrols the order in lazy expiry (see ``expire_due``).
         """
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        stamp = now_ms(self.now())
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO customers (id, json) VALUES (?, ?)", (customer["id"], dumps(customer))
+                "INSERT INTO customers (id, json, updated_ms) VALUES (?, ?, ?)",
+                (customer["id"], dumps(customer), stamp),
             )
             db.execute(
-                "INSERT INTO orders (id, customer_id, idempotency_key, json, expires_ts)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (order["id"], customer["id"], key, dumps(order), expires_ts),
+                "INSERT INTO orders"
+                " (id, customer_id, idempotency_key, json, expires_ts, updated_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (order["id"], customer["id"], key, dumps(order), expires_ts, stamp),
             )
             db.execute(
                 "INSERT OR REPLACE INTO idempotency"
@@ -358,7 +387,7 @@ class Store:
     def reset(self) -> None:
         """Delete every record, key and seed marker."""
         with self._transaction() as db:
-            for table in (*TABLES, "idempotency", "meta"):
+            for table in (*TABLES, "idempotency", "meta", "search_history"):
                 db.execute(f"DELETE FROM {table}")
 
 

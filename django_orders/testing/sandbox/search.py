@@ -1,0 +1,281 @@
+"""``POST /orders/search`` and ``POST /customers/search`` in the shapes of the provider's SDK.
+
+The request is the SDK's ``inttegro.search.Request``: ``filters`` (``eq``/``in`` on a few
+fields), ``sort`` (``updated_at``, ``asc`` or ``desc``; ``desc`` by default), ``page_size`` and
+``cursor``. The answer is ``{"search": <inttegro.search.Page>}``: projections (``Result``: the
+resource's type and id, title, status, customer name, amount, ``updated_at``), ``has_more``, an
+opaque ``next_cursor``, ``total`` (exact up to ``TOTAL_CAP``, a lower bound past it or when the
+index is partial) and ``freshness`` (per resource with ``last_indexed_at``). ``text`` and
+``facets`` are refused: the sandbox has neither. The index's behaviour is in ``search_switch``.
+
+The cursor is the last result's ``(updated_at, id)`` plus what it was asked with: the next page
+resumes strictly after it, so records tied on ``updated_at`` are neither skipped nor repeated.
+The index is live, not a snapshot: a record changed during a walk moves in the order.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any
+
+from . import search_index
+from .clock import Clock, iso_ms, now_ms
+from .errors import ApiError, Reply, invalid
+from .search_index import FILTER_PATHS, Query
+from .search_switch import IndexSwitch
+from .store import Store
+from .validation import is_int
+
+#: path -> (store table, the SDK's ``ResourceType``)
+SEARCH_PATHS = {
+    "/orders/search": ("orders", "order"),
+    "/customers/search": ("customers", "customer"),
+}
+SEARCH_PAGE_SIZE_DEFAULT = 25
+SEARCH_PAGE_SIZE_MAX = 256
+#: Totals are counted exactly up to here, then answered as a lower bound (``lower_bound``).
+TOTAL_CAP = 10_000
+_REQUEST_FIELDS = frozenset({"text", "filters", "facets", "sort", "page_size", "cursor"})
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _filters(raw: object, table: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise invalid("filters", "filters must be a list of {field, operator, values}.")
+    parsed = []
+    for index, item in enumerate(raw):
+        where = f"filters[{index}]"
+        if not isinstance(item, dict) or set(item) != {"field", "operator", "values"}:
+            raise invalid(where, f"{where} must be an object of field, operator and values.")
+        name, operator, values = item["field"], item["operator"], item["values"]
+        if name not in FILTER_PATHS[table]:
+            allowed = ", ".join(FILTER_PATHS[table])
+            raise invalid(f"{where}.field", f"{where}.field must be one of {allowed}.")
+        if operator not in ("eq", "in"):
+            raise invalid(f"{where}.operator", f"{where}.operator must be eq or in.")
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(value, str) for value in values)
+            or (operator == "eq" and len(values) != 1)
+        ):
+            raise invalid(
+                f"{where}.values",
+                f"{where}.values must be a list of strings (exactly one for eq).",
+            )
+        parsed.append((name, tuple(values)))
+    return tuple(parsed)
+
+
+def _descending(raw: object) -> bool:
+    if raw is None:
+        return True
+    if not isinstance(raw, dict) or set(raw) != {"field", "direction"}:
+        raise invalid("sort", "sort must be an object of field and direction.")
+    if raw["field"] != "updated_at":
+        raise invalid("sort.field", "sort.field must be updated_at (the sandbox has no other).")
+    if raw["direction"] not in ("asc", "desc"):
+        raise invalid("sort.direction", "sort.direction must be asc or desc.")
+    return bool(raw["direction"] == "desc")
+
+
+def _bad_cursor(message: str) -> ApiError:
+    return ApiError(
+        400,
+        "invalid_cursor",
+        f"cursor {message}",
+        detail="Send the next_cursor of the previous answer with the same filters and sort, "
+        "or search again without a cursor.",
+        cause="invalid_input",
+        fix_code="change_request_parameters",
+    )
+
+
+def expired_cursor() -> ApiError:
+    return ApiError(
+        400,
+        "cursor_expired",
+        "cursor has expired: search again without a cursor.",
+        detail="Cursors of the search index live a limited time; start the search again from "
+        "the first page (or from a filter you can express) and carry on from there.",
+        cause="state_conflict",
+        fix_code="restart_search",
+    )
+
+
+def unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "search_unavailable",
+        "The search index is unavailable; try again later.",
+        type="api_error",
+        cause="transient_failure",
+        fix_code="retry_with_exponential_backoff",
+    )
+
+
+class Search:
+    """Answers the two search endpoints from the store's index columns."""
+
+    def __init__(
+        self, store: Store, clock: Clock, switch: IndexSwitch, before_read: Callable[[], None]
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.switch = switch
+        #: Applies due lazy moves (expiry, refunds) so the index sees them, as a page read does.
+        self.before_read = before_read
+
+    def handle(self, path: str, payload: dict[str, Any]) -> Reply:
+        table, resource_type = SEARCH_PATHS[path]
+        unknown = sorted(set(payload) - _REQUEST_FIELDS - {"request_meta"})
+        if unknown:
+            raise invalid(unknown[0], f"{unknown[0]} is not a search parameter.")
+        if payload.get("text") not in (None, ""):
+            raise invalid("text", "text is not supported by the sandbox: use filters and sort.")
+        if payload.get("facets") not in (None, []):
+            raise invalid("facets", "facets are not supported by the sandbox.")
+        size = payload.get("page_size", SEARCH_PAGE_SIZE_DEFAULT)
+        if size is None:
+            size = SEARCH_PAGE_SIZE_DEFAULT
+        if not is_int(size) or not 1 <= size <= SEARCH_PAGE_SIZE_MAX:
+            raise invalid(
+                "page_size", f"page_size must be an integer from 1 to {SEARCH_PAGE_SIZE_MAX}."
+            )
+        filters = _filters(payload.get("filters"), table)
+        query = Query(table, _descending(payload.get("sort")), filters)
+        now = now_ms(self.clock.timestamp())
+        switch = self.switch
+        if payload.get("cursor") is not None:
+            query = self._resume(payload, query, now)
+        if switch.state == "unavailable" and switch.error:
+            raise unavailable()
+        lag_ms = int(switch.lag_seconds * 1000)
+        as_of = now - lag_ms if lag_ms else None
+        query = Query(query.table, query.descending, query.filters, query.after, as_of)
+        self.before_read()
+        rows: list[tuple[str, int, str]] = []
+        total = 0
+        if switch.state != "unavailable":
+            # One read under the store's lock: the page and its total agree.
+            rows, total = self.store.reading(
+                lambda db: (
+                    search_index.select_page(db, query, size + 1),
+                    search_index.count(db, query, TOTAL_CAP + 1),
+                )
+            )
+        has_more = len(rows) > size
+        rows = rows[:size]
+        cursor = None
+        if has_more:
+            cursor = self._cursor(query, (rows[-1][1], rows[-1][0]), now)
+        exact = total <= TOTAL_CAP and switch.state not in ("partial", "unavailable")
+        relation = "exact" if exact else "lower_bound"
+        total = min(total, TOTAL_CAP)
+        project = _order if table == "orders" else _customer
+        answer = {
+            "resource_types": [resource_type],
+            "sort": {"field": "updated_at", "direction": "desc" if query.descending else "asc"},
+            "page_size": size,
+            "result_count": len(rows),
+            "has_more": has_more,
+            "total": {"value": total, "relation": relation},
+            "resource_totals": [
+                {"resource_type": resource_type, "value": total, "relation": relation}
+            ],
+            "results": [
+                project(record_id, json.loads(self.store.localize(text)), iso_ms(ms))
+                for record_id, ms, text in rows
+            ],
+            "facets": [],
+            "next_cursor": cursor,
+            "freshness": self._freshness(resource_type, now, lag_ms),
+        }
+        return Reply.json_text(200, _dumps({"search": answer}))
+
+    def _freshness(self, resource_type: str, now: int, lag_ms: int) -> dict[str, Any]:
+        state = self.switch.state
+        if state == "unknown":
+            return {"state": state, "observed_at": None, "resources": None}
+        indexed = iso_ms(now - lag_ms) if state in ("current", "delayed") else None
+        observed = iso_ms(now)
+        return {
+            "state": state,
+            "observed_at": observed,
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "state": state,
+                    "observed_at": observed,
+                    "last_indexed_at": indexed,
+                }
+            ],
+        }
+
+    def _cursor(self, query: Query, after: tuple[int, str], now: int) -> str:
+        body = {
+            "r": query.table,
+            "d": query.descending,
+            "f": [[name, list(values)] for name, values in query.filters],
+            "k": list(after),
+            "t": now,
+            "g": self.switch.generation,
+        }
+        return base64.urlsafe_b64encode(_dumps(body).encode()).decode().rstrip("=")
+
+    def _resume(self, payload: dict[str, Any], query: Query, now: int) -> Query:
+        """The query the cursor continues: its filters and sort, after its last result."""
+        raw = payload["cursor"]
+        if not isinstance(raw, str) or not raw:
+            raise _bad_cursor("must be a next_cursor string.")
+        try:
+            body = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+            table, descending, filters = body["r"], body["d"], body["f"]
+            updated, record_id = body["k"]
+            issued, generation = body["t"], body["g"]
+            parsed = tuple((name, tuple(values)) for name, values in filters)
+        except (binascii.Error, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            raise _bad_cursor("is not one this search gave out.") from None
+        if table != query.table or not (is_int(updated) and isinstance(record_id, str)):
+            raise _bad_cursor("is not one this search gave out.")
+        if ("sort" in payload and descending != query.descending) or (
+            "filters" in payload and parsed != query.filters
+        ):
+            raise _bad_cursor("was given out for other filters or another sort.")
+        ttl = self.switch.cursor_ttl_seconds
+        if generation != self.switch.generation or (ttl is not None and now - issued > ttl * 1000):
+            raise expired_cursor()
+        return Query(table, bool(descending), parsed, (updated, record_id))
+
+
+def _order(order_id: str, order: dict[str, Any], updated_at: str) -> dict[str, Any]:
+    total = (order.get("line_item_group") or {}).get("total")
+    customer = order.get("customer") or {}
+    return {
+        "resource": {"type": "order", "id": order_id},
+        "title": str(order.get("number") or order_id),
+        "summary": None,
+        "status": order.get("status"),
+        "customer_name": customer.get("name"),
+        "amount": {"currency": total["currency"], "value": total["value"]} if total else None,
+        "url": None,
+        "updated_at": updated_at,
+    }
+
+
+def _customer(customer_id: str, customer: dict[str, Any], updated_at: str) -> dict[str, Any]:
+    return {
+        "resource": {"type": "customer", "id": customer_id},
+        "title": customer.get("name") or customer_id,
+        "summary": customer.get("email_address"),
+        "status": None,
+        "customer_name": customer.get("name"),
+        "amount": None,
+        "url": None,
+        "updated_at": updated_at,
+    }
