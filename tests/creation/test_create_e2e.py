@@ -57,25 +57,26 @@ def test_finalize_is_sent(live_orders, order_input):
     assert "sealed_at" in order.raw
 
 
-def test_success_path_runs_exactly_four_statements(
+def test_success_path_runs_exactly_five_statements(
     live_orders, order_input, django_assert_num_queries
 ):
-    # INSERT request; upsert customer; upsert order; UPDATE request. Nothing else (the test's
-    # own atomic block means no BEGIN/SAVEPOINT is issued for the success transaction).
-    with django_assert_num_queries(4) as captured:
+    # INSERT request; SELECT: no other request holds the answered order; upsert customer;
+    # upsert order; UPDATE request. Nothing else (the test's own atomic block means no
+    # BEGIN/SAVEPOINT is issued for the success transaction).
+    with django_assert_num_queries(5) as captured:
         create_order(**order_input)
     sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "INSERT", "INSERT", "UPDATE"]
+    assert sql == ["INSERT", "SELECT", "INSERT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_success_path_statements_in_autocommit(live_orders, order_input, django_assert_num_queries):
     # As in production (no test transaction), with a reference: the request row commits on
     # its own before the send, then one transaction (Django logs its BEGIN and COMMIT too).
-    with django_assert_num_queries(6) as captured:
+    with django_assert_num_queries(7) as captured:
         create_order(**order_input, reference="cart-autocommit")
     sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    assert sql == ["INSERT", "SELECT", "BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
     assert OrderRequest.objects.get().state == State.SUCCEEDED
 
 
