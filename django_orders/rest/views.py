@@ -99,6 +99,13 @@ class OrdersAPIMixin(_APIView):
     def get_exception_handler(self):
         return exception_handler
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # An id of the path holding a NUL (``%00``) names nothing, and PostgreSQL refuses one
+        # in a query (a 500): 404 before any query.
+        if any("\x00" in str(value) for value in kwargs.values()):
+            raise NotFound()
+        super().initial(request, *args, **kwargs)
+
     def get_parsers(self) -> list[Any]:
         # The project's parsers, DRF's JSON one bounded (``parsers``).
         return [
