@@ -50,7 +50,10 @@ def answer_mismatch(payload: str, parsed: ParsedOrder) -> str | None:
     sent = json.loads(payload)
     currency, total = sent_total(sent["line_items"])
     problems = []
-    if parsed.total is not None and parsed.total < 0:
+    group = parsed.raw.get("line_item_group")
+    if parsed.total is None and isinstance(group, dict) and group.get("total") is not None:
+        problems.append("its total is not a whole number of minor units")
+    elif parsed.total is not None and parsed.total < 0:
         problems.append(f"its total is negative ({parsed.total})")
     elif parsed.total is not None and parsed.total != total:
         problems.append(f"its total is {parsed.total}, the lines sent add up to {total}")
@@ -61,9 +64,9 @@ def answer_mismatch(payload: str, parsed: ParsedOrder) -> str | None:
     if answered_email and answered_email.lower() != email.lower():
         # The answered address is not repeated: it may be another customer's.
         problems.append("its customer's e-mail address is not the one sent")
-    number = sent.get("number")
-    if number is not None and "number" in parsed.raw and parsed.raw["number"] != number:
-        problems.append(f"its number is {_shown(parsed.raw['number'])}, not {number!r}")
+    number, answered_number = sent.get("number"), parsed.raw.get("number")
+    if number is not None and answered_number is not None and answered_number != number:
+        problems.append(f"its number is {_shown(answered_number)}, not {number!r}")
     custom_data = parsed.raw.get("custom_data")
     if custom_data is not None and custom_data != (sent.get("custom_data") or {}):
         problems.append("its custom_data is not the one sent")

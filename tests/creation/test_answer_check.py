@@ -70,6 +70,10 @@ MISMATCHES = {
         {"line_item_group": {"total": {"currency": "ghs", "value": -10000}}},
         "its total is negative (-10000)",
     ),
+    "total-not-a-number": (
+        {"line_item_group": {"total": {"currency": "ghs", "value": "10000"}}},
+        "its total is not a whole number",
+    ),
     "email": (
         {"customer": {"id": "cu_x", "name": "X", "email_address": "kofi@example.com"}},
         "e-mail address is not the one sent",
@@ -98,6 +102,14 @@ def test_an_answer_that_is_not_the_order_sent_needs_review(hostile, order_input,
     with pytest.raises(OrderRequestPending):
         create_order(**sent(order_input), reference="cart-1")
     assert len(hostile.received) == 1
+
+
+def test_an_answer_without_the_optional_fields_is_linked(hostile, order_input):
+    # The spec marks them optional: an answer that does not carry them cannot contradict.
+    minimal = answer(number=None, custom_data=None)
+    del minimal["order"]["line_item_group"], minimal["order"]["customer"]["email_address"]
+    hostile.script("/orders/create", json_answer(200, minimal))
+    assert create_order(**sent(order_input), reference="cart-1").pk == "or_victim"
 
 
 def test_an_order_another_request_created_is_not_linked_again(hostile, order_input):
