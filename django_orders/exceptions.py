@@ -333,6 +333,25 @@ class OrderRequestRejected(OrdersError):
         super().__init__(f"Order request {order_request.pk} was rejected: {error}")
 
 
+class OrderAnswerMismatch(OrdersError):
+    """The service answered a create with an order that is not the one sent (another total,
+    currency, customer e-mail, number or custom_data, a negative total) or with an order
+    already linked to another order request.
+
+    The order is not linked to the request and no owner token opens it; the request is
+    ``needs_review`` with ``reason`` as its ``last_error``. ``order_id`` is the order the
+    service named; ``order_request`` is the request (set when ``create_order`` raises it).
+    """
+
+    def __init__(
+        self, reason: str, order_id: str, order_request: OrderRequest | None = None
+    ) -> None:
+        self.reason = reason
+        self.order_id = order_id
+        self.order_request = order_request
+        super().__init__(reason)
+
+
 class SyncAlreadyRunning(OrdersError):
     """Another process holds the sync lease for this resource."""
 

@@ -23,10 +23,22 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 HIDDEN = "[hidden]"
+
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
+_SHORT_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    """One JSON escape as the character it stands for (a lone surrogate stays one)."""
+    code, char = match.groups()
+    if code is not None:
+        return chr(int(code, 16))
+    return _SHORT_ESCAPES.get(char, char)
 
 
 class Secret:
@@ -109,6 +121,15 @@ class Secret:
             return data
         key = self._value.encode("utf-8", "surrogatepass")
         return data.replace(key, HIDDEN.encode()) if key in data else data
+
+    def escaped_in(self, data: bytes) -> bool:
+        """Whether the JSON text ``data`` holds the key written with escapes (``\\u0073k_``,
+        ``\\/``): ``scrub_bytes`` cannot see it there, it appears only once decoded. Cheap on
+        the usual answer: a body without a backslash is not searched further."""
+        if len(self._value) < 4 or b"\\" not in data:
+            return False
+        text = data.decode("utf-8", "replace")
+        return self._value in _JSON_ESCAPE.sub(_unescaped, text)
 
     def problem(self) -> str | None:
         """What makes the key unusable as a header value, in words that never quote it.

@@ -74,7 +74,8 @@ def _remembered(request: HttpRequest) -> list[str]:
 def _order_id(request: HttpRequest) -> str:
     """The query parameter, else the session's newest checkout; 404 when neither is usable."""
     order_id = request.GET.get("order_id") or next(reversed(_remembered(request)), None)
-    if not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
+    # No id holds a NUL, and PostgreSQL refuses one in a query: no such order.
+    if not order_id or len(order_id) > MAX_ORDER_ID_LENGTH or "\x00" in order_id:
         raise Http404("No order to show.")
     return order_id
 

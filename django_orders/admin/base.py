@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_permission_codename
 from django.db import models
 from django.db.models import TextField
@@ -141,6 +142,12 @@ def has_model_permission(request: HttpRequest, model: type[models.Model], action
     return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
 
 
+def names_nothing(object_id: str) -> bool:
+    """An object id of a URL that holds a NUL (``%00``): no id does, and PostgreSQL refuses
+    one in a query (a 500), so the admin answers as for any missing object."""
+    return "\x00" in str(object_id)
+
+
 class ReadOnlyModelAdmin(admin.ModelAdmin):
     """View-only for everybody; counts that stay cheap on large tables."""
 
@@ -204,6 +211,18 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
             else self._shown_as.get(name, name)
             for name in names
         ]
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        # A search or filter value holding a NUL (``%00``) matches nothing, and PostgreSQL
+        # refuses one in a query (a 500): the admin's answer to a filter it cannot apply.
+        if any("\x00" in value for _name, values in request.GET.lists() for value in values):
+            raise IncorrectLookupParameters("A NUL character in a search or filter value.")
+        return super().get_changelist_instance(request)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
+        if names_nothing(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
 
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
         return super().get_search_results(request, queryset, bounded_search_term(search_term))

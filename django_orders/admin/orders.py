@@ -32,6 +32,7 @@ from .base import (
     bounded_json,
     compact_datetime,
     has_model_permission,
+    names_nothing,
     pretty_json_text,
     raw_as_text,
 )
@@ -122,6 +123,8 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
         return queryset.order_by(*self.get_ordering(request))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
+        if names_nothing(object_id):
+            return None
         # The detail page shows the customer: fetch it with the order, not in a second query.
         queryset = self.get_queryset(request).annotate(raw_text=raw_as_text())
         model = queryset.model

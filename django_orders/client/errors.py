@@ -147,7 +147,7 @@ def error_from_response(
         error = inner if isinstance(inner, dict) else {"message": str(inner)}
     # Every field kept (detail, url, fix_code, cause... and any new one), scrubbed: a service
     # that echoes the credential back must not put it in our errors or the stored request.
-    error = _bounded(_scrubbed(error, scrub))
+    error = _bounded(scrubbed(error, scrub))
 
     def text(name: str) -> str | None:
         value = error.get(name)
@@ -242,7 +242,7 @@ def _shortened(value: Any) -> Any:
     return value
 
 
-def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+def scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
     """A decoded JSON value with ``scrub`` applied to every string in it, keys included.
 
     NUL characters become U+FFFD: PostgreSQL stores none in text or JSON, and the error is
@@ -251,9 +251,9 @@ def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return scrub(value.replace("\x00", "\ufffd") if "\x00" in value else value)
     if isinstance(value, dict):
-        return {scrub(str(k)): _scrubbed(v, scrub) for k, v in value.items()}
+        return {scrub(str(k)): scrubbed(v, scrub) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrubbed(v, scrub) for v in value]
+        return [scrubbed(v, scrub) for v in value]
     return value
 
 

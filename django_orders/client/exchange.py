@@ -46,6 +46,10 @@ class BearerAuth(requests.auth.AuthBase):
         """An answer's body with the key replaced (see ``Secret.scrub_bytes``)."""
         return self._api_key.scrub_bytes(data)
 
+    def escaped_in(self, data: bytes) -> bool:
+        """Whether a body holds the key in JSON escapes (``Secret.escaped_in``)."""
+        return self._api_key.escaped_in(data)
+
 
 class BoundedAdapter(HTTPAdapter):
     """Connection pools whose connections the request ``Deadline`` can find and shut."""

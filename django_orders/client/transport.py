@@ -57,7 +57,7 @@ from ..exceptions import (
 from ..secret import Secret
 from .answers import Answer, page_from, request_id_of, unwrap
 from .decoding import decode_answer, why_not_json
-from .errors import error_from_response
+from .errors import error_from_response, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for
@@ -330,12 +330,18 @@ class OrdersClient:
         if 200 <= response.status_code < 300:
             reason = unreadable
             if reason is None:
-                envelope = decode_light_page(content) if typed else None
+                # The bytes were scrubbed as they arrived (``exchange``); a key written with
+                # JSON escapes appears only once decoded, so that body is scrubbed decoded, and
+                # never kept as bytes for a later decoding (a typed page's ``body``).
+                hides_key = self._auth.escaped_in(content)
+                envelope = decode_light_page(content) if typed and not hides_key else None
                 if envelope is not None:
                     # Not ``plain``: the light reading does not say whether the body has floats.
                     return Answer(envelope, response.status_code, request_id, False, True, content)
                 try:
                     data, plain = decode_answer(content)
+                    if hides_key:
+                        data = scrubbed(data, self._auth.scrub)
                     return Answer(data, response.status_code, request_id, plain)
                 except ValueError as exc:
                     reason = f"a body that is not JSON ({why_not_json(exc, content)})"

@@ -61,6 +61,7 @@ from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions import (
     AuthenticationFailed,
+    OrderAnswerMismatch,
     OrderRequestPending,
     OrderRequestRejected,
     OrdersAPIError,
@@ -119,7 +120,9 @@ def create_order(
     Raises ``InvalidOrderRequest`` (nothing stored or sent; ``ReferenceConflict`` when
     ``reference`` was used before with a different payload), ``OrderRequestPending`` (stored,
     outcome not known yet: tell the customer the order is being confirmed),
-    ``OrderRequestRejected`` (the service refused it), ``AuthenticationFailed`` (the key is
+    ``OrderRequestRejected`` (the service refused it), ``OrderAnswerMismatch`` (the service
+    answered with an order that is not the one sent: the request needs review, no order is
+    linked to it), ``AuthenticationFailed`` (the key is
     wrong; the request stays pending), ``OrdersConfigurationError`` (``BASE_URL`` answered as a
     web page, with a redirect or "no such page": nothing is stored) or
     ``TransactionManagementError`` (called inside ``transaction.atomic()``; see the module
@@ -327,6 +330,9 @@ def _result(outcome: Outcome) -> Order:
     if request.state == State.SUCCEEDED and outcome.order is not None:
         return outcome.order
     if isinstance(error, AuthenticationFailed):
+        raise error
+    if isinstance(error, OrderAnswerMismatch):
+        error.order_request = request
         raise error
     if request.state == State.FAILED and isinstance(error, OrdersAPIError):
         raise OrderRequestRejected(request, error) from error

@@ -40,6 +40,7 @@ from ..conf import orders_settings, setting_name
 from ..exceptions import (
     InvalidRecord,
     InvalidResponse,
+    OrderAnswerMismatch,
     OrdersAPIError,
     OrdersError,
     RequestRejected,
@@ -49,6 +50,7 @@ from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import customer_row, order_row
 from ..models import Customer, Order, OrderRequest
 from ..signals import order_created
+from .answer_check import answer_mismatch
 from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
     CLAIM_MARGIN,  # noqa: F401
     MAX_BACKOFF,  # noqa: F401
@@ -203,6 +205,9 @@ def send_and_record(
         )
     try:
         return _record_success(request, parsed, sent_at, using, fixed_now)
+    except OrderAnswerMismatch as exc:
+        # Not resent (the service answered this key): staff must look; nothing was stored.
+        return _record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
     except Exception as exc:
         # The success's transaction rolled back (nothing of it is stored): record the attempt.
         return _record_error(
@@ -241,7 +246,23 @@ def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime
     return Coalesce(F("first_sent_at"), Value(sent_at)), request.first_sent_at or sent_at
 
 
+def check_answer(request: OrderRequest, parsed: ParsedOrder, using: str) -> None:
+    """Raise ``OrderAnswerMismatch`` unless the answer is the order this request sent
+    (``answer_check``) and no other request is linked to it yet."""
+    reason = answer_mismatch(request.payload, parsed)
+    if reason is None:
+        others = OrderRequest.objects.using(using).filter(order_id=parsed.id)
+        if others.exclude(pk=request.pk).exists():
+            reason = (
+                f"The service answered with order {parsed.id}, which another order request "
+                "already created."
+            )
+    if reason is not None:
+        raise OrderAnswerMismatch(reason, parsed.id)
+
+
 def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
+    check_answer(request, parsed, using)  # before anything of the answer is written
     now = fixed_now or timezone.now()
     first_sent_db, first_sent = _first_sent(request, sent_at)
     changes = {

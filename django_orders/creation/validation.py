@@ -40,6 +40,9 @@ URL_MAX_LENGTH = 2048
 #: The largest integer every JSON reader keeps exact (2**53 - 1): amounts beyond it would be
 #: rounded by a JavaScript or double-based reader on the way.
 MAX_AMOUNT = 2**53 - 1
+#: The most of one product a line may hold (the provider states no maximum): with prices
+#: bounded by ``MAX_AMOUNT`` it keeps a line's amount a number anyone can check and store.
+MAX_QUANTITY = 1_000_000
 
 _PHONE = re.compile(r"\+[0-9]{8,15}")
 _CURRENCY = re.compile(r"[a-z]{3}")
@@ -153,7 +156,7 @@ class PriceSerializer(StrictSerializer):
 class ProductSerializer(StrictSerializer):
     name = StrictCharField(max_length=255)
     type = StrictChoiceField(choices=PRODUCT_TYPES)
-    quantity = StrictIntegerField(min_value=1)
+    quantity = StrictIntegerField(min_value=1, max_value=MAX_QUANTITY)
     price = PriceSerializer()
 
 
@@ -197,6 +200,12 @@ def line_item_price(item: Mapping[str, Any]) -> Mapping[str, Any]:
     if kind == "fee":
         return item["fee"]["amount"]
     return item["shipping"]["fee"]
+
+
+def line_item_amount(item: Mapping[str, Any]) -> int:
+    """What a validated line item adds to the order's total: price x quantity for a product."""
+    value: int = line_item_price(item)["value"]
+    return value * item["product"]["quantity"] if item["type"] == "product" else value
 
 
 def _check_url(value: str) -> str:
@@ -306,6 +315,13 @@ class OrderInputSerializer(StrictSerializer):
         if len(currencies) > 1:
             raise serializers.ValidationError(
                 f"All line items must use the same currency, not {', '.join(sorted(currencies))}."
+            )
+        total = sum(line_item_amount(item) for item in items)
+        if total > MAX_AMOUNT:
+            # The service's total (and the mirror's 64-bit column) must hold it exactly.
+            raise serializers.ValidationError(
+                f"The line items add up to {total:,} (prices x quantities, fees, shipping); "
+                f"the most an order may total is {MAX_AMOUNT:,}."
             )
         return items
 

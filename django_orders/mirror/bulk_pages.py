@@ -220,3 +220,10 @@ def parse_body(body: bytes, parse: Callable[[Any], Any], number: int, resource: 
             f"not JSON ({why_not_json(exc, body)})"
         ) from None
     return parse_records(data["page"]["orders"], plain, parse, number, resource)
+
+
+def body_records(body: bytes) -> list[Any]:
+    """The orders of a typed page's body as decoded dicts, as any other answer's
+    (``decoding.decode_answer``): for parsing them one by one (``parse_leniently``)."""
+    data, _plain = decode_answer(body)  # read light already: JSON, or ValueError
+    return data["page"]["orders"]

@@ -22,8 +22,22 @@ from ..client.order_structs import (
     order_slices,
     to_records,
 )
-from .bulk_pages import encode_sorted, hash_text, page_timestamps, parse_body, vouched
-from .parsing import ParsedCustomer, ParsedOrder, parse_order, parse_page
+from .bulk_pages import (
+    body_records,
+    encode_sorted,
+    hash_text,
+    page_timestamps,
+    parse_body,
+    vouched,
+)
+from .parsing import (
+    LenientPage,
+    ParsedCustomer,
+    ParsedOrder,
+    parse_leniently,
+    parse_order,
+    parse_page,
+)
 from .record_fields import (
     CURRENCY_MAX,
     EMAIL_MAX,
@@ -316,6 +330,15 @@ def read_deferred(orders: list[Any]) -> None:
     (nothing to do for any other page)."""
     if orders and type(orders[0]) is _DeferredOrder:
         orders[0]._page.read()
+
+
+def reparse_deferred(orders: list[Any]) -> LenientPage:
+    """The page of ``orders`` (parsed with ``deferred=True``), whose deferred read raised
+    ``InvalidRecord``, parsed record by record with its malformed records set aside."""
+    page: DeferredPage = orders[0]._page
+    return parse_leniently(
+        body_records(page.body), parse_order, page_number=page.number, resource=page.resource
+    )
 
 
 def _wire_hash(data: Any) -> str:

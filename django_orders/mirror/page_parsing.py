@@ -35,6 +35,10 @@ differ.
 
 ``parse_fetched`` here chooses the path; the bulk path and what both share are in
 ``bulk_pages``, the light path in ``deferred_pages``.
+
+A page with a malformed record (an impossible date, a 65-character status, a timestamp without
+an offset) is parsed again record by record (``parse_leniently``): the sync sets that record
+aside with its reason and mirrors the rest, so one bad record never stops every run.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..client.pages import Page
-from .bulk_pages import parse_body, parse_records
+from .bulk_pages import body_records, parse_body, parse_records
 from .deferred_pages import DeferredPage, light_orders
-from .parsing import parse_order
+from .parsing import LenientPage, parse_leniently, parse_order
 
 
 def parse_fetched(
@@ -71,3 +75,11 @@ def parse_fetched(
                 return parsed
         return parse_body(page.body, parse, page.number, resource)
     return parse_records(page.records, page.plain, parse, page.number, resource)
+
+
+def reparse_leniently(page: Page, parse: Callable[[Any], Any], *, resource: str) -> LenientPage:
+    """``page`` parsed record by record, its malformed records set aside (module docstring),
+    after ``parse_fetched`` raised ``InvalidRecord`` for it."""
+    assert not page.typed or page.body is not None  # a typed page keeps its body
+    records = body_records(page.body) if page.typed and page.body is not None else page.records
+    return parse_leniently(records, parse, page_number=page.number, resource=resource)

@@ -3,8 +3,9 @@
 Strict where the spec is firm (id prefixes, ``status`` a string, timestamps with an offset),
 tolerant of everything else: unknown fields and unknown statuses are kept, never rejected.
 
-A whole page is parsed before anything of it is written, so a bad record fails the run with
-a message naming the page, the record and the field, and nothing of that page is half-written.
+A whole page is parsed before anything of it is written, so a bad record is named by page,
+record and field (``parse_page``); the sync then parses that page again record by record
+(``parse_leniently``) and sets the bad record aside, so one record never stops the mirror.
 """
 
 from __future__ import annotations
@@ -328,9 +329,39 @@ def parse_page(
         try:
             parsed.append(parse(record))
         except InvalidRecord as exc:
-            record_id = record.get("id") if isinstance(record, dict) else None
-            where = f"id {record_id}" if isinstance(record_id, str) else "no valid id"
-            raise InvalidRecord(
-                f"{resource} page {page_number}, record {index} of {len(records)} ({where}): {exc}"
-            ) from None
+            where = record_position(resource, page_number, index, records)
+            raise InvalidRecord(f"{where}: {exc}") from None
     return parsed
+
+
+def record_position(resource: str, page_number: int, index: int, records: Sequence[Any]) -> str:
+    """``orders page 3, record 17 of 25 (id or_abc)``: where a record is, for an operator."""
+    record = records[index - 1]
+    record_id = record.get("id") if isinstance(record, dict) else None
+    where = f"id {record_id}" if isinstance(record_id, str) else "no valid id"
+    return f"{resource} page {page_number}, record {index} of {len(records)} ({where})"
+
+
+class LenientPage(list):
+    """The records of a page that parsed, and ``set_aside``: (where, error) for each that did
+    not, where naming the page, the record's position and its id (``record_position``)."""
+
+    def __init__(self, parsed: list, set_aside: list[tuple[str, InvalidRecord]]) -> None:
+        super().__init__(parsed)
+        self.set_aside = set_aside
+
+
+def parse_leniently(
+    records: Sequence[Any], parse: Callable[[Any], Any], *, page_number: int, resource: str
+) -> LenientPage:
+    """``parse_page`` that sets a malformed record aside instead of failing the page: the same
+    values for every record it parses, in the same order. For the sync: one bad record must not
+    keep every later record from being mirrored, run after run."""
+    parsed: list = []
+    set_aside: list[tuple[str, InvalidRecord]] = []
+    for index, record in enumerate(records, start=1):
+        try:
+            parsed.append(parse(record))
+        except InvalidRecord as exc:
+            set_aside.append((record_position(resource, page_number, index, records), exc))
+    return LenientPage(parsed, set_aside)

@@ -10,6 +10,9 @@ What callers get, and why:
   ["…"]}``), DRF's usual shape for a validation error;
 - ``ReferenceConflict``: 422 ``idempotency_key_conflict``: the key was used with another body;
 - ``OrderRequestRejected``: 422 with the service's own code and message;
+- ``OrderAnswerMismatch``: 502 with no body: the service answered with an order that is not
+  the one sent (staff review the request); nothing about that order is shown, and no token
+  is issued;
 - the shop's configuration is wrong (the key rejected with a 401, a setting missing): 503
   with nothing about the cause. The caller can do nothing about it, and a cause such as "the
   key is invalid" is for the shop's staff, so it goes to the log (which never holds the key);
@@ -60,6 +63,9 @@ def orders_exception_response(exc: BaseException) -> Response | None:
             exc.error.code or "order_rejected",
             exc.error.message,
         )
+    if isinstance(exc, errors.OrderAnswerMismatch):
+        logger.error("The order service answered a checkout with another order: %s", exc)
+        return Response(status=status.HTTP_502_BAD_GATEWAY)
     if isinstance(exc, errors.AuthenticationFailed | errors.OrdersConfigurationError):
         logger.error("The orders API cannot reach the service: %s", exc)
         return Response(status=status.HTTP_503_SERVICE_UNAVAILABLE)

@@ -3,7 +3,8 @@
 Search reuses the admin's (``mirror.queries``): an exact order id, order number, customer id or
 e-mail address, or every word in the customer's name, matched on the small customer table
 first so the order table is reached through indexes. A malformed filter value is a 400 that
-names the parameter, never an empty page that looks like "no orders".
+names the parameter, never an empty page that looks like "no orders"; so is a value holding
+a NUL character (``%00``), which PostgreSQL refuses in a query.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ def _parse_instant(name: str, value: str) -> datetime:
     return parsed
 
 
+def query_param(request: Request, name: str, default: str = "") -> str:
+    """A query parameter's value; a 400 naming it when it holds a NUL (module docstring)."""
+    value = request.query_params.get(name, default)
+    if "\x00" in value:
+        raise ValidationError({name: ["Must not contain NUL characters."]})
+    return value
+
+
 def _param(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
@@ -56,16 +65,16 @@ class OrderFilterBackend(BaseFilterBackend):
     ``initiated_before`` (exclusive) on ``initiated_at``."""
 
     def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
-        params = request.query_params
         conditions = Q()
         for name, lookup in (("status", "status"), ("customer", "customer_id")):
-            value = params.get(name)
+            value = query_param(request, name)
             if value:
                 conditions &= Q(**{lookup: value})
-        currency = params.get("currency")
+        currency = query_param(request, "currency")
         if currency:
             conditions &= Q(currency=currency.lower())
-        after, before = params.get("initiated_after"), params.get("initiated_before")
+        after = query_param(request, "initiated_after")
+        before = query_param(request, "initiated_before")
         if after:
             conditions &= Q(initiated_at__gte=_parse_instant("initiated_after", after))
         if before:
@@ -88,7 +97,7 @@ class OrderSearchFilter(SearchFilter):
     """``?search=``: the admin's order search (module docstring)."""
 
     def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
-        term = request.query_params.get(self.search_param, "")
+        term = query_param(request, self.search_param)
         return search_orders(queryset, term) if term.strip() else queryset
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
@@ -107,7 +116,7 @@ class CustomerSearchFilter(OrderSearchFilter):
     name (as the admin)."""
 
     def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
-        words = request.query_params.get(self.search_param, "").split()
+        words = query_param(request, self.search_param).split()
         if not words:
             return queryset
         matching = Q(pk__in=customers_matching(words).values("pk"))

@@ -43,16 +43,16 @@ from ..client.pages import COLLECTIONS
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
-from ..exceptions import error_name
+from ..exceptions import InvalidRecord, error_name
 from ..mirror.announce import announce
 from ..mirror.comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..mirror.deferred_pages import read_deferred
+from ..mirror.deferred_pages import read_deferred, reparse_deferred
 from ..mirror.parsing import ParsedOrder, parse_order, parse_record
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
-from .pagewrite import write_page
+from .pagewrite import MALFORMED, set_aside, write_page
 from .progress import (
     PROGRESS_FIELDS,
     ProgressCallback,
@@ -211,6 +211,8 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
     nonterminal_seen = 0
     mode = _WalkMode()
     for parsed in _pages_ahead(walk, mode):
+        problems_before = run.problems
+        _set_aside_malformed(run, parsed)
         fresh: dict[str, Any] = {}
         for record in parsed:
             if record.id not in seen_ids:
@@ -221,9 +223,13 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         # When the page's request was sent: the mirror keeps an order it holds from a later
         # request (mirror.lifecycle). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
-        commit = partial(_commit_page, run, lease, len(fresh), run.problems, now, mode)
         with counts_kept_on_commit(run):
             results = _quiet_page(records, known_customers, mode) if is_orders else None
+            if results is None and is_orders:
+                # The page is written: its deferred fields are read now, outside the page's
+                # transaction, so a malformed record is set aside before anything is written.
+                records = _read_or_set_aside(run, records, fresh)
+            commit = partial(_commit_page, run, lease, len(records), problems_before, now, mode)
             if results is None:
                 # One transaction; record by record only if the database refuses one.
                 results = write_page(
@@ -239,13 +245,36 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
                 with app_atomic():
                     commit(results)
             else:
-                _count_page(run, len(fresh), results)
+                _count_page(run, len(records), results)
         mode.writing = any(result.created or result.updated for result in results)
         if is_orders:
             nonterminal_seen += sum(r.status not in TERMINAL_STATUSES for r in records)
         if progress is not None:
             progress(run)
     return nonterminal_seen
+
+
+def _set_aside_malformed(run: SyncRun, parsed: list) -> None:
+    """Count and explain the malformed records of a page parsed record by record
+    (``mirror.parsing.LenientPage``); the run is saved with the page."""
+    for where, exc in getattr(parsed, "set_aside", ()):
+        set_aside(run, where, exc, why=MALFORMED)
+
+
+def _read_or_set_aside(run: SyncRun, records: list, fresh: dict[str, Any]) -> list:
+    """``records`` with their deferred fields read (``read_deferred``); when that finds a
+    malformed record, the page parsed again record by record, that record set aside."""
+    try:
+        read_deferred(records)
+    except InvalidRecord:
+        reparsed = reparse_deferred(records)
+        _set_aside_malformed(run, reparsed)
+        kept: dict[str, Any] = {}
+        for record in reparsed:
+            if record.id in fresh:  # as the page was deduplicated against the walk
+                kept.setdefault(record.id, record)
+        return list(kept.values())
+    return records
 
 
 #: Seconds between two saves of a run's progress (and renewals of its lease) while its pages

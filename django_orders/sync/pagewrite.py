@@ -32,6 +32,8 @@ from ..models import SyncRun
 
 logger = logging.getLogger("django_orders.sync")
 
+#: ``set_aside``'s ``why`` for a record that breaks the spec (``mirror.parsing``).
+MALFORMED = "it breaks the spec"
 #: What the database raises for a value it will not store.
 REFUSALS = (DataError, IntegrityError, UnicodeError)
 #: Reasons listed in ``SyncRun.problems``; past this, only counted.
@@ -93,10 +95,13 @@ def write_page(
     return results
 
 
-def set_aside(run: SyncRun, where: str, exc: BaseException) -> None:
-    """Count a refused record on ``run`` and note why (the caller saves the run)."""
+def set_aside(
+    run: SyncRun, where: str, exc: BaseException, *, why: str = "the database refused it"
+) -> None:
+    """Count a record set aside on ``run`` and note why (the caller saves the run): one the
+    database refused, or a malformed one (``why`` says which)."""
     run.skipped += 1
-    logger.error("Set aside %s: the database refused it (%s)", where, _reason(exc))
+    logger.error("Set aside %s: %s (%s)", where, why, _reason(exc))
     lines = run.problems.count("\n") + 1 if run.problems else 0
     if lines < MAX_PROBLEMS_LISTED:
         line = f"{where}: {_reason(exc)}"

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from ..client.pages import Page
 from ..client.paging import PageWalk
-from ..exceptions import InvalidResponse
-from ..mirror.page_parsing import parse_fetched
+from ..exceptions import InvalidRecord, InvalidResponse
+from ..mirror.page_parsing import parse_fetched, reparse_leniently
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -25,10 +25,12 @@ _DONE = object()
 
 class PageRecords(list):
     """A page's parsed records, with when the request for the page was sent (``Page.sent_at``):
-    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``)."""
+    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``); and,
+    for a page parsed record by record, the records it set aside (``LenientPage.set_aside``)."""
 
-    __slots__ = ("sent_at",)
+    __slots__ = ("sent_at", "set_aside")
     sent_at: datetime | None
+    set_aside: list
 
 
 #: Seconds the walk waits for a helper thread when it stops (see fetched_ahead, run_ahead).
@@ -48,10 +50,11 @@ def fetched_ahead(
     JSON) overlaps writing page n (the database's time), which is most of what a sync costs
     beyond the walk itself. The page transaction still never waits on the network: it only ever
     runs database statements, and the helper threads never touch the database. Pages arrive in
-    order, so a bad record on page n + 1 fails the run after page n is committed, as without the
-    helpers. ``prepare``, if given, runs on each parsed page on the parsing thread too (work the
-    writer would otherwise do); ``deferred`` is ``parse_fetched``'s. See ``run_ahead`` for memory
-    and stopping.
+    order, so a page that fails fails the run after page n is committed, as without the helpers;
+    a malformed record is set aside instead (``page_parsing.reparse_leniently``). ``prepare``,
+    if given, runs on each parsed page on the parsing thread too (work the writer would
+    otherwise do); ``deferred`` is ``parse_fetched``'s. See ``run_ahead`` for memory and
+    stopping.
 
     Two helpers, one for the network and one for parsing: while page n + 1 is parsed, the
     request for page n + 2 is already out, so the service works while this process parses.
@@ -71,12 +74,21 @@ def fetched_ahead(
         )
         try:
             for page in fetched:
-                parsed = PageRecords(
-                    parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
-                )
+                try:
+                    parsed = PageRecords(
+                        parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
+                    )
+                    if prepare is not None:
+                        prepare(parsed)
+                except InvalidRecord:
+                    # A malformed record: the page again, record by record, that record set
+                    # aside (``LenientPage.set_aside``, reported by the writer).
+                    lenient = reparse_leniently(page, parse, resource=walk.resource)
+                    parsed = PageRecords(lenient)
+                    parsed.set_aside = lenient.set_aside
+                    if prepare is not None:
+                        prepare(parsed)
                 parsed.sent_at = page.sent_at
-                if prepare is not None:
-                    prepare(parsed)
                 yield parsed
         finally:
             # Stops the fetching thread now, whatever ended this loop: a page that failed to

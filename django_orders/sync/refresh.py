@@ -16,12 +16,13 @@ from django.db.models import F
 
 from ..client.lookups import Lookup, lookup_orders
 from ..db import app_database, refuse_outer_transaction
+from ..exceptions import InvalidRecord
 from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
-from .pagewrite import REFUSALS, set_aside
+from .pagewrite import MALFORMED, REFUSALS, set_aside
 from .progress import ProgressCallback, add_counts, counts_kept_on_commit, progress_values
 
 logger = logging.getLogger("django_orders.sync")
@@ -123,8 +124,8 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
 def _store_for_run(lookup: Lookup, run: SyncRun, lease: Lease) -> MirrorResult | None:
     """``store_lookup`` with the run's counts and the lease renewal in the order's transaction.
 
-    A record the database refuses is set aside as a page's record is (``pagewrite``), and the
-    order goes to the back of the refresh queue.
+    A record the database refuses, or a malformed one, is set aside as a page's record is
+    (``pagewrite``), and the order goes to the back of the refresh queue.
     """
 
     def count(result: MirrorResult | None, now: datetime) -> None:
@@ -137,8 +138,10 @@ def _store_for_run(lookup: Lookup, run: SyncRun, lease: Lease) -> MirrorResult |
     try:
         with counts_kept_on_commit(run):
             return store_lookup(lookup, within=count)
-    except REFUSALS as exc:
-        set_aside(run, f"lookup of order {lookup.order_id}", exc)
+    except (*REFUSALS, InvalidRecord) as exc:
+        refused = not isinstance(exc, InvalidRecord)
+        why = "the database refused it" if refused else MALFORMED
+        set_aside(run, f"lookup of order {lookup.order_id}", exc, why=why)
 
         def note(result: MirrorResult | None, now: datetime) -> None:
             SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)

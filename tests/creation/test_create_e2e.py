@@ -62,21 +62,22 @@ def test_success_path_statements_in_a_test_transaction(
     live_orders, order_input, django_assert_num_queries
 ):
     # INSERT request (in a savepoint: under the test's own atomic block a repeated reference's
-    # IntegrityError must not poison it); upsert customer; upsert order; UPDATE request.
-    with django_assert_num_queries(6) as captured:
+    # IntegrityError must not poison it); SELECT: no other request holds the answered order;
+    # upsert customer; upsert order; UPDATE request.
+    with django_assert_num_queries(7) as captured:
         create_order(**order_input, reference=new_reference())
     sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["SAVEPOINT", "INSERT", "RELEASE", "INSERT", "INSERT", "UPDATE"]
+    assert sql == ["SAVEPOINT", "INSERT", "RELEASE", "SELECT", "INSERT", "INSERT", "UPDATE"]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_success_path_statements_in_autocommit(live_orders, order_input, django_assert_num_queries):
     # As in production (no test transaction), with a reference: the request row commits on
     # its own before the send, then one transaction (Django logs its BEGIN and COMMIT too).
-    with django_assert_num_queries(6) as captured:
+    with django_assert_num_queries(7) as captured:
         create_order(**order_input, reference="cart-autocommit")
     sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    assert sql == ["INSERT", "SELECT", "BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
     assert OrderRequest.objects.get().state == State.SUCCEEDED
 
 

@@ -136,13 +136,22 @@ def test_another_resource(uncapped):
 
 def test_failure_is_a_command_error_naming_the_problem(uncapped):
     uncapped.seed(25)
-    bad = uncapped.store.newest_order_ids(25)[12]
-    edit_raw_order(uncapped, bad, lambda r: r.update(status=None))
+    uncapped.add_fault("error_before_write", "/orders/page", times=None, status=400)
     with pytest.raises(CommandError) as caught:
         run_command("--page-size", "10")
     assert caught.value.returncode == 1
-    assert f"orders page 2, record 3 of 10 (id {bad})" in str(caught.value)
-    assert "status" in str(caught.value)
+    assert "Sync failed: " in str(caught.value) and "HTTP 400" in str(caught.value)
+
+
+def test_a_malformed_record_is_set_aside_and_the_command_succeeds(uncapped):
+    uncapped.seed(25)
+    bad = uncapped.store.newest_order_ids(25)[12]
+    edit_raw_order(uncapped, bad, lambda r: r.update(status=None))
+    stderr = io.StringIO()
+    call_command("sync_orders", "--page-size", "10", stdout=io.StringIO(), stderr=stderr)
+    err = stderr.getvalue()
+    assert f"orders page 2, record 3 of 10 (id {bad}): InvalidRecord: " in err
+    assert "status" in err
 
 
 def test_invalid_options_are_refused(uncapped):

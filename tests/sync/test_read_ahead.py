@@ -110,11 +110,11 @@ def test_a_stopped_walk_sends_no_further_request():
 
 
 def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
-    """An error on the parsing thread reaches the writer in order, and both helpers end."""
+    """An error on the parsing thread reaches the writer in order, and both helpers end; a
+    malformed record is set aside instead (the page parsed record by record)."""
     import pytest
 
     from django_orders.client.pages import Page
-    from django_orders.exceptions import InvalidRecord
     from django_orders.mirror.parsing import parse_record
     from django_orders.sync import read_ahead as prefetch
 
@@ -124,12 +124,23 @@ def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
 
         def __iter__(self):
             yield Page(number=1, size=1, records=[{"id": "po_1"}])
-            yield Page(number=2, size=1, records=[{"no": "id"}])
-            yield Page(number=3, size=1, records=[{"id": "po_3"}])
+            yield Page(number=2, size=2, records=[{"no": "id"}, {"id": "po_2"}])
+            yield Page(number=3, size=1, records=[{"id": "po_bug"}])
+            yield Page(number=4, size=1, records=[{"id": "po_4"}])
+
+    def parse(record):
+        if record.get("id") == "po_bug":
+            raise RuntimeError("a parser bug")
+        return parse_record(record)
 
     before = set(threading.enumerate())
-    pages = prefetch.fetched_ahead(Walk(), parse_record)
+    pages = prefetch.fetched_ahead(Walk(), parse)
     assert [r.id for r in next(pages)] == ["po_1"]
-    with pytest.raises(InvalidRecord, match=r"payouts page 2, record 1 of 1"):
+    second = next(pages)
+    assert [r.id for r in second] == ["po_2"]
+    [(where, error)] = second.set_aside
+    assert where == "payouts page 2, record 1 of 2 (no valid id)"
+    assert "id must be a non-empty string" in str(error)
+    with pytest.raises(RuntimeError, match="a parser bug"):
         next(pages)
     assert_threads_end(started_since=before)

@@ -130,7 +130,7 @@ def test_the_command_reports_records_set_aside_on_stderr(pages, capsys):
     pages("orders", "orders", [order(1), order(2, extra='"amount": 1e400')])
     call_command("sync_orders", skip_checks=True)
     err = capsys.readouterr().err
-    assert "1 record(s) set aside, refused by the database" in err
+    assert "1 record(s) set aside, refused by the database or malformed" in err
     assert "orders page 1, id or_2" in err
 
 

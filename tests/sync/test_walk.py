@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.exceptions import InvalidRecord, InvalidResponse, ServerError
+from django_orders.exceptions import InvalidResponse, ServerError
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
 from django_orders.signals import order_first_seen, order_status_changed
@@ -266,41 +266,36 @@ def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypa
     assert Order.objects.get(pk=newest[75]).number == "ORD-CHANGED"
 
 
-def test_a_record_gone_bad_after_unchanged_pages_fails_the_run_naming_it(uncapped):
-    """Read by the writer (the walk is in its re-sync mode), a bad record still fails the run
-    with the message naming page, record and field, its page unwritten, the earlier pages'
-    counts on the failed run."""
+def test_a_record_gone_bad_after_unchanged_pages_is_set_aside_naming_it(uncapped):
+    """Read by the writer (the walk is in its re-sync mode), a bad record is set aside with the
+    message naming page, record and field; its stored version stays, the walk goes on."""
     uncapped.seed(95)
     sync_orders()
     newest = uncapped.store.newest_order_ids(95)
     bad_id = newest[65]  # page 7, record 6
     stored = Order.objects.get(pk=bad_id).raw
     edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
-    with pytest.raises(InvalidRecord) as caught:
-        sync_orders()
-    assert f"orders page 7, record 6 of 10 (id {bad_id})" in str(caught.value)
-    assert "initiated_at" in str(caught.value)
+    run = sync_orders()
+    problems = SyncRun.objects.get(pk=run.pk).problems
+    assert problems.startswith(f"orders page 7, record 6 of 10 (id {bad_id}): InvalidRecord: ")
+    assert "initiated_at" in problems
     assert Order.objects.get(pk=bad_id).raw == stored
-    failed = SyncRun.objects.latest("started_at")
-    assert failed.outcome == SyncRun.Outcome.FAILED
-    assert (failed.pages, failed.seen, failed.unchanged) == (6, 60, 60)
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert (run.pages, run.seen, run.unchanged, run.skipped) == (10, 94, 94, 1)
 
 
-def test_a_bad_record_mid_walk_fails_the_run_and_keeps_earlier_pages(uncapped):
+def test_a_bad_record_mid_walk_is_set_aside_and_the_walk_goes_on(uncapped):
     uncapped.seed(95)
     newest = uncapped.store.newest_order_ids(95)
     bad_id = newest[35]  # page 4, record 6
     edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
-    with pytest.raises(InvalidRecord) as caught:
-        sync_orders()
-    message = str(caught.value)
-    assert f"orders page 4, record 6 of 10 (id {bad_id})" in message
-    assert "initiated_at" in message
-    assert set(Order.objects.values_list("id", flat=True)) == set(newest[:30])
-    run = SyncRun.objects.get()
-    assert run.outcome == SyncRun.Outcome.FAILED
-    assert (run.pages, run.seen, run.created) == (3, 30, 30)
-    assert message in run.error and run.finished_at is not None
+    run = sync_orders()
+    problems = SyncRun.objects.get(pk=run.pk).problems
+    assert problems.startswith(f"orders page 4, record 6 of 10 (id {bad_id}): InvalidRecord: ")
+    assert "initiated_at" in problems
+    assert set(Order.objects.values_list("id", flat=True)) == set(newest) - {bad_id}
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert (run.pages, run.seen, run.created, run.skipped) == (10, 94, 94, 1)
 
 
 def test_a_page_with_nan_fails_the_run_naming_the_page_and_keeps_earlier_pages(uncapped, sleeps):

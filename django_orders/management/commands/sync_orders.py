@@ -172,7 +172,7 @@ class Command(BaseCommand):
             # On stderr, which cron mails: the walk went on, but these records are missing.
             self.stderr.write(
                 self.style.WARNING(
-                    f"{run.skipped} record(s) set aside, refused by the database "
+                    f"{run.skipped} record(s) set aside, refused by the database or malformed "
                     f"(sync run {run.pk}):\n{run.problems}"
                 )
             )

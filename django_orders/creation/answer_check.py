@@ -1,0 +1,82 @@
+"""Is a create's answer the order that was sent? Checked before anything of it is stored.
+
+A create's answer is trusted to name the new order: its id is linked to the request, and the
+checkout's owner token then opens that order. A broken or hostile service answering with
+another, existing order would hand that order to a stranger. So the answer must carry what the
+request sent, in each field the provider echoes (api-notes.md) that the answer carries:
+
+- the currency and the total of ``line_item_group.total``: the total computed from the sent
+  lines (products' price x quantity, fees, shipping), never negative;
+- the customer's e-mail address (compared case-insensitively);
+- ``number`` when the request sent one (without it the service numbers the order with its id)
+  and ``custom_data``.
+
+The spec marks these fields optional, so an answer without them is not refused for it; an
+answer naming an order another request already holds is refused whatever it carries
+(``records.check_answer``). A mismatch
+is not resent: the service already answered the key, so the request goes to staff
+(``needs_review``) with the reason, and the order is not linked to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..mirror.parsing import ParsedOrder
+
+
+def sent_total(line_items: list[Mapping[str, Any]]) -> tuple[str, int]:
+    """The (currency, total) of validated line items: what ``line_item_group.total`` sums."""
+    currency, total = "", 0
+    for item in line_items:
+        kind = item["type"]
+        if kind == "product":
+            price = item["product"]["price"]
+            amount = price["value"] * item["product"]["quantity"]
+        elif kind == "fee":
+            price = item["fee"]["amount"]
+            amount = price["value"]
+        else:
+            price = item["shipping"]["fee"]
+            amount = price["value"]
+        currency, total = price["currency"], total + amount
+    return currency, total
+
+
+def answer_mismatch(payload: str, parsed: ParsedOrder) -> str | None:
+    """Why the answer ``parsed`` is not the order the stored ``payload`` asked for, or ``None``."""
+    sent = json.loads(payload)
+    currency, total = sent_total(sent["line_items"])
+    problems = []
+    group = parsed.raw.get("line_item_group")
+    if parsed.total is None and isinstance(group, dict) and group.get("total") is not None:
+        problems.append("its total is not a whole number of minor units")
+    elif parsed.total is not None and parsed.total < 0:
+        problems.append(f"its total is negative ({parsed.total})")
+    elif parsed.total is not None and parsed.total != total:
+        problems.append(f"its total is {parsed.total}, the lines sent add up to {total}")
+    if parsed.currency and parsed.currency != currency:
+        problems.append(f"its currency is {parsed.currency!r}, not {currency!r}")
+    email = sent["customer_data"]["email_address"]
+    answered_email = parsed.customer.email_address
+    if answered_email and answered_email.lower() != email.lower():
+        # The answered address is not repeated: it may be another customer's.
+        problems.append("its customer's e-mail address is not the one sent")
+    number, answered_number = sent.get("number"), parsed.raw.get("number")
+    if number is not None and answered_number is not None and answered_number != number:
+        problems.append(f"its number is {_shown(answered_number)}, not {number!r}")
+    custom_data = parsed.raw.get("custom_data")
+    if custom_data is not None and custom_data != (sent.get("custom_data") or {}):
+        problems.append("its custom_data is not the one sent")
+    if not problems:
+        return None
+    return f"The service answered with order {parsed.id}, which is not the order sent: " + (
+        "; ".join(problems) + "."
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:100] + "..."
