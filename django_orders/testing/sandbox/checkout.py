@@ -6,7 +6,8 @@ backs out, each redirecting (303) to the order's ``checkout_settings`` URL with
 ``order_id=<id>`` appended, as the provider's hosted checkout does. No API key: this is
 the customer's browser, not the merchant's server. Plain HTML, no JavaScript, every
 piece of order data escaped (names are user input). ``.../invoice.pdf`` serves a tiny
-PDF so the invoice's ``pdf.url`` resolves.
+PDF so the invoice's ``pdf.url`` resolves, and ``.../receipt`` the receipt of a paid or
+completed order (the ``document_url`` that ``/orders/send_receipt`` sends).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .app import SandboxApp
 
 PREFIX = "/pay/"
-_ROUTE = re.compile(r"/pay/([A-Za-z0-9_]{1,128})(?:/(pay|cancel|invoice\.pdf))?")
+_ROUTE = re.compile(r"/pay/([A-Za-z0-9_]{1,128})(?:/(pay|cancel|invoice\.pdf|receipt))?")
 #: Minor-unit digits of the contract's currencies (all two today); the formatter reads this.
 MINOR_DIGITS = {"ghs": 2, "usd": 2, "gbp": 2, "eur": 2, "cny": 2}
 _HEADERS = {
@@ -75,6 +76,10 @@ def handle(app: SandboxApp, method: str, path: str) -> Reply:
     if action == "invoice.pdf":
         pdf = invoice_pdf(order)
         return Reply(200, pdf, content_type="application/pdf", headers=dict(_HEADERS))
+    if action == "receipt":
+        if order.get("status") not in ("paid", "completed"):
+            return _page(404, "No receipt", "<p>This order is not paid: it has no receipt.</p>")
+        return _summary(order, 200, title="Receipt")
     if action == "pay":
         try:
             order = app.service.lifecycle.pay(order_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import refund_control
+from . import deliveries, document_control, refund_control
 from .clock import iso_z
 from .errors import ApiError, Reply, invalid
 from .lifecycle import OrderNotPayable
@@ -33,6 +33,11 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
     """Dispatch one control call; all are POST with a JSON object body."""
     if path.startswith(refund_control.PREFIX):
         reply = refund_control.handle(app, path, payload)
+        if reply is not None:
+            return reply
+        raise not_found(path)
+    if path.startswith(document_control.PREFIX):
+        reply = document_control.handle(app, path, payload)
         if reply is not None:
             return reply
         raise not_found(path)
@@ -105,6 +110,8 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
                 "faults": [fault.as_dict() for fault in app.faults.active()],
                 "page_cap": app.service.page_cap,
                 "search": app.service.search.switch.as_dict(),
+                "deliveries": app.store.reading(deliveries.recorded),
+                "channel_failures": app.service.documents.channels.as_dict(),
                 "now": iso_z(app.clock.now()),
             },
         )
@@ -112,6 +119,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
         app.store.reset()
         app.faults.clear()
         app.service.refund_ledger.failures.clear()
+        app.service.documents.channels.clear()
         return Reply.json_obj(200, {"reset": True})
     match = _STATUS_PATH.fullmatch(path)
     if match:

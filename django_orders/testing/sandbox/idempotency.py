@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,24 @@ def request_key(payload: dict[str, Any], header: str | None) -> str | None:
     meta = payload.get("request_meta")
     key = meta.get("idempotency_key") if isinstance(meta, dict) else None
     return key if isinstance(key, str) else None
+
+
+def remember(
+    db: sqlite3.Connection,
+    path: str,
+    key: str,
+    print_: str,
+    body: str,
+    created_at: float,
+    order_id: str | None,
+) -> None:
+    """Store a successful answer for replays, inside the transaction that made the change
+    (``Store.transaction``), so a change is never kept without its answer or the reverse."""
+    db.execute(
+        "INSERT OR REPLACE INTO idempotency"
+        " (path, key, fingerprint, body, created_at, order_id) VALUES (?, ?, ?, ?, ?, ?)",
+        (path, key, print_, body, created_at, order_id),
+    )
 
 
 class Idempotency:

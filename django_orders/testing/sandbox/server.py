@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import search_index
+from . import deliveries, search_index
 from .app import DEFAULT_PAGE_CAP, AppServer, SandboxApp
 from .clock import Clock, iso_ms, iso_z
 from .faults import Fault, FaultRegistry
@@ -220,6 +220,26 @@ class SandboxServer:
         """The next ``times`` refunds whose processing ends on the sandbox clock fail with
         ``reason`` instead of succeeding."""
         self.app.service.refund_ledger.failures.arm(reason, times, detail, retryable)
+
+    # -- documents (sent through /orders/send_receipt and /orders/send_invoice) ---------
+
+    def deliveries(self, order_id: str | None = None) -> list[dict[str, Any]]:
+        """Every receipt and invoice sent (of one order), oldest first, to count what went out:
+        ``order_id``, ``document_kind``, ``idempotency_key``, ``sent_channels``,
+        ``failed_channels``, ``failures`` (``{channel, error}``) and ``created_at``."""
+        return self.store.reading(lambda db: deliveries.recorded(db, order_id))
+
+    def fail_channel(
+        self, channel: str, error: str | None = None, times: int | None = None
+    ) -> dict[str, Any]:
+        """Sends on ``channel`` (``"email"`` or ``"sms"``) fail with ``error`` (the provider's
+        error for that channel; a default per channel) for ``times`` sends, or until
+        ``clear_channel_failures``. ``ValueError`` for an unknown channel."""
+        return self.app.service.documents.channels.fail(channel, error, times)
+
+    def clear_channel_failures(self) -> int:
+        """Every channel delivers again; returns how many were failing."""
+        return self.app.service.documents.channels.clear()
 
     # -- the search index ---------------------------------------------------
 

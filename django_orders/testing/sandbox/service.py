@@ -15,8 +15,10 @@ from typing import Any
 
 from . import validation
 from .clock import Clock, iso_z
+from .documents import DOCUMENT_PATHS, Documents
 from .errors import ApiError, Reply, invalid
 from .faults import FaultRegistry
+from .fulfilment import COMPLETE_PATH, Fulfilment
 from .idempotency import Idempotency, fingerprint
 from .lifecycle import Lifecycle, missing_order
 from .refund_ledger import RefundLedger, RefundTiming
@@ -44,8 +46,9 @@ LOOKUPS = {
     "/payouts/lookup": ("payouts", "payout_id", "payout"),
     "/refunds/lookup": ("refunds", "refund_id", "refund"),
 }
-#: Creates whose key makes them idempotent (the ``error_after_write`` fault may forget it).
-CREATE_PATHS = frozenset({CREATE_PATH, CREATE_REFUND_PATH})
+#: Writes that need a key and store their answer under it (the ``error_after_write`` fault may
+#: forget it): creates, completion and document sends.
+CREATE_PATHS = frozenset({CREATE_PATH, CREATE_REFUND_PATH, COMPLETE_PATH, *DOCUMENT_PATHS})
 API_PATHS = frozenset(
     {*CREATE_PATHS, CANCEL_PATH, CANCEL_REFUND_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS}
 )
@@ -105,6 +108,8 @@ class Service:
         self.refund_ledger = RefundLedger(store, clock, refund_timing)
         self.refunds = Refunds(self.refund_ledger, self.idempotency)
         self.search = Search(store, clock, IndexSwitch(), self._apply_due_moves)
+        self.fulfilment = Fulfilment(store, clock, self.idempotency, self._apply_due_moves)
+        self.documents = Documents(store, clock, self.idempotency, self._apply_due_moves)
         self._rng = random.SystemRandom()
 
     def handle(
@@ -119,6 +124,10 @@ class Service:
             reply = self.create(payload, delay, idempotency_key)
         elif path == CREATE_REFUND_PATH:
             reply = self.refunds.create(payload, idempotency_key, delay)
+        elif path == COMPLETE_PATH:
+            reply = self.fulfilment.complete(payload, idempotency_key, delay)
+        elif path in DOCUMENT_PATHS:
+            reply = self.documents.send(path, payload, idempotency_key, delay)
         else:
             if delay:
                 time.sleep(delay)

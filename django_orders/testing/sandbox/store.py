@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import search_index
+from . import deliveries, search_index
 from .clock import now_ms
 from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
 
@@ -92,6 +92,7 @@ class Store:
             self._db.execute("ALTER TABLE orders ADD COLUMN expires_ts REAL")
         self._db.execute(_EXPIRY_INDEX)
         search_index.migrate(self._db)
+        deliveries.migrate(self._db)
         #: The time every change is stamped with (epoch seconds): the sandbox's clock once a
         #: server holds this store (``SandboxApp``), the system time for a bare store.
         self.now: Callable[[], float] = time.time
@@ -387,7 +388,7 @@ class Store:
     def reset(self) -> None:
         """Delete every record, key and seed marker."""
         with self._transaction() as db:
-            for table in (*TABLES, "idempotency", "meta", "search_history"):
+            for table in (*TABLES, "idempotency", "meta", "search_history", "deliveries"):
                 db.execute(f"DELETE FROM {table}")
 
 

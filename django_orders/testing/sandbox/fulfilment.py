@@ -1,0 +1,112 @@
+"""``POST /orders/complete``: mark a paid order fulfilled, as the provider does.
+
+Shapes are the provider's, as its SDK states them: ``inttegro.resources.orders.Orders.complete``
+posts ``inttegro.order.CompleteRequest`` (``order_id``, optional ``paid_out_of_band``; the
+SDK's HTTP client adds ``request_meta.idempotency_key`` unless an ``Idempotency-Key`` header
+is sent) and decodes ``{"order": {...}}`` (``inttegro.order.CompleteEnvelope``). Its docstring
+says the call fails when the order "cannot be completed (not paid, already completed, etc.)",
+so a second completion under another key is the error ``order_already_completed`` (a client
+counts it as success), while the same key within 24 hours replays the first answer.
+
+``paid_out_of_band: true`` is the sandbox's reading of that flag: an order awaiting payment
+that the shop was paid for elsewhere may be completed (no ``paid_at``, no balance transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import validation
+from .clock import Clock, iso_z
+from .errors import ApiError, Reply, invalid
+from .idempotency import Idempotency, fingerprint, remember
+from .lifecycle import PAYABLE, missing_order
+from .store import Store
+
+COMPLETE_PATH = "/orders/complete"
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def order_id_of(payload: dict[str, Any]) -> str:
+    """The ``order_id`` every order operation names (the contract: a string, length >= 1)."""
+    order_id = payload.get("order_id")
+    if not isinstance(order_id, str) or not order_id.strip():
+        raise invalid("order_id", "order_id must be a non-empty string.")
+    return order_id
+
+
+def complete_request(payload: dict[str, Any]) -> tuple[str, bool]:
+    """Validate a ``/orders/complete`` body except its key: ``(order_id, paid_out_of_band)``."""
+    order_id = order_id_of(payload)
+    out_of_band = payload.get("paid_out_of_band", False)
+    if not isinstance(out_of_band, bool):
+        raise invalid("paid_out_of_band", "paid_out_of_band must be a boolean.")
+    return order_id, out_of_band
+
+
+def check_completable(order: dict[str, Any], out_of_band: bool) -> None:
+    """Raise the provider's refusal unless ``order`` can be completed now."""
+    status = order.get("status")
+    if status == "paid" or (status == PAYABLE and out_of_band):
+        return
+    if status == "completed":
+        raise ApiError(
+            400,
+            "order_already_completed",
+            f"Order {order['id']} is already completed (at {order.get('completed_at')}).",
+            detail="Nothing to do: the order was marked fulfilled before.",
+            cause="state_conflict",
+        )
+    raise ApiError(
+        400,
+        "order_not_paid",
+        f"Order {order['id']} is {status}; only paid orders can be completed.",
+        detail="Complete an order once it is paid (paid_out_of_band: true for an order awaiting"
+        " payment that was paid outside the provider).",
+        cause="state_conflict",
+    )
+
+
+class Fulfilment:
+    """Completes orders: the change, its search ``updated_at`` bump and the idempotent answer
+    are written in one store transaction."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        idempotency: Idempotency,
+        apply_due_moves: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.idempotency = idempotency
+        self.apply_due_moves = apply_due_moves
+
+    def complete(self, payload: dict[str, Any], header_key: str | None, delay: float) -> Reply:
+        key = validation.idempotency_key(payload, header_key)
+        print_ = fingerprint(payload)
+        with self.idempotency.claim(COMPLETE_PATH, key, print_) as replay:
+            if replay is not None:
+                return Reply.json_text(200, replay, **{"Idempotent-Replayed": "true"})
+            if delay:
+                time.sleep(delay)  # the key stays "running": a concurrent retry gets 409
+            order_id, out_of_band = complete_request(payload)
+            self.apply_due_moves()  # an order that expired on the clock is not completable
+            now = self.clock.now()
+            with self.store.transaction() as db:
+                row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
+                if row is None:
+                    raise missing_order(order_id, "order_id")
+                order = json.loads(row[0])
+                check_completable(order, out_of_band)
+                order["status"] = "completed"
+                order["completed_at"] = iso_z(now)
+                self.store.save_order(db, order_id, _dumps(order))
+                body = _dumps({"order": order})
+                remember(db, COMPLETE_PATH, key, print_, body, now.timestamp(), order_id)
+            return Reply.json_text(200, body)
