@@ -316,7 +316,7 @@ def check_watch_payments(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             )
         ]
     try:
-        backend = import_module(framework).default_task_backend
+        backend = import_module(framework).task_backends["default"]
         defers = bool(backend.supports_defer)
     except Exception as exc:  # a TASKS setting the framework cannot load: say so here
         return [
