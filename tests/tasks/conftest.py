@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import pytest
 
 from django_orders.services import create_order
 from tests.fixtures.payloads import create_order_input, new_reference
 
-DUMMY = {"default": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"}}
-IMMEDIATE = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+#: The framework's own backends: Django's on 6.0+, the backport's on 5.2.
+FRAMEWORK = "django.tasks" if find_spec("django.tasks") else "django_tasks"
+DUMMY = {"default": {"BACKEND": f"{FRAMEWORK}.backends.dummy.DummyBackend"}}
+IMMEDIATE = {"default": {"BACKEND": f"{FRAMEWORK}.backends.immediate.ImmediateBackend"}}
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 
 @pytest.fixture
 def enqueued(settings):
     """The dummy backend (it defers, and runs nothing): its list of enqueued task results."""
-    from django_tasks import default_task_backend
+    from django_orders.tasks.framework import default_task_backend
 
     settings.TASKS = DUMMY
     return default_task_backend.results
