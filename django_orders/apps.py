@@ -19,6 +19,8 @@ class DjangoOrdersConfig(AppConfig):
             check_database_routing,
             check_redirect_hosts,
             check_settings,
+            check_watch_payments,
+            task_framework,
         )
         from .client.factory import reset_on_change
 
@@ -26,5 +28,11 @@ class DjangoOrdersConfig(AppConfig):
         checks.register(check_database_routing)
         checks.register(check_checkout_builder)
         checks.register(check_redirect_hosts)
+        checks.register(check_watch_payments)
+        if task_framework() is not None:
+            # The payment watcher's receiver: the creation flow only sends order_created.
+            from .tasks.receivers import connect_receivers
+
+            connect_receivers()
         # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.
         setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.factory")

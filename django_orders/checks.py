@@ -9,6 +9,9 @@
   its order) could not commit in one transaction (``db.app_database``).
 - ``django_orders.E004``: the REST API is mounted but ``CHECKOUT_BUILDER`` is not set, or the
   builder cannot be imported or called (``W002`` where the root URLconf does not mount the API).
+- ``django_orders.E005``: ``WATCH_PAYMENTS`` is on but Django's Tasks framework is missing or
+  the default task backend cannot defer (``run_after``): the payment watcher would poll inside
+  the checkout request (the immediate backend), or never run.
 - ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
   cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
 - ``django_orders.W003``: the hosts a checkout may send the payer back to include ``"*"``.
@@ -23,6 +26,8 @@ The values are checked as configured now (``conf.SETTINGS``' validators on
 from __future__ import annotations
 
 import ipaddress
+from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -272,5 +277,63 @@ def check_redirect_hosts(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             hint=f'Set {setting_name("ALLOWED_REDIRECT_HOSTS")} = ["shop.example.com"], the '
             "hosts of your return and cancel pages.",
             id="django_orders.W003",
+        )
+    ]
+
+
+WATCH_HINT = (
+    "Configure a TASKS backend that runs tasks in a worker, such as django-tasks-db "
+    '("django_tasks_db.DatabaseBackend", with manage.py db_worker running), or set '
+    f'{setting_name("WATCH_PAYMENTS")} = False. See "Background tasks: cron or tasks" in the '
+    "README."
+)
+
+
+def task_framework() -> str | None:
+    """The module of Django's Tasks framework here: ``django.tasks`` (Django 6.0+), else the
+    ``django_tasks`` backport, else ``None``."""
+    for name in ("django.tasks", "django_tasks"):
+        if find_spec(name) is not None:
+            return name
+    return None
+
+
+def check_watch_payments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    try:
+        watching = orders_settings.user_settings.get("WATCH_PAYMENTS") is True
+    except OrdersConfigurationError:
+        return []  # E002 says what is wrong with DJANGO_ORDERS
+    if not watching:
+        return []
+    framework = task_framework()
+    if framework is None:
+        return [
+            Error(
+                f"{setting_name('WATCH_PAYMENTS')} is on but Django's Tasks framework is not "
+                "installed (django.tasks comes with Django 6.0; on 5.2 the django-tasks backport).",
+                hint='pip install "django-orders[tasks]". ' + WATCH_HINT,
+                id="django_orders.E005",
+            )
+        ]
+    try:
+        backend = import_module(framework).task_backends["default"]
+        defers = bool(backend.supports_defer)
+    except Exception as exc:  # a TASKS setting the framework cannot load: say so here
+        return [
+            Error(
+                f"The default task backend cannot be loaded: {exc}",
+                hint=WATCH_HINT,
+                id="django_orders.E005",
+            )
+        ]
+    if defers:
+        return []
+    return [
+        Error(
+            f"{setting_name('WATCH_PAYMENTS')} is on but the default task backend "
+            f"({type(backend).__name__}) cannot defer tasks (run_after): the payment watcher "
+            "would poll inside the checkout request.",
+            hint=WATCH_HINT,
+            id="django_orders.E005",
         )
     ]

@@ -235,6 +235,13 @@ def _redirect_hosts(name: str, value: Any) -> str | None:
     )
 
 
+def _boolean(name: str, value: Any) -> str | None:
+    # Only True or False: a string such as "false" from an environment file would be truthy.
+    if isinstance(value, bool):
+        return None
+    return f"{setting_name(name)} must be True or False, not {value!r}."
+
+
 @dataclass(frozen=True)
 class Setting:
     """One key of ``DJANGO_ORDERS``: its default and how a value is checked.
@@ -304,6 +311,10 @@ SETTINGS: dict[str, Setting] = {
     # The hosts checkout_settings may send the payer back to, matched as ALLOWED_HOSTS is
     # (".example.com" for a domain and its subdomains). None: the project's ALLOWED_HOSTS.
     "ALLOWED_REDIRECT_HOSTS": Setting(None, _redirect_hosts),
+    # Watch every new order for its payment in the background (django_orders.tasks): the shop
+    # learns of a payment even when the payer never comes back. Needs a task backend that can
+    # defer (a worker), which a system check enforces.
+    "WATCH_PAYMENTS": Setting(False, _boolean),
 }
 
 #: Derived from ``SETTINGS``, for code that needs only one column of it.

@@ -341,3 +341,38 @@ class SyncLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource} lease ({self.owner or 'free'})"
+
+
+class PaymentWatch(models.Model):
+    """The one payment watcher of an order (``django_orders.tasks.watch_payment``).
+
+    The row is the claim: a run of the watcher takes it with one conditional UPDATE on
+    (``lookups``, ``claimed_until``), so two enqueues of the same step, or a stale task from an
+    earlier step, never make two watchers look the same order up.
+    """
+
+    order = models.OneToOneField(
+        Order,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="payment_watch",
+        verbose_name=_("order"),
+    )
+    started_at = models.DateTimeField(_("started"), default=timezone.now)
+    lookups = models.PositiveSmallIntegerField(_("lookups"), default=0)
+    claimed_until = models.DateTimeField(
+        _("claimed until"),
+        null=True,
+        blank=True,
+        help_text=_("A worker looking the order up holds the watch until then."),
+    )
+    next_lookup_at = models.DateTimeField(_("next lookup"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    end_reason = models.CharField(_("ended by"), max_length=32, blank=True)
+
+    class Meta:
+        verbose_name = _("payment watch")
+        verbose_name_plural = _("payment watches")
+
+    def __str__(self) -> str:
+        return f"payment watch of {self.order_id}"

@@ -7,6 +7,7 @@ would in a real deployment; ``scripts/demo`` sets these for the sandbox. The tes
 
 from pathlib import Path
 
+import django
 import environ
 
 from django_orders.secret import Secret
@@ -32,6 +33,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # its assets, served from here: the page works offline
     "django_orders",
     "example_project.shop",
+    # Background tasks (README, "Background tasks: cron or tasks"): django-tasks-db keeps the
+    # queue in this database and `manage.py db_worker` runs it; on Django 5.2 the framework
+    # itself is the django-tasks backport.
+    *(["django_tasks"] if django.VERSION < (6, 0) else []),
+    "django_tasks_db",
+    "health_check",  # the health endpoint's templates (/health/)
 ]
 
 MIDDLEWARE = [
@@ -96,6 +103,11 @@ DJANGO_ORDERS = {
     # The REST API's POST checkout/ prices carts with the shop's catalogue (shop/checkout_api.py).
     "CHECKOUT_BUILDER": "example_project.shop.checkout_api.build_order",
 }
+
+# The payment watcher (django_orders.tasks.watch_payment) and the periodic tasks run on the
+# database backend: `manage.py db_worker` (scripts/demo starts one) runs them.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+DJANGO_ORDERS["WATCH_PAYMENTS"] = env.bool("ORDERS_WATCH_PAYMENTS", default=True)
 
 # The REST API (README, "REST API"): its throttled scopes, per client (user or address; no
 # proxy is trusted while NUM_PROXIES is unset). The counts live in the default cache, which a

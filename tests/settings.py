@@ -64,6 +64,11 @@ DJANGO_ORDERS = {
     **ORDERS_TEST_EXTRAS,
 }
 
+# The task backend is Django's default (immediate) unless a test sets another; a worker started
+# by a test (tests/tasks/test_worker.py) is told to use the database backend.
+if env("DJANGO_ORDERS_TEST_TASKS", default="") == "database":
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -40,6 +40,7 @@ BAD = {
     "CONFIRM_WAIT": timedelta(seconds=-1),
     "CHECKOUT_BUILDER": "build_order",
     "ALLOWED_REDIRECT_HOSTS": "shop.example.com",
+    "WATCH_PAYMENTS": "false",
 }
 
 

@@ -2,9 +2,10 @@
 
 Starts the sandbox (in a thread of this process, so nothing is left running afterwards), seeds
 it, creates a few orders through ``create_order``, syncs every page with progress shown, then
-serves the shop and the admin. Re-running it duplicates nothing: the sandbox's seeding is
-idempotent, the demo orders use fixed references (one upstream order per reference), and the
-sync leaves unchanged records alone.
+serves the shop and the admin with a task worker beside them (``manage.py db_worker``, a child
+process stopped with the demo): it runs the payment watcher of each order the shop creates.
+Re-running it duplicates nothing: the sandbox's seeding is idempotent, the demo orders use fixed
+references (one upstream order per reference), and the sync leaves unchanged records alone.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -127,12 +130,26 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.SUCCESS(
                     f"\nShop:  http://{options['addr']}/\nAdmin: http://{options['addr']}/admin/ "
-                    f"(user {DEMO_USER!r}, password {DEMO_PASSWORD!r})\nPress Ctrl+C to stop.\n"
+                    f"(user {DEMO_USER!r}, password {DEMO_PASSWORD!r})\n"
+                    f"Health: http://{options['addr']}/health/\nPress Ctrl+C to stop.\n"
                 )
             )
-            call_command("runserver", options["addr"], use_reloader=False)
+            worker = self._start_worker()
+            try:
+                call_command("runserver", options["addr"], use_reloader=False)
+            finally:
+                worker.terminate()
+                worker.wait(timeout=30)
         finally:
             sandbox.stop()
+
+    def _start_worker(self) -> subprocess.Popen:
+        """The task worker, in a process of its own, with this process's settings: it watches
+        the payments of orders the shop creates (WATCH_PAYMENTS) over the sandbox's HTTP."""
+        command = [sys.executable, "-m", "django", "db_worker", "--no-reload", "--interval", "1"]
+        worker = subprocess.Popen(command, cwd=settings.BASE_DIR)  # noqa: S603  (our own command)
+        self.stdout.write(f"Task worker started (manage.py db_worker, pid {worker.pid}).")
+        return worker
 
     def _ensure_demo_user(self) -> None:
         User = get_user_model()

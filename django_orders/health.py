@@ -1,0 +1,180 @@
+"""Check classes for django-health-check 4.x (``pip install "django-orders[health]"``).
+
+List them in ``HealthCheckView(checks=[...])``, with their thresholds as keyword arguments::
+
+    HealthCheckView.as_view(checks=[
+        "health_check.checks.Database",
+        ("django_orders.health.SyncFreshness", {"max_age": timedelta(hours=1)}),
+        "django_orders.health.OrderRequestsStuck",
+        "django_orders.health.OrderRequestsInReview",
+    ])
+
+Each reads the database only: a probe never calls the provider. Each failure says what to do.
+``SearchIndexFreshness`` is its own check so that a load balancer's probe can leave it out: a
+lagging search index slows the change feed, it does not stop the shop.
+
+``StuckRecords`` is the base of the checks that count rows stuck in a state: a check for
+another kind of stuck record is a subclass naming its query and its advice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from health_check.base import HealthCheck
+from health_check.exceptions import ServiceUnavailable, ServiceWarning
+
+from .db import app_database
+from .models import OrderRequest, SyncRun
+
+__all__ = [
+    "OrderRequestsInReview",
+    "OrderRequestsStuck",
+    "SearchIndexFreshness",
+    "StuckRecords",
+    "SyncFreshness",
+]
+
+#: The ``SyncRun`` field that will hold when the provider's search index was last known fresh
+#: (the change feed records it). Until the model has it, the run's finish stands in for it.
+INDEX_FRESHNESS_FIELD = "search_indexed_at"
+
+
+def _ago(moment: datetime) -> str:
+    seconds = int((timezone.now() - moment).total_seconds())
+    return f"{seconds // 60} min ago" if seconds >= 120 else f"{seconds} s ago"
+
+
+def _last_successful_run(resource: str) -> SyncRun | None:
+    return (
+        SyncRun.objects.using(app_database())
+        .filter(resource=resource, outcome=SyncRun.Outcome.SUCCEEDED, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+@dataclasses.dataclass
+class SyncFreshness(HealthCheck):
+    """The last successful sync of ``resource`` finished less than ``max_age`` ago."""
+
+    resource: str = "orders"
+    max_age: timedelta = timedelta(hours=1)
+
+    def run(self) -> None:
+        run = _last_successful_run(self.resource)
+        command = f"manage.py sync_orders --resource {self.resource}"
+        if run is None:
+            raise ServiceUnavailable(
+                f"No {self.resource} sync has succeeded yet: run {command} and schedule it "
+                "(cron, or sync_orders_task on a task backend's scheduler)."
+            )
+        assert run.finished_at is not None  # filtered above
+        if timezone.now() - run.finished_at <= self.max_age:
+            return
+        latest = (
+            SyncRun.objects.using(app_database())
+            .filter(resource=self.resource)
+            .order_by("-started_at")
+            .only("outcome", "error")
+            .first()
+        )
+        why = ""
+        if latest is not None and latest.outcome == SyncRun.Outcome.FAILED:
+            why = f" The latest run failed: {latest.error[:200]}"
+        raise ServiceUnavailable(
+            f"The last successful {self.resource} sync finished {_ago(run.finished_at)}, longer "
+            f"ago than {self.max_age}: check that the job running {command} still runs (cron "
+            f"or the task worker) and see the sync runs in the admin.{why}"
+        )
+
+
+@dataclasses.dataclass
+class StuckRecords(HealthCheck):
+    """Fails (or warns, with ``warn_only``) when ``stuck()`` counts any row.
+
+    A subclass names its rows (``stuck``, given the time now) and what to do about them
+    (``advice``, given how many there are).
+    """
+
+    warn_only: bool = False
+
+    def stuck(self, now: datetime) -> QuerySet:
+        raise NotImplementedError
+
+    def advice(self, count: int) -> str:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        count = self.stuck(timezone.now()).count()
+        if count:
+            error = ServiceWarning if self.warn_only else ServiceUnavailable
+            raise error(self.advice(count))
+
+
+@dataclasses.dataclass
+class OrderRequestsStuck(StuckRecords):
+    """Pending order requests ``grace`` past their claim or their next attempt: the worker
+    sending them died, or nothing runs ``resume_order_requests``."""
+
+    grace: timedelta = timedelta(minutes=15)
+
+    def stuck(self, now: datetime) -> QuerySet:
+        overdue = now - self.grace
+        return (
+            OrderRequest.objects.using(app_database())
+            .filter(state=OrderRequest.State.PENDING)
+            .annotate(due=Coalesce("claimed_until", "next_attempt_at", "created_at"))
+            .filter(Q(due__lt=overdue))
+        )
+
+    def advice(self, count: int) -> str:
+        return (
+            f"{count} order request(s) pending more than {self.grace} past their claim or "
+            "their next attempt: check that manage.py resume_order_requests runs (cron or "
+            "resume_order_requests_task), then see Order requests in the admin."
+        )
+
+
+@dataclasses.dataclass
+class OrderRequestsInReview(StuckRecords):
+    """Order requests in ``needs_review``: only staff can settle them."""
+
+    def stuck(self, now: datetime) -> QuerySet:
+        return OrderRequest.objects.using(app_database()).filter(
+            state=OrderRequest.State.NEEDS_REVIEW
+        )
+
+    def advice(self, count: int) -> str:
+        return (
+            f"{count} order request(s) need review: open Order requests in the admin, filtered "
+            'by state "Needs review", and resend or settle each as its error explains.'
+        )
+
+
+@dataclasses.dataclass
+class SearchIndexFreshness(HealthCheck):
+    """The provider's search index, as the last successful orders sync saw it, is less than
+    ``max_age`` old. Read from the sync's record: no call to the provider per probe."""
+
+    max_age: timedelta = timedelta(hours=2)
+
+    def run(self) -> None:
+        run = _last_successful_run("orders")
+        if run is None:
+            raise ServiceUnavailable(
+                "No orders sync has succeeded yet, so the search index's freshness is unknown: "
+                "run manage.py sync_orders and schedule it."
+            )
+        fresh_at = getattr(run, INDEX_FRESHNESS_FIELD, None) or run.finished_at
+        assert fresh_at is not None  # filtered above
+        if timezone.now() - fresh_at > self.max_age:
+            raise ServiceWarning(
+                f"The search index was last known fresh {_ago(fresh_at)}, longer ago than "
+                f"{self.max_age}: changes to older orders reach the mirror late. Check that "
+                "the sync runs, and the provider's status if it does."
+            )

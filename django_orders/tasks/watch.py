@@ -1,0 +1,124 @@
+"""``watch_payment``: look a new order up until it is paid, canceled or expired.
+
+There are no webhooks: without this the shop learns of a payment when the payer comes back to
+the return page or at the next sync. The watcher is bounded (``MAX_WATCH_LOOKUPS`` lookups,
+pauses that double from ``FIRST_WATCH_PAUSE`` to ``LONGEST_WATCH_PAUSE``, never past the order's
+``expires_at`` or ``WATCH_SPAN`` after it started) and each lookup is ``confirm_order`` once,
+through the client and its shared rate gate like any other lookup.
+
+One watcher per order: the ``PaymentWatch`` row is the claim. Each run carries the step it was
+enqueued for and takes the row only when the row is at that step and not held by another
+worker, with one conditional UPDATE; a duplicate or stale enqueue finds nothing to take and
+returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
+from ..db import app_database
+from ..exceptions import OrdersError
+from ..models import TERMINAL_STATUSES, Order, PaymentWatch
+from ..services import confirm_order
+from .framework import task
+
+logger = logging.getLogger("django_orders.tasks")
+
+#: The pause before the first lookup (the payer is on the payment page), doubled after each.
+FIRST_WATCH_PAUSE = timedelta(seconds=5)
+LONGEST_WATCH_PAUSE = timedelta(minutes=30)
+MAX_WATCH_LOOKUPS = 30
+#: How long an order is watched at most when its ``expires_at`` is later or unknown.
+WATCH_SPAN = timedelta(hours=24)
+
+
+def watch_pause(lookups_done: int) -> timedelta:
+    """The pause after ``lookups_done`` lookups: 5 s, 10 s, 20 s ... at most 30 minutes."""
+    return min(FIRST_WATCH_PAUSE * 2 ** min(lookups_done, 16), LONGEST_WATCH_PAUSE)
+
+
+def claim_duration() -> timedelta:
+    """How long one run holds the watch: the longest lookup the client can make, and slack."""
+    return (
+        longest_exchange(orders_settings.REQUEST_DEADLINE, orders_settings.MAX_RETRIES)
+        + LEASE_MARGIN
+    )
+
+
+def start_watch(order_id: str) -> None:
+    """Enqueue the first run of an order's watcher, ``FIRST_WATCH_PAUSE`` from now."""
+    run_after = timezone.now() + FIRST_WATCH_PAUSE
+    watch_payment.using(run_after=run_after).enqueue(order_id)
+
+
+def _claim(order_id: str, step: int, now: datetime, using: str) -> PaymentWatch | None:
+    if step == 0:
+        try:
+            with transaction.atomic(using=using):
+                PaymentWatch.objects.using(using).get_or_create(order_id=order_id)
+        except IntegrityError:
+            pass  # another run created it first, or the order is not in the mirror
+    taken = (
+        PaymentWatch.objects.using(using)
+        .filter(pk=order_id, lookups=step, finished_at__isnull=True)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .update(claimed_until=now + claim_duration())
+    )
+    return PaymentWatch.objects.using(using).get(pk=order_id) if taken else None
+
+
+def _look_up(order_id: str) -> tuple[str | None, str]:
+    """One lookup: the order's status afterwards (None when the service does not know it) and
+    what ended the watch, if anything did."""
+    try:
+        order = confirm_order(order_id, wait=0)
+    except Order.DoesNotExist:
+        return None, "unknown_order"
+    except OrdersError as exc:
+        # The next lookup may get through: the watch goes on, the lookup is counted.
+        logger.warning("Payment watch of order %s: lookup failed (%s)", order_id, exc)
+        order = Order.objects.using(app_database()).get(pk=order_id)
+    return order.status, ("status" if order.status in TERMINAL_STATUSES else "")
+
+
+@task()
+def watch_payment(order_id: str, step: int = 0) -> dict[str, Any]:
+    """Look ``order_id`` up once and, while it is still unpaid, enqueue the next lookup.
+
+    ``step`` is the number of lookups done before this run (the first enqueue passes none).
+    Returns what happened, for the backend's result store.
+    """
+    using = app_database()
+    now = timezone.now()
+    watch = _claim(order_id, step, now, using)
+    if watch is None:
+        return {"order": order_id, "step": step, "ran": False}
+    status, ended_by = _look_up(order_id)
+    now = timezone.now()
+    lookups = step + 1
+    order = Order.objects.using(using).filter(pk=order_id).only("expires_at").first()
+    deadline = watch.started_at + WATCH_SPAN
+    if order is not None and order.expires_at is not None:
+        deadline = min(deadline, order.expires_at)
+    next_at = min(now + watch_pause(lookups), deadline)
+    if not ended_by and lookups >= MAX_WATCH_LOOKUPS:
+        ended_by = "lookups"
+    if not ended_by and now >= deadline:
+        ended_by = "deadline"
+    PaymentWatch.objects.using(using).filter(pk=order_id, lookups=step).update(
+        lookups=lookups,
+        claimed_until=None,
+        next_lookup_at=None if ended_by else next_at,
+        finished_at=now if ended_by else None,
+        end_reason=ended_by,
+    )
+    if not ended_by:
+        watch_payment.using(run_after=next_at).enqueue(order_id, step=lookups)
+    return {"order": order_id, "step": step, "ran": True, "status": status, "ended_by": ended_by}

@@ -1,0 +1,138 @@
+"""watch_payment: one lookup a run, the next enqueued with a growing pause, bounded, one watcher
+per order. Against the sandbox over loopback HTTP, with a backend that records what is enqueued."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_orders.models import Order, PaymentWatch
+from django_orders.tasks import watch_payment
+from django_orders.tasks.watch import (
+    FIRST_WATCH_PAUSE,
+    LONGEST_WATCH_PAUSE,
+    MAX_WATCH_LOOKUPS,
+    watch_pause,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_pauses_double_up_to_their_longest():
+    pauses = [watch_pause(n) for n in range(MAX_WATCH_LOOKUPS)]
+    assert pauses[:4] == [FIRST_WATCH_PAUSE * f for f in (1, 2, 4, 8)]
+    assert max(pauses) == pauses[-1] == LONGEST_WATCH_PAUSE
+    assert pauses == sorted(pauses)
+
+
+def test_an_unpaid_order_is_looked_up_once_and_the_next_lookup_enqueued_later(
+    new_order, enqueued, sandbox_paths
+):
+    order = new_order()
+    before = timezone.now()
+
+    result = watch_payment.call(order.pk)
+
+    assert result["ran"] is True and result["status"] == "requires_payment"
+    assert sandbox_paths.count("/orders/lookup") == 1
+    [following] = enqueued
+    assert following.task.name == "watch_payment"
+    assert following.args == [order.pk] and following.kwargs == {"step": 1}
+    assert following.task.run_after >= before + watch_pause(1)
+    watch = PaymentWatch.objects.get(pk=order.pk)
+    assert (watch.lookups, watch.claimed_until, watch.finished_at) == (1, None, None)
+    assert watch.next_lookup_at == following.task.run_after
+
+
+def test_a_paid_order_is_mirrored_as_paid_and_the_watch_ends(new_order, enqueued, live_orders):
+    order = new_order()
+    live_orders.pay_order(order.pk)
+
+    result = watch_payment.call(order.pk)
+
+    assert result["status"] == "paid" and result["ended_by"] == "status"
+    assert Order.objects.get(pk=order.pk).status == "paid"
+    assert enqueued == []
+    watch = PaymentWatch.objects.get(pk=order.pk)
+    assert watch.finished_at is not None and watch.end_reason == "status"
+
+
+def test_a_second_enqueue_of_the_same_step_runs_no_second_watcher(
+    new_order, enqueued, sandbox_paths
+):
+    order = new_order()
+    watch_payment.call(order.pk)
+
+    again = watch_payment.call(order.pk)
+
+    assert again["ran"] is False
+    assert sandbox_paths.count("/orders/lookup") == 1
+    assert len(enqueued) == 1
+
+
+def test_a_watch_held_by_another_worker_is_left_to_it(new_order, enqueued, sandbox_paths):
+    order = new_order()
+    PaymentWatch.objects.create(order_id=order.pk, claimed_until=timezone.now() + timedelta(1))
+
+    assert watch_payment.call(order.pk)["ran"] is False
+    assert sandbox_paths.count("/orders/lookup") == 0
+    assert enqueued == []
+
+
+def test_a_claim_that_expired_is_taken_over(new_order, enqueued, sandbox_paths):
+    order = new_order()
+    PaymentWatch.objects.create(order_id=order.pk, claimed_until=timezone.now() - timedelta(1))
+
+    assert watch_payment.call(order.pk)["ran"] is True
+    assert sandbox_paths.count("/orders/lookup") == 1
+
+
+def test_the_last_allowed_lookup_ends_the_watch(new_order, enqueued, sandbox_paths):
+    order = new_order()
+    last = MAX_WATCH_LOOKUPS - 1
+    PaymentWatch.objects.create(order_id=order.pk, lookups=last)
+
+    result = watch_payment.call(order.pk, step=last)
+
+    assert result["ended_by"] == "lookups"
+    assert sandbox_paths.count("/orders/lookup") == 1
+    assert enqueued == []
+    assert PaymentWatch.objects.get(pk=order.pk).lookups == MAX_WATCH_LOOKUPS
+
+
+def test_a_watch_past_its_span_ends_after_a_last_lookup(new_order, enqueued):
+    order = new_order()
+    PaymentWatch.objects.create(order_id=order.pk, started_at=timezone.now() - timedelta(hours=25))
+
+    assert watch_payment.call(order.pk)["ended_by"] == "deadline"
+    assert enqueued == []
+
+
+def test_the_next_lookup_is_never_after_the_order_expires(new_order, enqueued):
+    order = new_order()
+    soon = timezone.now() + timedelta(seconds=3)
+    Order.objects.filter(pk=order.pk).update(expires_at=soon)
+
+    watch_payment.call(order.pk)
+
+    [following] = enqueued
+    assert following.task.run_after == soon
+
+
+def test_a_failed_lookup_counts_and_the_watch_goes_on(new_order, enqueued, live_orders):
+    order = new_order()
+    live_orders.add_fault("error_before_write", "/orders/lookup", times=None, status=503)
+
+    result = watch_payment.call(order.pk)
+
+    assert result["ran"] is True and result["ended_by"] == ""
+    assert len(enqueued) == 1
+    assert PaymentWatch.objects.get(pk=order.pk).lookups == 1
+
+
+def test_an_order_not_in_the_mirror_runs_nothing(live_orders, enqueued, sandbox_paths):
+    assert watch_payment.call("or_not_here")["ran"] is False
+    assert sandbox_paths == [] and enqueued == []
+    assert not PaymentWatch.objects.exists()
