@@ -15,6 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def hostile(settings, hostile_server):
     settings.DJANGO_ORDERS = {
+        **settings.DJANGO_ORDERS,  # the project's checkout builder, where it has one
         "API_KEY": "sk_test_rest_mismatch_0123456789",
         "BASE_URL": hostile_server.url,
         "TIMEOUT": (2, 5),
