@@ -47,7 +47,7 @@ from ..exceptions import (
 )
 from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import customer_row, order_row
-from ..models import Customer, Order, OrderRequest
+from ..models import Customer, Order, OrderRequest, Refund
 from ..signals import order_created
 from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
     CLAIM_MARGIN,  # noqa: F401
@@ -165,6 +165,8 @@ class Outcome:
     request: OrderRequest
     order: Order | None = None
     error: BaseException | None = None
+    #: A refund create's refund (``refund_records``).
+    refund: Refund | None = None
 
 
 def send_and_record(
@@ -182,6 +184,12 @@ def send_and_record(
     ``InvalidResponse`` and the request stays pending, resent with its key until
     ``KEY_LIFETIME`` says otherwise. Nothing but a recorded outcome leaves this function.
     """
+    if request.kind != OrderRequest.Kind.ORDER_CREATE:
+        # Every kind of journaled write shares the claim, the key lifetime and the error
+        # records of this module; what is sent and how its answer is stored is the kind's own.
+        from .refund_records import send_refund_request  # it imports this module
+
+        return send_refund_request(client, request, using, fixed_now=fixed_now)
     sent_at = fixed_now or timezone.now()
     try:
         answer = client.create_order(request.payload)

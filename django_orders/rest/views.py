@@ -222,7 +222,9 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
             return pending_response(request, exc.order_request, token=True)
         # Just committed by create_order: read where it was written, not from a replica.
         written = OrderRequest.objects.using(app_database())
-        request_pk = written.values_list("pk", flat=True).get(reference=reference)
+        request_pk = written.values_list("pk", flat=True).get(
+            kind=OrderRequest.Kind.ORDER_CREATE, reference=reference
+        )
         data = dict(OrderSerializer(order).data)
         data["checkout"] = checkout_handle(request_pk)
         data["token"] = make_owner_token(request_pk)
