@@ -26,6 +26,7 @@ def postgres_only():
 def test_processes_refunding_at_once_never_exceed_what_was_paid(
     postgres_only, live_orders, paid_order, lines, lines_given
 ):
+    env = child_env(ORDERS_API_KEY=live_orders.api_key, ORDERS_API_BASE_URL=live_orders.url)
     children = []
     for i in range(PROCESSES):
         kwargs = {"order_id": paid_order.pk, "reference": f"staff-{i}", "reason": "duplicate"}
@@ -35,9 +36,7 @@ def test_processes_refunding_at_once_never_exceed_what_was_paid(
             subprocess.Popen(
                 [sys.executable, "-m", "tests.refunds.crash_runner", "none", json.dumps(kwargs)],
                 cwd=REPO_ROOT,
-                env=child_env(
-                    ORDERS_API_KEY=live_orders.api_key, ORDERS_API_BASE_URL=live_orders.url
-                ),
+                env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
