@@ -242,7 +242,11 @@ def resolve_target(lookup: str) -> CheckoutTarget:
     using = app_database()
     try:
         if request_pk is not None:
-            requests = OrderRequest.objects.using(using).select_related("order__customer")
+            requests = (
+                OrderRequest.objects.using(using)
+                .filter(kind=OrderRequest.Kind.ORDER_CREATE)
+                .select_related("order__customer")
+            )
             order_request = requests.get(pk=request_pk)
             return CheckoutTarget(order=order_request.order, order_request=order_request)
         return CheckoutTarget(order=stored_order(lookup))
@@ -275,7 +279,9 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
             # Not staff with view_order: the orders of this user's own API checkouts (their
             # references carry the user's scope, idempotency.caller_scope), in one subquery.
             own = OrderRequest.objects.filter(
-                reference__startswith=caller_scope(user), order__isnull=False
+                kind=OrderRequest.Kind.ORDER_CREATE,
+                reference__startswith=caller_scope(user),
+                order__isnull=False,
             ).values("order_id")
             queryset = queryset.filter(pk__in=own)
         return queryset

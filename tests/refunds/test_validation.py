@@ -120,3 +120,23 @@ def test_remainder_counts_refunds_upstream_and_requests_in_flight(live_orders, p
 def test_cancel_reason_is_checked(live_orders):
     with pytest.raises(InvalidRefundRequest):
         cancel_refund("rf_x", reason="x" * 2049)
+
+
+def test_a_request_in_flight_that_upstream_does_not_show_yet_still_counts(
+    live_orders, paid_order, lines
+):
+    from django_orders.exceptions import RefundRequestPending
+
+    # Never reached upstream (every try answered 503 before any work): unknown to the lookup,
+    # but it may still be sent, so its amount is not refundable twice.
+    live_orders.add_fault("error_before_write", "/refunds/create", times=4, status=503)
+    with pytest.raises(RefundRequestPending):
+        refund_order(
+            paid_order.pk, reference="b", reason="duplicate", lines=[_line(lines["product"], 9000)]
+        )
+    assert live_orders.refunds_created_via_api() == []
+    with pytest.raises(InvalidRefundRequest) as refused:
+        refund_order(
+            paid_order.pk, reference="c", reason="duplicate", lines=[_line(lines["product"], 1001)]
+        )
+    assert list(refused.value.errors) == ["lines[0].amount"]
