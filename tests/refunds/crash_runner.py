@@ -3,8 +3,9 @@ be killed (SIGKILL) by the test; the pause is a wrapper around ``OrdersClient.cr
 
     python -m tests.refunds.crash_runner before-send|after-send '<refund_order kwargs JSON>'
 
-Prints ``PAUSED <point>`` on stdout once it is at the point; ``DONE`` when it finished (the
-concurrency test runs it with point ``none``).
+Prints ``PAUSED <point>`` on stdout once it is at the point. With point ``none`` (the
+concurrency test) it prints ``READY`` once set up, waits for a line on stdin so that all
+processes start together, and prints ``DONE <refund id> <total>`` or ``REFUSED <exception>``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def main(point: str, kwargs_json: str) -> None:
 
     OrdersClient.create_refund = paused_create_refund
     kwargs = json.loads(kwargs_json)
+    if point == "none":
+        print("READY", flush=True)
+        sys.stdin.readline()
     try:
         refund = refund_order(kwargs.pop("order_id"), **kwargs)
     except OrdersError as exc:

@@ -26,6 +26,9 @@ def postgres_only():
 def test_processes_refunding_at_once_never_exceed_what_was_paid(
     postgres_only, live_orders, paid_order, lines, lines_given
 ):
+    # Each lookup of the order takes a while: without the order's claim, every process would
+    # check its amounts against the same lookup before any had stored its request.
+    live_orders.add_fault("slow", "/orders/lookup", times=PROCESSES, seconds=0.3)
     env = child_env(ORDERS_API_KEY=live_orders.api_key, ORDERS_API_BASE_URL=live_orders.url)
     children = []
     for i in range(PROCESSES):
@@ -37,11 +40,17 @@ def test_processes_refunding_at_once_never_exceed_what_was_paid(
                 [sys.executable, "-m", "tests.refunds.crash_runner", "none", json.dumps(kwargs)],
                 cwd=REPO_ROOT,
                 env=env,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
         )
+    for child in children:
+        assert child.stdout.readline().strip() == "READY"
+    for child in children:  # all at once
+        child.stdin.write("go\n")
+        child.stdin.flush()
     outputs = []
     for child in children:
         out, err = child.communicate(timeout=120)
