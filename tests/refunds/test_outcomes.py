@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import RefundRequestPending
 from django_orders.models import OrderRequest, Refund
-from django_orders.services import refund_order, resume_order_requests
+from django_orders.services import refresh_orders, refund_order, resume_order_requests
 from tests.refunds.conftest import upstream_refunds_by_reference
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +103,22 @@ def test_key_lifetime_expired_needs_review_never_resent(live_orders, paid_order,
     assert len(live_orders.refunds_created_via_api()) == upstream
     with pytest.raises(RefundRequestPending):  # the stored outcome: review first
         _refund(paid_order, lines)
+
+
+def test_an_order_lookup_settles_a_request_in_review_by_its_reference(
+    live_orders, paid_order, lines
+):
+    live_orders.add_fault("error_after_write", "/refunds/create", times=4, status=503)
+    with pytest.raises(RefundRequestPending):
+        _refund(paid_order, lines)
+    resume_order_requests(now=timezone.now() + timedelta(hours=24))  # expired: in review
+    request = OrderRequest.objects.get(kind=OrderRequest.Kind.REFUND_CREATE)
+    assert request.state == State.NEEDS_REVIEW
+
+    refresh_orders([paid_order.pk])  # the order's refunds[] show the refund, reference and all
+
+    request.refresh_from_db()
+    [upstream] = live_orders.refunds_created_via_api()
+    assert (request.state, request.refund_id) == (State.SUCCEEDED, upstream["refund_id"])
+    assert _refund(paid_order, lines).pk == upstream["refund_id"]  # the stored outcome now
+    assert len(live_orders.refunds_created_via_api()) == 1
