@@ -89,8 +89,10 @@ def expiry_explanation() -> str:
     return (
         f"Not resent: this request was first sent more than {setting_name('KEY_LIFETIME')} "
         f"({lifetime}) ago. The service forgets idempotency keys after 24 hours, so a resend "
-        "could create a second order. Check upstream (the orders list, the customer, the time "
-        "of the request) whether the order exists; if it does not, create it again."
+        "could create a second order (or refund). Check upstream (the orders list, the "
+        "order's refunds, the customer, the time of the request) whether it exists; if it "
+        "does not, create it again. A refund shown in a lookup of its order with this "
+        "request's reference settles the request."
     )
 
 
