@@ -19,7 +19,7 @@ import requests
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
-    from .models import OrderRequest
+    from .models import OrderRequest, Refund
 
 
 class OrdersError(Exception):
@@ -281,13 +281,15 @@ class ReferenceConflict(InvalidOrderRequest):
     corrected cart needs a new reference. ``reference`` is the one that conflicts.
     """
 
-    def __init__(self, reference: str) -> None:
+    def __init__(self, reference: str, what: str = "order") -> None:
+        # ``what``: "order" (create_order) or "refund" (refund_order, whose arguments as
+        # given are compared).
         self.reference = reference
         super().__init__(
             {
                 "reference": [
-                    f"Reference {reference!r} was already used for an order request with "
-                    "different contents; use a new reference for a changed order."
+                    f"Reference {reference!r} was already used for {_article(what)} request with "
+                    f"different contents; use a new reference for a changed {what}."
                 ]
             }
         )
@@ -358,3 +360,87 @@ class SyncAlreadyRunning(OrdersError):
 
 class InvalidRecord(OrdersError):
     """An upstream record breaks a rule the spec is firm about (prefix, timestamp...)."""
+
+
+def _article(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+# --- refunds ------------------------------------------------------------------------------------
+
+
+class InvalidRefundRequest(OrdersError, ValueError):
+    """``refund_order`` (or ``cancel_refund``) input is invalid; nothing was stored or sent.
+
+    ``errors`` maps field paths such as ``lines[0].amount`` to lists of messages, like
+    ``InvalidOrderRequest``. Raised for an unknown line, an amount that is not a positive
+    integer or exceeds the line's refundable remainder, another currency, a reason outside the
+    provider's nine, details too long, too many lines or a reference too long.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        lines = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in errors.items())
+        super().__init__(f"Invalid refund request: {lines}")
+
+
+class OrderNotRefundable(OrdersError):
+    """``refund_order`` refused: the order is not paid or completed. Nothing was sent.
+
+    ``status`` is the order's status when refusing; ``error`` is the service's answer when it
+    was the service that refused (``None`` when the lookup already said so).
+    """
+
+    def __init__(self, order_id: str, status: str, error: OrdersAPIError | None = None) -> None:
+        self.order_id = order_id
+        self.status = status
+        self.error = error
+        super().__init__(
+            f"Order {order_id} cannot be refunded: it is {status}; only paid or completed "
+            "orders can be refunded."
+        )
+
+
+class RefundRequestPending(OrdersError):
+    """The refund request is stored but its outcome is not known yet; it is resent with its
+    own key (``resume_order_requests``) until it is known, never past ``KEY_LIFETIME``.
+
+    Tell staff the refund is being confirmed, not that it failed: do NOT refund again with a
+    new reference. ``order_request`` is the stored request; ``cause`` what went wrong.
+    """
+
+    def __init__(self, order_request: OrderRequest, cause: BaseException | None = None) -> None:
+        self.order_request = order_request
+        self.cause = cause
+        reason = f": {cause}" if cause else ""
+        super().__init__(
+            f"Refund request {order_request.reference or order_request.pk} is pending{reason}"
+        )
+
+
+class RefundRejected(OrdersError):
+    """The service refused the refund (or its cancellation); nothing was refunded.
+
+    ``code`` and ``message`` are the provider's (``refund_amount_exceeds_remainder``, ...);
+    ``error`` is the upstream API error and ``order_request`` the stored request, if any.
+    """
+
+    def __init__(self, error: OrdersAPIError, order_request: OrderRequest | None = None) -> None:
+        self.error = error
+        self.order_request = order_request
+        self.code = getattr(error, "code", None)
+        self.message = str(error)
+        super().__init__(f"Refund rejected by the service: {error}")
+
+
+class RefundNotCancelable(OrdersError):
+    """``cancel_refund`` refused: only a pending refund can be canceled. ``refund`` is the
+    refund as now known (its status says why); nothing was changed upstream."""
+
+    def __init__(self, refund: Refund, error: OrdersAPIError | None = None) -> None:
+        self.refund = refund
+        self.error = error
+        super().__init__(
+            f"Refund {refund.pk} cannot be canceled: it is {refund.status}; only pending "
+            "refunds can be canceled."
+        )

@@ -94,6 +94,17 @@ class Customer(models.Model):
         return self.name or self.id
 
 
+class OrderQuerySet(models.QuerySet):
+    def with_refunded_total(self) -> OrderQuerySet:
+        """Each order with the sum of its succeeded refunds (``Order.refunded_total``), in the
+        same query: a list of orders shows its refunded totals without a query per order."""
+        return self.annotate(
+            refunded_total_annotation=models.Sum(
+                "refunds__total", filter=Q(refunds__status=RefundStatus.SUCCEEDED)
+            )
+        )
+
+
 class Order(models.Model):
     """A remote order (``or_…``): the fields staff filter on, plus the raw record kept whole."""
 
@@ -146,6 +157,8 @@ class Order(models.Model):
         help_text=_("When the request whose answer this row holds was sent."),
     )
 
+    objects = OrderQuerySet.as_manager()
+
     class Meta:
         verbose_name = _("order")
         verbose_name_plural = _("orders")
@@ -173,6 +186,80 @@ class Order(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def refunded_total(self) -> int:
+        """The sum of this order's succeeded refunds, in the currency's minor unit.
+
+        Annotate a list with ``Order.objects.with_refunded_total()`` (one query for all its
+        orders): the annotation is used when present, else one aggregate query is made.
+        """
+        annotated = self.__dict__.get("refunded_total_annotation")
+        if annotated is not None or "refunded_total_annotation" in self.__dict__:
+            return int(annotated or 0)
+        total = self.refunds.filter(status=RefundStatus.SUCCEEDED).aggregate(
+            total=models.Sum("total")
+        )["total"]
+        return int(total or 0)
+
+
+class RefundStatus(models.TextChoices):
+    """Refund statuses seen upstream. Others may come: ``Refund.status`` stores any string."""
+
+    PENDING = "pending", _("Pending")
+    PROCESSING = "processing", _("Processing")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    CANCELED = "canceled", _("Canceled")
+
+
+class Refund(models.Model):
+    """A remote refund (``rf_…``) of some lines of a paid order, as last seen upstream.
+
+    Refunds move asynchronously (pending, processing, then succeeded or failed; canceled only
+    while pending) and only forward (``mirror.refunds``). ``raw`` keeps the record whole.
+    """
+
+    id = models.CharField(_("id"), primary_key=True, max_length=64)
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="refunds", verbose_name=_("order")
+    )
+    status = models.CharField(_("status"), max_length=64, choices=RefundStatus.choices)
+    total = models.BigIntegerField(_("total"), help_text=_("In the currency's minor unit."))
+    currency = models.CharField(_("currency"), max_length=16)
+    reason = models.CharField(_("reason"), max_length=64, blank=True, default="")
+    reference = models.CharField(
+        _("reference"),
+        max_length=256,
+        blank=True,
+        default="",
+        help_text=_("The shop's reconciliation reference, as the refund carries it upstream."),
+    )
+    failure_reason = models.CharField(_("failure reason"), max_length=64, blank=True, default="")
+    failure_detail = models.TextField(_("failure detail"), blank=True, default="")
+    failure_retryable = models.BooleanField(_("failure retryable"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"))
+    processing_at = models.DateTimeField(_("processing"), null=True, blank=True)
+    succeeded_at = models.DateTimeField(_("succeeded"), null=True, blank=True)
+    failed_at = models.DateTimeField(_("failed"), null=True, blank=True)
+    canceled_at = models.DateTimeField(_("canceled"), null=True, blank=True)
+    raw = models.JSONField(_("raw record"), default=dict)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("refund")
+        verbose_name_plural = _("refunds")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["order", "status"], name="orders_refund_order_idx"),
+            # The later refresh of refunds still moving (pending, processing).
+            models.Index(fields=["status", "created_at"], name="orders_refund_status_idx"),
+            models.Index(fields=["reference"], name="orders_refund_reference_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
 
 
 class RemoteRecord(models.Model):
@@ -202,11 +289,17 @@ class RemoteRecord(models.Model):
 
 
 class OrderRequest(models.Model):
-    """A request to create an order, committed BEFORE it is sent.
+    """A write to the service (an order create, a refund create), committed BEFORE it is sent.
 
-    Its ``idempotency_key`` is what any resend uses, so a timeout, a crash or a lost answer ends
-    in one upstream order. ``payload`` is the exact JSON text sent, byte for byte.
+    The durable journal of outgoing writes: its ``idempotency_key`` is what any resend uses, so
+    a timeout, a crash or a lost answer ends in one upstream record. ``payload`` is the exact
+    JSON text sent, byte for byte; ``kind`` says which write it is, and ``reference`` is unique
+    per kind.
     """
+
+    class Kind(models.TextChoices):
+        ORDER_CREATE = "order_create", _("Order create")
+        REFUND_CREATE = "refund_create", _("Refund create")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -214,14 +307,33 @@ class OrderRequest(models.Model):
         FAILED = "failed", _("Failed")
         NEEDS_REVIEW = "needs_review", _("Needs review")
 
+    kind = models.CharField(
+        _("kind"),
+        max_length=32,
+        choices=Kind.choices,
+        default=Kind.ORDER_CREATE,
+        db_default=Kind.ORDER_CREATE,
+    )
     idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True)
-    reference = models.CharField(
+    # NULL, not "": requests without a reference must not collide in the unique constraint.
+    reference = models.CharField(  # noqa: DJ001
         _("reference"),
-        max_length=255,
+        max_length=256,
         null=True,
         blank=True,
-        unique=True,
-        help_text=_("The shop's own cart or checkout id; one upstream order per reference."),
+        help_text=_(
+            "The shop's own reference (a cart id, a refund's reconciliation reference); one "
+            "upstream record per reference and kind."
+        ),
+    )
+    arguments = models.JSONField(
+        _("arguments"),
+        default=dict,
+        blank=True,
+        help_text=_(
+            "The call's arguments as the caller gave them (refunds): a repeat with the same "
+            "reference is compared on them."
+        ),
     )
     payload = models.TextField(_("payload"), help_text=_("The exact JSON body sent."))
     state = models.CharField(
@@ -248,6 +360,14 @@ class OrderRequest(models.Model):
         blank=True,
         related_name="requests",
         verbose_name=_("order"),
+    )
+    refund = models.ForeignKey(
+        Refund,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="requests",
+        verbose_name=_("refund"),
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     last_attempt_at = models.DateTimeField(_("last sent"), null=True, blank=True)
@@ -276,9 +396,32 @@ class OrderRequest(models.Model):
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="orders_request_due_idx"),
         ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "reference"], name="orders_request_kind_reference_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.reference or self.idempotency_key
+
+
+class OrderClaim(models.Model):
+    """Who may prepare a write that depends on an order's current state (a refund's amounts).
+
+    Taken with one conditional UPDATE and released right after the request is stored, so no
+    transaction is held across the lookup the write depends on (``refunds.claims``).
+    """
+
+    order_id = models.CharField(_("order id"), primary_key=True, max_length=64)
+    claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("order claim")
+        verbose_name_plural = _("order claims")
+
+    def __str__(self) -> str:
+        return self.order_id
 
 
 class SyncRun(models.Model):

@@ -4,6 +4,7 @@ Services own transactions and the order of durable steps; no transaction is ever
 across an HTTP call. This module is the public entry point; the work lives in the layer packages:
 
 - ``creation.flow``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
+- ``creation.refunds``: ``refund_order``, ``cancel_refund`` (resumed by ``resume_order_requests``)
 - ``creation.checkout``: ``confirm_order`` (the customer is back from the payment page),
   ``cancel_order``
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
@@ -23,6 +24,7 @@ from .creation.checkout import cancel_order, confirm_order
 from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
+from .creation.refunds import cancel_refund, refund_order
 from .sync.engine import RESOURCE_NAME as RESOURCE_NAME
 from .sync.engine import sync_orders
 from .sync.refresh import refresh_orders
@@ -36,10 +38,12 @@ __all__ = [
     "ApiCheck",
     "ResumeSummary",
     "cancel_order",
+    "cancel_refund",
     "check_api",
     "confirm_order",
     "create_order",
     "refresh_orders",
+    "refund_order",
     "resend_order_request",
     "reset_clients",
     "resume_order_requests",

@@ -13,3 +13,10 @@ order_first_seen = Signal()
 #: forward (``mirror.lifecycle``), so it is never sent for a step back.
 #: Arguments: ``order``, ``previous_status``, ``status``.
 order_status_changed = Signal()
+
+#: A refund's status changed as the mirror saw it (``refund_order``, ``cancel_refund``, an
+#: order lookup's embedded refunds, a sync). Sent once per change, after commit; a refund's
+#: status only moves forward (pending, processing, then succeeded or failed; canceled only
+#: from pending), so never for a step back. ``previous_status`` is ``None`` for a refund the
+#: mirror had not seen. Arguments: ``refund``, ``previous_status``, ``status``.
+refund_status_changed = Signal()

@@ -62,6 +62,7 @@ from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for
 from .rate_gate import RateGate
+from .refunds import RefundCalls
 
 __all__ = ["USER_AGENT", "OrdersClient"]
 
@@ -76,7 +77,7 @@ BACKOFF_CAP = 8.0
 T = TypeVar("T")
 
 
-class OrdersClient:
+class OrdersClient(RefundCalls):
     """A client for one API key and base URL.
 
     The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds
@@ -249,8 +250,17 @@ class OrdersClient:
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _post(self, path: str, body: str | bytes, *, retry_read_timeout: bool = True) -> Answer:
-        return self._call(path, body, _as_is, retry_read_timeout=retry_read_timeout)
+    def _post(
+        self,
+        path: str,
+        body: str | bytes,
+        *,
+        retry_read_timeout: bool = True,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        return self._call(
+            path, body, _as_is, retry_read_timeout=retry_read_timeout, headers=headers
+        )
 
     def _call(
         self,
@@ -262,6 +272,7 @@ class OrdersClient:
         retry_invalid: bool = False,
         retries: int | None = None,
         typed: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> T:
         """POST ``body`` and ``read`` the answer, retrying what is safe to retry (module doc).
 
@@ -279,7 +290,7 @@ class OrdersClient:
             if self._gate is not None:
                 self._gate.wait(self._sleep)
             try:
-                return read(self._post_once(path, data, typed))
+                return read(self._post_once(path, data, typed, headers))
             except (RateLimited, ServerError, OrdersNetworkError, InvalidResponse) as exc:
                 if isinstance(exc, InvalidResponse) and not retry_invalid:
                     raise
@@ -316,9 +327,15 @@ class OrdersClient:
         ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter"
 
-    def _post_once(self, path: str, body: bytes, typed: bool = False) -> Answer:
+    def _post_once(
+        self,
+        path: str,
+        body: bytes,
+        typed: bool = False,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
         started = time.monotonic()
-        response, content, unreadable = self._send(path, body)
+        response, content, unreadable = self._send(path, body, headers)
         request_id = request_id_of(response)
         logger.debug(
             "POST %s -> %s in %.0f ms (request id %s)",
@@ -353,7 +370,9 @@ class OrdersClient:
             )
         raise error_from_response(path, response, request_id, self._auth.scrub)
 
-    def _send(self, path: str, body: bytes) -> tuple[requests.Response, bytes, str | None]:
+    def _send(
+        self, path: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> tuple[requests.Response, bytes, str | None]:
         """One bounded HTTP exchange (``exchange.send_bounded``)."""
         if self._environment is None:
             # What requests takes from the environment for this client's URL (proxies, CA
@@ -368,7 +387,7 @@ class OrdersClient:
             "POST",
             f"{self.base_url}{path}",
             data=body,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **(headers or {})},
             auth=self._auth,
         )
         return send_bounded(

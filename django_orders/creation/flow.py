@@ -304,7 +304,9 @@ def _repeat_reference(
     """A second call with a reference that already has a request (module docstring)."""
     now = timezone.now()
     existing = (
-        OrderRequest.objects.using(using).select_related("order__customer").get(reference=reference)
+        OrderRequest.objects.using(using)
+        .select_related("order__customer")
+        .get(kind=OrderRequest.Kind.ORDER_CREATE, reference=reference)
     )
     if stored_body(existing) != body:
         raise ReferenceConflict(reference)

@@ -48,7 +48,7 @@ from ..exceptions import (
 )
 from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import customer_row, order_row
-from ..models import Customer, Order, OrderRequest
+from ..models import Customer, Order, OrderRequest, Refund
 from ..signals import order_created
 from .answer_check import answer_mismatch
 from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
@@ -91,8 +91,10 @@ def expiry_explanation() -> str:
     return (
         f"Not resent: this request was first sent more than {setting_name('KEY_LIFETIME')} "
         f"({lifetime}) ago. The service forgets idempotency keys after 24 hours, so a resend "
-        "could create a second order. Check upstream (the orders list, the customer, the time "
-        "of the request) whether the order exists; if it does not, create it again."
+        "could create a second order (or refund). Check upstream (the orders list, the "
+        "order's refunds, the customer, the time of the request) whether it exists; if it "
+        "does not, create it again. A refund shown in a lookup of its order with this "
+        "request's reference settles the request."
     )
 
 
@@ -167,6 +169,8 @@ class Outcome:
     request: OrderRequest
     order: Order | None = None
     error: BaseException | None = None
+    #: A refund create's refund (``refund_records``).
+    refund: Refund | None = None
 
 
 def send_and_record(
@@ -184,6 +188,12 @@ def send_and_record(
     ``InvalidResponse`` and the request stays pending, resent with its key until
     ``KEY_LIFETIME`` says otherwise. Nothing but a recorded outcome leaves this function.
     """
+    if request.kind != OrderRequest.Kind.ORDER_CREATE:
+        # Every kind of journaled write shares the claim, the key lifetime and the error
+        # records of this module; what is sent and how its answer is stored is the kind's own.
+        from .refund_records import send_refund_request  # it imports this module
+
+        return send_refund_request(client, request, using, fixed_now=fixed_now)
     sent_at = fixed_now or timezone.now()
     try:
         answer = client.create_order(request.payload)
@@ -248,10 +258,13 @@ def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime
 
 def check_answer(request: OrderRequest, parsed: ParsedOrder, using: str) -> None:
     """Raise ``OrderAnswerMismatch`` unless the answer is the order this request sent
-    (``answer_check``) and no other request is linked to it yet."""
+    (``answer_check``) and no other order create is linked to it yet (a refund request of the
+    order is linked to it too, and rightly)."""
     reason = answer_mismatch(request.payload, parsed)
     if reason is None:
-        others = OrderRequest.objects.using(using).filter(order_id=parsed.id)
+        others = OrderRequest.objects.using(using).filter(
+            order_id=parsed.id, kind=OrderRequest.Kind.ORDER_CREATE
+        )
         if others.exclude(pk=request.pk).exists():
             reason = (
                 f"The service answered with order {parsed.id}, which another order request "

@@ -22,6 +22,7 @@ from ..exceptions import InvalidRecord
 from ..models import Order
 from .announce import announce
 from .parsing import parse_order
+from .refunds import store_embedded_refunds
 from .store import MirrorResult, store_orders
 
 logger = logging.getLogger("django_orders.sync")
@@ -65,6 +66,8 @@ def store_answer(
     now = timezone.now()
     with app_atomic():
         result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True)
+        # The refunds the order embeds: their rows, signals and the requests they settle.
+        store_embedded_refunds(order_id, record, now=now)
         if within is not None:
             within(result, now)
         app_on_commit(partial(announce, result))

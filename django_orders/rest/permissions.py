@@ -55,7 +55,11 @@ class CheckoutTarget:
         # From the app's database, like the target itself (``resolve_target``).
         rows = (
             OrderRequest.objects.using(app_database())
-            .filter(order_id=self.order.pk, reference__startswith=API_PREFIX)
+            .filter(
+                kind=OrderRequest.Kind.ORDER_CREATE,
+                order_id=self.order.pk,
+                reference__startswith=API_PREFIX,
+            )
             .values_list("pk", "reference")
         )
         return [(pk, reference or "") for pk, reference in rows]

@@ -238,7 +238,9 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
             return pending_response(request, exc.order_request, token=True)
         # Just committed by create_order: read where it was written, not from a replica.
         written = OrderRequest.objects.using(app_database())
-        request_pk = written.values_list("pk", flat=True).get(reference=reference)
+        request_pk = written.values_list("pk", flat=True).get(
+            kind=OrderRequest.Kind.ORDER_CREATE, reference=reference
+        )
         data = dict(OrderSerializer(order).data)
         data["checkout"] = checkout_handle(request_pk)
         data["token"] = make_owner_token(request_pk)
@@ -256,7 +258,11 @@ def resolve_target(lookup: str) -> CheckoutTarget:
     using = app_database()
     try:
         if request_pk is not None:
-            requests = OrderRequest.objects.using(using).select_related("order__customer")
+            requests = (
+                OrderRequest.objects.using(using)
+                .filter(kind=OrderRequest.Kind.ORDER_CREATE)
+                .select_related("order__customer")
+            )
             order_request = requests.get(pk=request_pk)
             return CheckoutTarget(order=order_request.order, order_request=order_request)
         return CheckoutTarget(order=stored_order(lookup))
@@ -289,7 +295,9 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
             # Not staff with view_order: the orders of this user's own API checkouts (their
             # references carry the user's scope, idempotency.caller_scope), in one subquery.
             own = OrderRequest.objects.filter(
-                reference__startswith=caller_scope(user), order__isnull=False
+                kind=OrderRequest.Kind.ORDER_CREATE,
+                reference__startswith=caller_scope(user),
+                order__isnull=False,
             ).values("order_id")
             queryset = queryset.filter(pk__in=own)
         return queryset

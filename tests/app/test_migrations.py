@@ -14,15 +14,34 @@ import io
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.migrations.loader import MigrationLoader
+from django.utils import timezone
 
-from django_orders.models import Customer, Order, OrderRequest, RemoteRecord, SyncLease, SyncRun
+from django_orders.models import (
+    Customer,
+    Order,
+    OrderClaim,
+    OrderRequest,
+    Refund,
+    RemoteRecord,
+    SyncLease,
+    SyncRun,
+)
 
 APP = "django_orders"
 TABLES = {
     model._meta.db_table
-    for model in (Customer, Order, OrderRequest, RemoteRecord, SyncLease, SyncRun)
+    for model in (
+        Customer,
+        Order,
+        OrderClaim,
+        OrderRequest,
+        Refund,
+        RemoteRecord,
+        SyncLease,
+        SyncRun,
+    )
 }
 #: Indexes named in the models' Meta (those of development's 0001 and 0011), on every backend.
 MODEL_INDEXES = {
@@ -100,9 +119,9 @@ def back_to_latest():
 
 def test_the_migrations_are_one_line():
     """Squashed before the first release: a new database runs the initial migration and the
-    ones added since (0002: Order.observed_at, then PaymentWatch), in one line."""
+    ones added since (0002: Order.observed_at; 0003: refunds; 0004: PaymentWatch), in one line."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
-    names = ["0001_initial", "0002_order_observed_at", "0002_payment_watch"]
+    names = ["0001_initial", "0002_order_observed_at", "0003_refunds", "0004_payment_watch"]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
 
@@ -204,3 +223,23 @@ def test_the_migration_runs_in_one_transaction():
     assert migration.atomic is True
     assert migration.initial is True
     assert not migration.replaces
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0003_keeps_existing_requests_as_order_creates_with_their_references(back_to_latest):
+    migrate("0002_order_observed_at")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_orders_orderrequest (idempotency_key, reference, payload, state,"
+            " attempts, last_error_code, last_error, last_error_body, last_request_id,"
+            " created_at, updated_at) VALUES ('k-1', 'cart-1', '{}', 'pending', 0, '', '', '{}',"
+            " '', %s, %s)",
+            [timezone.now(), timezone.now()],
+        )
+    migrate()
+    request = OrderRequest.objects.get(idempotency_key="k-1")
+    assert (request.kind, request.reference, request.arguments) == ("order_create", "cart-1", {})
+    # Unique per kind: the same reference for a refund is another request.
+    OrderRequest.objects.create(idempotency_key="k-2", reference="cart-1", kind="refund_create")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        OrderRequest.objects.create(idempotency_key="k-3", reference="cart-1")

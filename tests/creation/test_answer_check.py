@@ -140,3 +140,28 @@ def test_resume_and_resend_check_the_answer_too(hostile, order_input):
     second.refresh_from_db()
     assert second.state == State.NEEDS_REVIEW and second.order_id is None
     assert not Order.objects.exists()
+
+
+def test_a_refund_request_of_the_order_does_not_make_its_create_a_mismatch(hostile, order_input):
+    # The create's first answer was lost; meanwhile the shop refunded the order (the sync had
+    # mirrored it), and that refund request is linked to the order too. The create's resend is
+    # answered with its own order: linked, not sent to review.
+    hostile.script("/orders/create", json_answer(503, {}))
+    with pytest.raises(OrderRequestPending):
+        create_order(**sent(order_input), reference="cart-1")
+    customer = Customer.objects.create(id="cu_victim", guest=True, name="Ama Mensah")
+    order = Order.objects.create(
+        id="or_victim", status="paid", customer=customer, initiated_at="2026-01-02T03:04:05Z"
+    )
+    OrderRequest.objects.create(
+        kind=OrderRequest.Kind.REFUND_CREATE,
+        idempotency_key="refund-key-1",
+        reference="refund-1",
+        payload="{}",
+        state=State.SUCCEEDED,
+        order=order,
+    )
+    hostile.script("/orders/create", json_answer(200, answer()))
+    create = OrderRequest.objects.get(kind=OrderRequest.Kind.ORDER_CREATE)
+    resent = resend_order_request(create)
+    assert (resent.state, resent.order_id) == (State.SUCCEEDED, "or_victim")

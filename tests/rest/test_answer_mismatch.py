@@ -20,7 +20,6 @@ def hostile(settings, hostile_server):
         "BASE_URL": hostile_server.url,
         "TIMEOUT": (2, 5),
         "MAX_RETRIES": 0,
-        "CHECKOUT_BUILDER": settings.DJANGO_ORDERS["CHECKOUT_BUILDER"],
     }
     return hostile_server
 

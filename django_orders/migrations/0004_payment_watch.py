@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_orders', '0002_order_observed_at'),
+        ('django_orders', '0003_refunds'),
     ]
 
     operations = [

@@ -1,0 +1,93 @@
+"""Send a stored refund create and record what came back: ``records.send_and_record`` for
+``OrderRequest.Kind.REFUND_CREATE``.
+
+The same rules as an order create (``records``): the stored payload is sent byte for byte with
+the request's own key (in the ``Idempotency-Key`` header); no transaction is open during the
+call; success writes the refund (``mirror.refunds``) and the request in one short transaction;
+any other outcome is recorded on the row by ``records._record_error`` (pending with a backoff,
+failed, or needs review), and nothing but a recorded outcome leaves this function.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..client.refund_structs import decode_refund
+from ..client.transport import OrdersClient
+from ..exceptions import InvalidRecord, InvalidResponse, OrdersAPIError, RequestRejected
+from ..mirror.refunds import store_refunds
+from ..models import OrderRequest
+from . import records
+from .records import Outcome, State
+
+logger = logging.getLogger("django_orders.order_requests")
+
+
+def send_refund_request(
+    client: OrdersClient,
+    request: OrderRequest,
+    using: str,
+    *,
+    fixed_now: datetime | None = None,
+) -> Outcome:
+    """Send one claimed refund request and record its outcome (``records.send_and_record``)."""
+    sent_at = fixed_now or timezone.now()
+    record_error = records._record_error
+    try:
+        answer = client.create_refund(request.payload, idempotency_key=request.idempotency_key)
+    except RequestRejected as exc:
+        state = State.NEEDS_REVIEW if exc.is_idempotency_conflict else State.FAILED
+        return record_error(request, exc, state, sent_at, using, fixed_now)
+    except Exception as exc:  # unknown outcome: 5xx, 409, 429, network, bad answer, 401...
+        if not isinstance(exc, OrdersAPIError) and not hasattr(exc, "may_have_reached_server"):
+            logger.exception("Unexpected error sending refund request %s", request.pk)
+        return record_error(request, exc, State.PENDING, sent_at, using, fixed_now)
+    try:
+        refund = decode_refund(answer)
+        if refund.order_id != request.order_id:
+            raise InvalidRecord(
+                f"refund {refund.id} is of order {refund.order_id}, not {request.order_id}"
+            )
+    except InvalidRecord as exc:
+        # A refund may exist upstream but its answer breaks the contract: a person looks.
+        return record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+    try:
+        return _record_success(request, answer, refund.id, sent_at, using, fixed_now)
+    except Exception as exc:
+        error = InvalidResponse(
+            f"POST /refunds/create answered with a refund that could not be stored "
+            f"({type(exc).__name__}: {exc})"
+        )
+        logger.warning("The answer to refund request %s could not be stored", request.pk)
+        return record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+
+
+def _record_success(request, answer, refund_id, sent_at, using, fixed_now) -> Outcome:
+    now = fixed_now or timezone.now()
+    first_sent_db, first_sent = records._first_sent(request, sent_at)
+    changes = {
+        "state": State.SUCCEEDED,
+        "refund_id": refund_id,
+        "attempts": request.attempts + 1,
+        "last_attempt_at": sent_at,
+        "first_sent_at": first_sent,
+        "next_attempt_at": None,
+        "claimed_until": None,
+        "updated_at": now,
+    }
+    with transaction.atomic(using=using, savepoint=False, durable=True):
+        # A replayed answer is as old as the key's first use: the mirror keeps a refund that
+        # has moved on since (mirror.refunds only moves forward).
+        refund = store_refunds([answer], now=now, settle=False).refunds[refund_id]
+        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
+        if rows.update(**{**changes, "first_sent_at": first_sent_db}):
+            records.apply(request, changes)
+            request.refund = refund
+        else:
+            # Another worker (or a lookup's refunds[], by reference) recorded it first.
+            request.refresh_from_db(using=using)
+    return Outcome(request, refund=refund)

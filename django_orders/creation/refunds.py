@@ -1,0 +1,267 @@
+"""Crash-safe refunds: ``refund_order`` and ``cancel_refund``.
+
+A refund request is journaled exactly like an order create (``flow``, ``records``): checked,
+committed as an ``OrderRequest`` of kind ``refund_create`` (its key, the exact body, the
+reference, the arguments as given) BEFORE the HTTP call, sent with its own key in the
+``Idempotency-Key`` header, its outcome recorded; an unknown outcome stays pending and
+``resume_order_requests`` resends it with the same key, never past ``KEY_LIFETIME``.
+
+**Amounts.** What a line may still refund is what was paid for it minus the refunds that count
+(pending, processing, succeeded) in a FRESH lookup of the order, minus this shop's refund
+requests still in flight (pending or in review) that the lookup does not show yet (by
+reference). The in-flight requests are read before the lookup, and all of it happens under the
+order's claim (``order_claims``, a row, released once the request is stored), so two staff
+refunding at once never refund more than was paid: the second sees the first's stored request.
+
+**One refund per reference** (unique per kind): a repeat with other ARGUMENTS (as the caller
+gave them; ``lines=None`` stays ``None``) is a ``ReferenceConflict``, nothing sent; with the
+same ones it gets the stored outcome before any lookup (succeeded: the refund; failed:
+``RefundRejected``; pending: resent now with its key if no one holds it).
+
+``cancel_refund`` needs no journal: cancelling is idempotent by nature (a canceled refund stays
+canceled), so its key is derived from the refund and the reason, as ``cancel_order``'s is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from django.db import IntegrityError
+from django.utils import timezone
+
+from ..client.factory import get_client
+from ..client.refund_structs import embedded_refunds
+from ..client.transport import OrdersClient
+from ..db import app_database, refuse_outer_transaction
+from ..exceptions import (
+    AuthenticationFailed,
+    InvalidRefundRequest,
+    OrderNotRefundable,
+    OrdersAPIError,
+    ReferenceConflict,
+    RefundNotCancelable,
+    RefundRejected,
+    RefundRequestPending,
+    RequestRejected,
+)
+from ..mirror.queries import MAX_ORDER_ID_LENGTH
+from ..mirror.refresh import store_answer
+from ..mirror.refunds import store_refunds
+from ..models import Order, OrderRequest, Refund, RefundStatus
+from .order_claims import order_claim
+from .records import (
+    Outcome,
+    State,
+    claim,
+    claim_duration,
+    insert_request,
+    key_expired,
+    mark_expired,
+    send_and_record,
+    stored_error,
+)
+from .refund_input import (
+    DETAILS_MAX_LENGTH,
+    check_arguments,
+    encode_refund_payload,
+    in_flight_by_line,
+    order_currency,
+    order_lines,
+    refund_lines,
+    refunded_by_line,
+)
+
+__all__ = ["cancel_refund", "refund_order"]
+
+KIND = OrderRequest.Kind.REFUND_CREATE
+#: Orders in these statuses can be refunded.
+REFUNDABLE = frozenset({"paid", "completed"})
+_IN_FLIGHT = (State.PENDING, State.NEEDS_REVIEW)
+
+
+def refund_order(
+    order_id: str,
+    *,
+    reference: str,
+    reason: str,
+    lines: list[dict[str, Any]] | None = None,
+    reason_details: str | None = None,
+    custom_data: dict[str, str] | None = None,
+) -> Refund:
+    """Refund lines of a paid or completed order, exactly once per ``reference``.
+
+    ``lines`` = ``[{"line_item_id": "oli_…", "amount": <minor units>}]`` (``None``: every
+    line's refundable remainder); ``reason`` one of the provider's nine (``custom`` needs
+    ``reason_details``). Returns the refund (pending at first; ``refund_status_changed`` says
+    when it moves). Raises ``InvalidRefundRequest`` (per field, nothing stored or sent;
+    ``ReferenceConflict`` for a reference used with other arguments), ``OrderNotRefundable``,
+    ``RefundRequestPending`` (stored, outcome unknown: resumed later; do not refund again),
+    ``RefundRejected`` (the provider's code and message), ``AuthenticationFailed``,
+    ``Order.DoesNotExist`` (an order this shop does not mirror) or
+    ``TransactionManagementError`` (inside ``transaction.atomic()``, as ``create_order``).
+    """
+    arguments = check_arguments(
+        order_id,
+        reference=reference,
+        reason=reason,
+        lines=lines,
+        reason_details=reason_details,
+        custom_data=custom_data,
+    )
+    using = app_database()
+    refuse_outer_transaction(using)
+    client = get_client()
+    requests = OrderRequest.objects.using(using).filter(kind=KIND)
+    existing = requests.filter(reference=arguments["reference"]).first()
+    if existing is not None:
+        return _repeat(client, existing, arguments, using)
+    order_id = arguments["order_id"]
+    if not Order.objects.using(using).filter(pk=order_id).exists():
+        raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
+    with order_claim(order_id, using):
+        request = _prepare(client, arguments, using)
+        try:
+            insert_request(request, using)
+        except IntegrityError:
+            # The same reference, stored by another process since the read above.
+            existing = requests.get(reference=arguments["reference"])
+    if existing is not None:
+        return _repeat(client, existing, arguments, using)
+    return _result(send_and_record(client, request, using))
+
+
+def _prepare(client: OrdersClient, arguments: dict[str, Any], using: str) -> OrderRequest:
+    """Under the order's claim: the request to store, its amounts checked against a fresh
+    lookup of the order and the requests still in flight (module docstring)."""
+    order_id = arguments["order_id"]
+    in_flight = list(
+        OrderRequest.objects.using(using)
+        .filter(kind=KIND, order_id=order_id, state__in=_IN_FLIGHT)
+        .values_list("reference", "payload")
+    )
+    sent_at = timezone.now()
+    try:
+        record = client.lookup_order(order_id)
+    except RequestRejected as exc:
+        if exc.status_code == 404:
+            raise Order.DoesNotExist(f"The service does not know order {order_id!r}.") from exc
+        raise
+    # The lookup path of confirm/refresh: the order, its refunds, the requests they settle.
+    store_answer(order_id, record, what="lookup", sent_at=sent_at)
+    status = record.get("status")
+    if status not in REFUNDABLE:
+        raise OrderNotRefundable(order_id, str(status))
+    refunds = embedded_refunds(record)
+    shown = {refund.get("reference") for refund in refunds}
+    used = refunded_by_line(refunds) + in_flight_by_line(
+        [payload for reference, payload in in_flight if reference not in shown]
+    )
+    currency = order_currency(record) or ""
+    wire_lines = refund_lines(arguments, order_lines(record), used, currency)
+    now = timezone.now()
+    key = str(uuid.uuid4())
+    return OrderRequest(
+        kind=KIND,
+        idempotency_key=key,
+        reference=arguments["reference"],
+        arguments=arguments,
+        payload=encode_refund_payload(arguments, wire_lines),
+        order_id=order_id,
+        state=State.PENDING,
+        created_at=now,
+        updated_at=now,
+        claimed_until=now + claim_duration(),
+    )
+
+
+def _repeat(
+    client: OrdersClient, existing: OrderRequest, arguments: dict[str, Any], using: str
+) -> Refund:
+    """A reference that already has a request: its stored outcome, or its resend."""
+    if existing.arguments != arguments:
+        raise ReferenceConflict(arguments["reference"], "refund")
+    if existing.state == State.SUCCEEDED and existing.refund_id is not None:
+        return Refund.objects.using(using).get(pk=existing.refund_id)
+    if existing.state == State.FAILED:
+        raise RefundRejected(stored_error(existing), existing)
+    if existing.state != State.PENDING:
+        raise RefundRequestPending(existing)
+    now = timezone.now()
+    if key_expired(existing, now):
+        mark_expired(existing, now, using)
+        raise RefundRequestPending(existing)
+    claimed = claim(existing.pk, now, using)
+    if claimed is None:
+        mark_expired(existing, timezone.now(), using)
+        raise RefundRequestPending(existing)  # being sent by another process right now
+    return _result(send_and_record(client, claimed, using))
+
+
+def _result(outcome: Outcome) -> Refund:
+    request, error = outcome.request, outcome.error
+    if request.state == State.SUCCEEDED and outcome.refund is not None:
+        return outcome.refund
+    if request.state == State.SUCCEEDED and request.refund_id is not None:
+        return Refund.objects.using(app_database()).get(pk=request.refund_id)
+    if isinstance(error, AuthenticationFailed):
+        raise error
+    if request.state == State.FAILED and isinstance(error, OrdersAPIError):
+        raise RefundRejected(error, request) from error
+    raise RefundRequestPending(request, error) from error
+
+
+# --- cancel -------------------------------------------------------------------------------------
+
+
+def cancel_refund(refund_id: str, *, reason: str | None = None) -> Refund:
+    """Cancel a pending refund upstream and update the mirror; returns the refund.
+
+    A refund already ``canceled`` (per the mirror) is returned as it is, nothing sent; one the
+    mirror knows has moved on (processing, succeeded, failed) raises ``RefundNotCancelable``
+    before anything is sent, and so does the service's refusal (the refund is looked up and
+    stored first). ``Refund.DoesNotExist`` for a refund the mirror does not hold;
+    ``InvalidRefundRequest`` for a reason that is empty or longer than 2,048 characters. An
+    unknown outcome (network, 5xx) raises the client's error: calling again is safe (the same
+    refund and reason send the same key).
+    """
+    if reason is not None and (
+        not isinstance(reason, str) or not reason.strip() or len(reason) > DETAILS_MAX_LENGTH
+    ):
+        raise InvalidRefundRequest(
+            {"reason": [f"reason must be 1 to {DETAILS_MAX_LENGTH} characters, or None."]}
+        )
+    if not isinstance(refund_id, str) or not refund_id or len(refund_id) > MAX_ORDER_ID_LENGTH:
+        raise Refund.DoesNotExist(f"No refund {refund_id!r} in this shop.")
+    using = app_database()
+    refuse_outer_transaction(using)
+    refund = Refund.objects.using(using).get(pk=refund_id)
+    if refund.status == RefundStatus.CANCELED:
+        return refund
+    if refund.status != RefundStatus.PENDING:
+        raise RefundNotCancelable(refund)
+    client = get_client()
+    try:
+        record = client.cancel_refund(
+            refund_id, idempotency_key=cancel_refund_key(refund_id, reason), reason=reason
+        )
+    except RequestRejected as exc:
+        if exc.status_code == 404:
+            raise
+        store_refunds([client.lookup_refund(refund_id)])
+        refund = Refund.objects.using(using).get(pk=refund_id)
+        if refund.status == RefundStatus.CANCELED:
+            return refund
+        if refund.status != RefundStatus.PENDING:
+            raise RefundNotCancelable(refund, exc) from exc
+        raise RefundRejected(exc) from exc
+    store_refunds([record])
+    return Refund.objects.using(using).get(pk=refund_id)
+
+
+def cancel_refund_key(refund_id: str, reason: str | None) -> str:
+    """The same refund and reason, the same key (a resend after a lost answer is the same
+    request); the reason is hashed in, since one key with two payloads is refused."""
+    digest = hashlib.blake2b((reason or "").encode(), digest_size=8).hexdigest()
+    return f"refund-cancel-{refund_id}-{digest}"
