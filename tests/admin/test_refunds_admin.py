@@ -152,7 +152,7 @@ def test_the_refund_list_filters_and_searches(viewer_client):
 
     assert listed("") == {"rf_or_a_001", "rf_or_b_002"}
     assert listed("?status__exact=pending") == {"rf_or_b_002"}
-    assert listed("?reason__exact=duplicate") == {"rf_or_a_001"}
+    assert listed("?reason=duplicate") == {"rf_or_a_001"}
     assert listed("?currency=usd") == {"rf_or_b_002"}
     assert listed("?q=RET-77") == {"rf_or_a_001"}
     assert listed("?q=or_b") == {"rf_or_b_002"}

@@ -208,3 +208,27 @@ def test_the_lists_and_the_detail(refunder, viewer, paid_order, live_orders):
     assert viewer.get("/api/orders/or_unknown/refunds/").status_code == 404
     assert viewer.get("/api/refunds/rf_unknown/").status_code == 404
     assert Refund.objects.count() == 2
+
+
+@pytest.mark.parametrize("path", ["/api/orders/{order}/refunds/", "/api/refunds/"])
+def test_the_lists_cost_the_same_queries_with_1_or_30_refunds(
+    viewer, path, django_assert_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.admin.test_refunds_admin import make_refund, paid_order
+
+    one, many = paid_order("or_one"), paid_order("or_many")
+    make_refund(one, 0)
+    viewer.get(path.format(order=one.pk))  # warm the user's permission cache
+    with CaptureQueriesContext(connection) as first:
+        assert len(viewer.get(path.format(order=one.pk)).json()["results"]) == 1
+    for index in range(30):
+        make_refund(many, index)
+    one.refunds.all().delete()
+
+    with django_assert_num_queries(len(first.captured_queries)):
+        page = viewer.get(path.format(order=many.pk)).json()
+
+    assert len(page["results"]) == 30
