@@ -134,8 +134,11 @@ def refunds_table(refunds: list[Refund], change_url: Any) -> SafeString | str:
         return gettext("No refunds.")
     rows = format_html_join(
         "",
-        '<tr><td><a href="{}">{}</a></td><td class="orders-number">{}</td><td>{}</td>'
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        # Amounts and times on one line each: "GHS" and its number, a date and its time.
+        '<tr><td><a href="{}">{}</a></td>'
+        '<td class="orders-number" style="white-space:nowrap">{}</td><td>{}</td><td>{}</td>'
+        '<td>{}</td><td style="white-space:nowrap">{}</td><td style="white-space:nowrap">{}</td>'
+        "<td>{}</td></tr>",
         (
             (
                 change_url(refund),
