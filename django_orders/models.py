@@ -165,7 +165,11 @@ class Order(models.Model):
         ordering = ["-initiated_at", "-id"]
         # The admin's "Cancel order" action changes the order upstream: its own permission,
         # not the change permission (which refreshing from the API uses).
-        permissions = [("cancel_order", _("Can cancel orders upstream"))]
+        permissions = [
+            ("cancel_order", _("Can cancel orders upstream")),
+            # Refunding (and cancelling a pending refund) sends money back upstream.
+            ("refund_order", _("Can refund orders and cancel pending refunds")),
+        ]
         indexes = [
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
             models.Index(fields=["status", "-initiated_at"], name="orders_order_status_idx"),

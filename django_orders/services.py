@@ -24,6 +24,7 @@ from .creation.checkout import cancel_order, confirm_order
 from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
+from .creation.refund_input import REASONS as REFUND_REASONS
 from .creation.refunds import cancel_refund, refund_order
 from .sync.engine import RESOURCE_NAME as RESOURCE_NAME
 from .sync.engine import sync_orders
@@ -33,8 +34,10 @@ from .sync.refresh import refresh_orders
 # of the layers below: the resources a sync knows (name -> the collection property of their
 # pages) and what a resource name may be; whether an order request's key may still be resent,
 # and the rejection it recorded; the parts of the checkout input (so the REST schema shows the
-# shapes create_order enforces).
+# shapes create_order enforces); the provider's refund reasons (the admin's select, the REST
+# schema's enum).
 __all__ = [
+    "REFUND_REASONS",
     "ApiCheck",
     "ResumeSummary",
     "cancel_order",

@@ -6,7 +6,15 @@ One module per model admin; importing this package registers them with ``admin.s
 from .customers import CustomerAdmin
 from .order_requests import OrderRequestAdmin
 from .orders import OrderAdmin
+from .refunds import RefundAdmin
 from .remote_records import RemoteRecordAdmin
 from .sync_runs import SyncRunAdmin
 
-__all__ = ["CustomerAdmin", "OrderAdmin", "OrderRequestAdmin", "RemoteRecordAdmin", "SyncRunAdmin"]
+__all__ = [
+    "CustomerAdmin",
+    "OrderAdmin",
+    "OrderRequestAdmin",
+    "RefundAdmin",
+    "RemoteRecordAdmin",
+    "SyncRunAdmin",
+]

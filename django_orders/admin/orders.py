@@ -39,6 +39,8 @@ from .base import (
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
 from .order_cancel import CancelOrdersMixin
+from .order_refund import RefundOrderMixin
+from .refund_lines import order_refunds, refunds_table, remainders_table
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
 MAX_REFRESH = 100
@@ -57,7 +59,7 @@ def status_badge(order: Order) -> SafeString:
 
 
 @admin.register(Order)
-class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
+class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "number_column",
@@ -101,6 +103,7 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
             {"fields": ("id", "number", "status_column", "total_column", "customer_link", "guest")},
         ),
         (_("Checkout"), {"fields": ("line_items", "payment_page")}),
+        (_("Refunds"), {"fields": ("refunds_list", "refundable_lines")}),
         (
             _("Dates"),
             {"fields": ("initiated_at", "paid_at", "completed_at", "canceled_at", "expires_at")},
@@ -136,6 +139,8 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
         # Decoded here, within bounds, for what reads it (the line items table): loading the
         # deferred field would decode it through JSONField, recursing once per level.
         order.raw = bounded_json(order.raw_text)
+        # Both refund displays read this one list: one query, whatever the number of refunds.
+        order.admin_refunds = order_refunds(order)
         return order
 
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
@@ -172,6 +177,23 @@ class OrderAdmin(CancelOrdersMixin, ReadOnlyModelAdmin):
     @admin.display(description=_("line items"))
     def line_items(self, obj: Order) -> SafeString | str:
         return line_items_table(obj)
+
+    @admin.display(description=_("refunds"))
+    def refunds_list(self, obj: Order) -> SafeString | str:
+        def change_url(refund: Any) -> str:
+            return reverse(
+                "admin:django_orders_refund_change",
+                args=(quote(refund.pk),),
+                current_app=self.admin_site.name,
+            )
+
+        return refunds_table(obj.admin_refunds, change_url)  # type: ignore[attr-defined]
+
+    @admin.display(description=_("refundable"))
+    def refundable_lines(self, obj: Order) -> SafeString | str:
+        """Each line's remainder: paid minus the mirrored refunds pending, processing or
+        succeeded (the service checks again against a fresh lookup before refunding)."""
+        return remainders_table(obj, obj.admin_refunds)  # type: ignore[attr-defined]
 
     @admin.display(description=_("payment page"))
     def payment_page(self, obj: Order) -> SafeString | str:

@@ -6,16 +6,16 @@ from typing import Any
 
 from drf_spectacular.views import SpectacularAPIView
 
-VIEWS_MODULE = f"{__package__}.views"
+VIEWS_MODULES = (f"{__package__}.views", f"{__package__}.refund_views")
 
 
 def only_this_api(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
-    """Preprocessing hook: keep the endpoints of ``django_orders.rest.views`` only (not the
+    """Preprocessing hook: keep the endpoints of this API's view modules only (not the
     project's other views, nor this schema view)."""
     return [
         endpoint
         for endpoint in endpoints
-        if getattr(getattr(endpoint[3], "cls", None), "__module__", "") == VIEWS_MODULE
+        if getattr(getattr(endpoint[3], "cls", None), "__module__", "") in VIEWS_MODULES
     ]
 
 
@@ -23,7 +23,7 @@ class OrdersSchemaView(SpectacularAPIView):
     custom_settings = {
         "TITLE": "django-orders API",
         "DESCRIPTION": "Checkout, order status and confirmation for a shop's own frontends, "
-        "and read-only orders and customers for staff tools.",
+        "read-only orders and customers, and refunds for staff tools.",
         "VERSION": "1",
         "PREPROCESSING_HOOKS": ["django_orders.rest.schema.only_this_api"],
     }

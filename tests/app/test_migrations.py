@@ -119,9 +119,16 @@ def back_to_latest():
 
 def test_the_migrations_are_one_line():
     """Squashed before the first release: a new database runs the initial migration and the
-    ones added since (0002: Order.observed_at; 0003: refunds; 0004: PaymentWatch), in one line."""
+    ones added since (0002: Order.observed_at; 0003: refunds; 0004: the refund_order
+    permission; 0005: PaymentWatch), in one line."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
-    names = ["0001_initial", "0002_order_observed_at", "0003_refunds", "0004_payment_watch"]
+    names = [
+        "0001_initial",
+        "0002_order_observed_at",
+        "0003_refunds",
+        "0004_refund_order_permission",
+        "0005_payment_watch",
+    ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
 

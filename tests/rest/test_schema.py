@@ -37,6 +37,9 @@ def test_schema_lists_exactly_the_api_paths(schema):
         "/api/orders/",
         "/api/orders/{id}/",
         "/api/orders/{id}/confirm/",
+        "/api/orders/{order_id}/refunds/",
+        "/api/refunds/",
+        "/api/refunds/{id}/",
     ]
 
 
@@ -49,6 +52,19 @@ def test_schema_documents_the_headers_and_never_holds_the_key(schema):
     detail = schema.json()["paths"]["/api/orders/{id}/"]["get"]
     assert "Order-Token" in {p["name"] for p in detail["parameters"]}
     assert "sk_test_schema_secret_42" not in text
+
+
+def test_schema_documents_the_refund_endpoints(schema):
+    document = schema.json()
+    post = document["paths"]["/api/orders/{order_id}/refunds/"]["post"]
+    headers = {p["name"]: p for p in post["parameters"] if p["in"] == "header"}
+    body = document["components"]["schemas"]["RefundRequest"]
+
+    assert headers["Idempotency-Key"]["required"] is True
+    assert sorted(post["responses"]) == ["201", "202", "400", "404", "409", "422", "503"]
+    assert sorted(body["required"]) == ["reason", "reference"]
+    assert "lines" in body["properties"] and "reason_details" in body["properties"]
+    assert "get" in document["paths"]["/api/refunds/{id}/"]
 
 
 def test_manage_py_spectacular_validates_with_warnings_as_errors(run_manage, tmp_path):

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_orders', '0003_refunds'),
+        ('django_orders', '0004_refund_order_permission'),
     ]
 
     operations = [

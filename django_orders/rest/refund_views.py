@@ -1,0 +1,340 @@
+"""Refunds in the API, for staff: ``orders/<id>/refunds/`` (GET list, POST ``refund_order``),
+``refunds/`` and ``refunds/<id>/`` (GET).
+
+Two idempotency scopes, as the issue asks. The body's ``reference`` is the REFUND's: one
+upstream refund per reference, whoever sends it (``services.refund_order``). The
+``Idempotency-Key`` header scopes replays of this HTTP request: it travels, scoped to the caller
+(``idempotency.scoped_reference``), in the refund's ``custom_data`` (``api_request``), so it is
+part of the arguments a repeat is compared on. The same key and body replay the stored outcome;
+the same key with another body is a 422 ``idempotency_key_conflict`` (the key names the
+refund it was first used for); the same reference with another key or body is a 422
+``reference_conflict``.
+
+Statuses as for the checkout: 201 the refund; 202 its request is stored but its outcome unknown
+(``status_url``: ``refunds/rq_<n>/`` answers as the POST would now); 400 per field; 409 the same
+request is being sent right now; 422 a conflict, the provider's refusal (its code and message),
+or an order that is not paid or completed (``order_not_refundable``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .. import services
+from ..db import app_database
+from ..exceptions import (
+    InvalidRefundRequest,
+    OrderNotRefundable,
+    ReferenceConflict,
+    RefundRejected,
+    RefundRequestPending,
+)
+from ..models import Order, OrderRequest, Refund
+from ..services import stored_error
+from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
+from .idempotency import HEADER, parse_key, scoped_reference
+from .serializers import ErrorSerializer
+from .tokens import checkout_handle, parse_checkout_handle
+from .views import (
+    ERRORS,
+    IN_PROGRESS,
+    PENDING_RETRY_AFTER,
+    OrdersAPIMixin,
+    api_url,
+    documented,
+    in_flight,
+)
+
+KIND = OrderRequest.Kind.REFUND_CREATE
+State = OrderRequest.State
+#: The ``custom_data`` entry that carries the caller-scoped Idempotency-Key.
+API_REQUEST = "api_request"
+REFERENCE_CONFLICT = "reference_conflict"
+
+
+# --- serializers ------------------------------------------------------------------------------
+
+
+class RefundLineSerializer(serializers.Serializer):
+    line_item_id = serializers.CharField(max_length=64, help_text="The order line (oli_…).")
+    amount = serializers.IntegerField(
+        min_value=1, max_value=2**53 - 1, help_text="In the currency's minor unit."
+    )
+
+
+class RefundSerializer(serializers.ModelSerializer):
+    """A refund of the mirror. ``total`` and the lines' amounts are in minor units."""
+
+    order = serializers.CharField(source="order_id", read_only=True)
+    # Any string the service sends (pending, processing, succeeded, failed, canceled, ...).
+    status = serializers.CharField(read_only=True)
+    lines = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Refund
+        fields = (
+            "id",
+            "order",
+            "status",
+            "total",
+            "currency",
+            "reason",
+            "reference",
+            "lines",
+            "failure_reason",
+            "failure_detail",
+            "failure_retryable",
+            "created_at",
+            "processing_at",
+            "succeeded_at",
+            "failed_at",
+            "canceled_at",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(RefundLineSerializer(many=True))
+    def get_lines(self, refund: Refund) -> Any:
+        lines = refund.raw.get("line_items") if isinstance(refund.raw, dict) else None
+        shown = []
+        for line in lines if isinstance(lines, list) else []:
+            try:
+                amount = line["refund_amount"]["value"]
+                shown.append({"line_item_id": line["order_line_item_id"], "amount": amount})
+            except (KeyError, TypeError):
+                continue
+        return RefundLineSerializer(shown, many=True).data
+
+
+class RefundRequestSerializer(serializers.Serializer):
+    """``refund_order``'s keywords; ``lines`` left out refunds every line's remainder."""
+
+    reference = serializers.CharField(
+        max_length=256, help_text="Your reconciliation reference: one refund per reference."
+    )
+    reason = serializers.ChoiceField(choices=list(services.REFUND_REASONS))
+    reason_details = serializers.CharField(
+        max_length=2048, required=False, allow_null=True, help_text="Required for custom."
+    )
+    lines = RefundLineSerializer(  # type: ignore[call-arg]  # ListSerializer takes max_length
+        many=True, required=False, allow_null=True, max_length=64
+    )
+
+
+class RefundPendingSerializer(serializers.Serializer):
+    """The 202 answer: the refund request is stored, its outcome not known yet."""
+
+    request = serializers.CharField(help_text="The refund request's handle, rq_<n>.")
+    state = serializers.CharField()
+    status_url = serializers.URLField()
+    retry_after = serializers.IntegerField()
+
+
+# --- permissions, pagination ------------------------------------------------------------------
+
+
+class HasOrdersPermission(BasePermission):
+    """``django_orders.<codename>``: a 403 without it."""
+
+    def __init__(self, codename: str) -> None:
+        self.codename = codename
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        return bool(
+            user and user.is_authenticated and user.has_perm(f"django_orders.{self.codename}")
+        )
+
+
+class RefundCursorPagination(CursorPagination):
+    """Newest first; the order's refunds on ``orders_refund_order_idx``."""
+
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+# --- views ------------------------------------------------------------------------------------
+
+
+def refund_pending(request: Request, order_request: OrderRequest) -> Response:
+    handle = checkout_handle(order_request.pk)
+    status_url = api_url(request, "refund-detail", handle)
+    body = {
+        "request": handle,
+        "state": order_request.state,
+        "status_url": status_url,
+        "retry_after": PENDING_RETRY_AFTER,
+    }
+    headers = {"Retry-After": str(PENDING_RETRY_AFTER), "Location": status_url}
+    return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
+
+
+def rejected(exc: RefundRejected) -> Response:
+    return error_response(
+        status.HTTP_422_UNPROCESSABLE_ENTITY,
+        exc.code or "refund_rejected",
+        getattr(exc.error, "message", None) or exc.message,
+    )
+
+
+class RefundViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """``refunds/`` and ``refunds/<id>/`` for staff with ``view_refund``; ``refunds/rq_<n>/``
+    answers for a refund request as its POST would now."""
+
+    queryset = Refund.objects.all()
+    serializer_class = RefundSerializer
+    pagination_class = RefundCursorPagination
+    lookup_value_regex = r"[^/]+"
+
+    def get_permissions(self):
+        return [IsAuthenticated(), HasOrdersPermission("view_refund")]
+
+    @documented(
+        responses={
+            200: RefundSerializer,
+            202: RefundPendingSerializer,
+            422: OpenApiResponse(ErrorSerializer, description="The service refused it."),
+            **ERRORS,
+        },
+        description="A refund (rf_…) or a refund request (rq_…): 200 with the refund, 202 "
+        "while its request is pending, 422 once refused.",
+    )
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        lookup = self.kwargs[self.lookup_field]
+        request_pk = parse_checkout_handle(lookup)
+        if request_pk is None:
+            return super().retrieve(request, *args, **kwargs)
+        order_request = (
+            OrderRequest.objects.using(app_database()).filter(kind=KIND, pk=request_pk).first()
+        )
+        if order_request is None:
+            raise NotFound()
+        if order_request.state == State.SUCCEEDED and order_request.refund_id is not None:
+            refund = Refund.objects.using(app_database()).get(pk=order_request.refund_id)
+            return Response(RefundSerializer(refund).data)
+        if order_request.state == State.FAILED:
+            return rejected(RefundRejected(stored_error(order_request), order_request))
+        return refund_pending(request, order_request)
+
+
+class OrderRefundViewSet(
+    OrdersAPIMixin, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    """``orders/<order_id>/refunds/``: the order's refunds (GET), a new refund (POST)."""
+
+    serializer_class = RefundSerializer
+    pagination_class = RefundCursorPagination
+
+    def get_permissions(self):
+        codename = "refund_order" if self.request.method == "POST" else "view_refund"
+        return [IsAuthenticated(), HasOrdersPermission(codename)]
+
+    def get_queryset(self):
+        return Refund.objects.filter(order_id=self.kwargs["order_id"])
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if not Order.objects.filter(pk=self.kwargs["order_id"]).exists():
+            raise NotFound()
+        return super().list(request, *args, **kwargs)
+
+    @documented(
+        request=RefundRequestSerializer,
+        parameters=[
+            OpenApiParameter(
+                HEADER,
+                location=OpenApiParameter.HEADER,
+                required=True,
+                description="A unique key per HTTP request (a UUID): a retry with the same key "
+                "and body answers with the same refund, never a second one.",
+            )
+        ],
+        responses={
+            201: RefundSerializer,
+            202: RefundPendingSerializer,
+            400: OpenApiResponse(description="Per-field errors: {field path: [messages]}."),
+            409: OpenApiResponse(ErrorSerializer, description="This request is in flight."),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="idempotency_key_conflict, reference_conflict, "
+                "order_not_refundable, or the service refused the refund (its code).",
+            ),
+            **ERRORS,
+        },
+        description="Refund lines of a paid or completed order (services.refund_order).",
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        order_id = self.kwargs["order_id"]
+        key = parse_key(request.headers.get(HEADER))
+        body = RefundRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        scoped = scoped_reference(request.user, key)
+        conflict = self._key_conflict(scoped, data["reference"])
+        if conflict is not None:
+            return conflict
+        try:
+            refund = services.refund_order(
+                order_id,
+                reference=data["reference"],
+                reason=data["reason"],
+                lines=[dict(line) for line in data["lines"]] if data.get("lines") else None,
+                reason_details=data.get("reason_details"),
+                custom_data={API_REQUEST: scoped},
+            )
+        except ReferenceConflict:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                REFERENCE_CONFLICT,
+                "This reference was already used for another refund request: send a new "
+                "reference for a new refund.",
+            )
+        except InvalidRefundRequest as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        except OrderNotRefundable as exc:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_refundable", str(exc)
+            )
+        except RefundRejected as exc:
+            return rejected(exc)
+        except RefundRequestPending as exc:
+            if in_flight(exc):  # type: ignore[arg-type]  # the same fields as a checkout's
+                return error_response(
+                    status.HTTP_409_CONFLICT,
+                    IN_PROGRESS,
+                    "A request with this Idempotency-Key is still being processed; retry "
+                    "later with the same key and body.",
+                    headers={"Retry-After": str(PENDING_RETRY_AFTER)},
+                )
+            return refund_pending(request, exc.order_request)
+        headers = {"Location": api_url(request, "refund-detail", refund.pk)}
+        return Response(
+            RefundSerializer(refund).data, status=status.HTTP_201_CREATED, headers=headers
+        )
+
+    @staticmethod
+    def _key_conflict(scoped: str, reference: str) -> Response | None:
+        """422 when this caller's key already named a refund request with another reference
+        (the same reference with another body is the service's ReferenceConflict)."""
+        used = (
+            OrderRequest.objects.using(app_database())
+            .filter(kind=KIND, **{f"arguments__custom_data__{API_REQUEST}": scoped})
+            .exclude(reference=reference)
+            .exists()
+        )
+        if not used:
+            return None
+        return error_response(
+            status.HTTP_422_UNPROCESSABLE_ENTITY,
+            IDEMPOTENCY_KEY_CONFLICT,
+            "This Idempotency-Key was already used with a different request body. Send a new "
+            "key for a new refund.",
+        )
