@@ -56,7 +56,13 @@ DATABASES["orders_db"] = {**_default, "TEST": {**_default.get("TEST", {}), "NAME
 # checkouts may send the payer back to are named here instead, so that refusing others is tested.
 ORDERS_TEST_EXTRAS = {
     "CHECKOUT_BUILDER": "tests.fixtures.checkout_builder.build_order",
-    "ALLOWED_REDIRECT_HOSTS": ["testserver", "shop.example", ".shop.example.com", "127.0.0.1"],
+    "ALLOWED_REDIRECT_HOSTS": [
+        "testserver",
+        "shop.example",
+        ".shop.example.com",
+        "127.0.0.1",
+        "localhost",  # live_server, which the browser tests open
+    ],
 }
 DJANGO_ORDERS = {
     "API_KEY": env("ORDERS_API_KEY", default="sk_test_settings_placeholder_key"),
