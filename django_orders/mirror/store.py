@@ -31,7 +31,10 @@ from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
+from django.db import connections
 from django.db.models import Case, F, Q, Value, When
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from ..db import app_database
@@ -248,7 +251,11 @@ def store_orders(
         else:
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
-    write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING)
+    meanwhile = write_read_rows(
+        Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING
+    )
+    if meanwhile:
+        _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed)
     if compare:
         store_new_bytes(comparison)
     if refreshed and unchanged_ids:
@@ -265,6 +272,54 @@ def store_orders(
     if refreshed and kept_ids:
         Order.objects.filter(pk__in=kept_ids).update(refreshed_at=now)
     return result
+
+
+def _decide_again(
+    result: MirrorResult, orders: list[ParsedOrder], sent_at: datetime, refreshed: bool
+) -> None:
+    """Orders read as absent that another transaction stored before this one's write, which
+    left them as stored (``upsert``'s ``insert_only``): stored again, now read and locked as
+    stored rows, so the lifecycle decides and only what this write changed is announced."""
+    ids = {order.id for order in orders}
+    logger.info("Orders %s: stored by another process meanwhile; decided again", sorted(ids))
+    result._written = [entry for entry in result._written if entry[0].id not in ids]
+    result.created -= len(ids)
+    again = store_orders(orders, now=result.now, sent_at=sent_at, refreshed=refreshed)
+    result.created += again.created
+    result.updated += again.updated
+    result.unchanged += again.unchanged
+    result.kept += again.kept
+    result._written.extend(again._written)
+
+
+def store_created(
+    parsed: ParsedOrder, *, now: datetime, observed_at: datetime, using: str
+) -> Order:
+    """Write a create's answer: the customer and the order inserted only where the mirror has
+    no row, never overwriting one (a replay may be as old as the key's first use; the stored
+    row is as new or newer). Returns the order as stored: the mirror's row for a replay."""
+    customer = customer_row(parsed.customer, now, using=using)
+    order = order_row(parsed, now, observed_at=observed_at, using=using)
+    if insert_if_absent(customer, using):
+        # Cached as select_related caches it (assigning would ask the routers'
+        # allow_relation): readers of ``order.customer`` then need no query, which a router
+        # could send to a replica that lacks the row yet. A stored customer is left to be read.
+        Order._meta.get_field("customer").set_cached_value(order, customer)
+    if insert_if_absent(order, using):
+        return order
+    return Order.objects.using(using).select_related("customer").get(pk=parsed.id)
+
+
+def insert_if_absent(instance: Customer | Order, using: str) -> bool:
+    """One ``INSERT ... ON CONFLICT DO NOTHING``; True when the row was inserted. The row count
+    tells a replay from a new order without a second query (``bulk_create`` hides it)."""
+    model = type(instance)
+    query = InsertQuery(model, on_conflict=OnConflict.IGNORE)
+    query.insert_values(model._meta.concrete_fields, [instance])
+    [(sql, params)] = query.get_compiler(using=using).as_sql()
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
 
 
 def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None = None) -> Customer:

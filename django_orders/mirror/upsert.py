@@ -118,22 +118,28 @@ def upsert(
     *,
     conflict: Sequence[str] | None = None,
     keep: Sequence[str] = (),
-) -> None:
+    insert_only: Sequence[Any] = (),
+) -> set[Any]:
     """Insert ``rows``; on a conflict overwrite the ``update`` columns.
 
     ``conflict`` names the fields of the unique constraint that decides a conflict (the
     primary key when not given): ``RemoteRecord`` rows are unique on (resource, remote_id).
     ``keep`` names ``update`` columns whose stored value a NULL never overwrites (an order's
     timestamps that only ever appear: ``lifecycle.APPEARING``).
+
+    ``insert_only`` (PostgreSQL): primary keys of rows a read found absent. The statement never
+    updates a row of theirs that another transaction inserted since, and returns the ones it
+    did not insert for that reason, for the caller to decide on as stored rows. Same statement
+    count; an empty set elsewhere.
     """
     if not rows:
-        return
+        return set()
     connection = connections[router.db_for_write(model)]
     fields = [model._meta.get_field(name) for name in columns]
     unique = list(conflict) if conflict else [model._meta.pk.name]
     if connection.vendor not in ("sqlite", "postgresql"):
         _orm_upsert(model, fields, rows, update, unique)
-        return
+        return set()
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     kept = {column_of(model, name) for name in keep}
@@ -144,7 +150,18 @@ def upsert(
         for column in (column_of(model, name) for name in update)
     )
     target = ", ".join(quote(column_of(model, name)) for name in unique)
-    _insert(connection, model, fields, rows, f" ON CONFLICT ({target}) DO UPDATE SET {updates}")
+    clause = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
+    if not insert_only or connection.vendor != "postgresql":
+        _insert(connection, model, fields, rows, clause)
+        return set()
+    # Rows inserted meanwhile are left as they are; RETURNING tells which rows were written.
+    pk = f"{table}.{quote(column_of(model, model._meta.pk.name))}"
+    guard = f" WHERE NOT ({pk} = ANY(ARRAY(SELECT json_array_elements_text(%s::json))))"
+    absent = list(insert_only)
+    written = _insert(
+        connection, model, fields, rows, clause + guard, extra=[json_text(absent)], returning=pk
+    )
+    return set(absent) - written
 
 
 def write_read_rows(
@@ -155,10 +172,12 @@ def write_read_rows(
     update: Sequence[str],
     *,
     keep: Sequence[str] = (),
-) -> None:
+) -> set[Any]:
     """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
     primary key): insert the first, overwrite the ``update`` columns of the second (``keep``:
-    as ``upsert``'s).
+    as ``upsert``'s). Returns the primary keys of absent rows that another transaction
+    inserted since the read (PostgreSQL), left as that one wrote them: the caller decides on
+    them as stored rows (``upsert``'s ``insert_only``).
 
     On SQLite, when the ``update`` columns include a foreign key (an order's ``customer``), the
     absent rows go in with a plain ``INSERT`` and only the stored ones through the upsert: two
@@ -193,14 +212,16 @@ def write_read_rows(
         fields = [model._meta.get_field(name) for name in columns]
         if not stored and len(absent) >= COPY_MIN_ROWS and _copies(connection):
             _copy(connection, model, fields, absent)
-            return
+            return set()
         if connection.vendor == "sqlite" and any(
             model._meta.get_field(name).is_relation for name in update
         ):
             _insert(connection, model, fields, absent, "")
             upsert(model, columns, stored, update, keep=keep)
-            return
-    upsert(model, columns, [*absent, *stored], update, keep=keep)
+            return set()
+    pk = model._meta.pk.name
+    insert_only = [row[columns.index(pk)] for row in absent] if connection.in_atomic_block else ()
+    return upsert(model, columns, [*absent, *stored], update, keep=keep, insert_only=insert_only)
 
 
 #: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).
@@ -226,8 +247,19 @@ def column_of(model: type[models.Model], name: str) -> str:
     return field.column
 
 
-def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_conflict: str) -> None:
-    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text."""
+def _insert(
+    connection,
+    model,
+    fields,
+    rows: Sequence[tuple[Any, ...]],
+    on_conflict: str,
+    *,
+    extra: Sequence[Any] = (),
+    returning: str = "",
+) -> set[Any]:
+    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text;
+    ``extra``: the clause's parameters; ``returning`` (PostgreSQL): the column whose values of
+    the rows written are returned."""
     quote = connection.ops.quote_name
     # Only quoted table and column names from the model's _meta go into the statement text;
     # every value is a parameter.
@@ -236,13 +268,16 @@ def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_confl
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             sql, params = _postgresql_insert(connection, table, names, fields, rows, on_conflict)
-            cursor.execute(sql, params)
-            return
+            if returning:
+                sql += f" RETURNING {returning}"
+            cursor.execute(sql, [*params, *extra])
+            return {row[0] for row in cursor.fetchall()} if returning else set()
         placeholder = ", ".join(["%s"] * len(fields))
         cursor.executemany(
             f"INSERT INTO {table} ({names}) VALUES ({placeholder}){on_conflict}",  # noqa: S608
             _sqlite_rows(connection, fields, rows),
         )
+    return set()
 
 
 def _copy(connection, model, fields, rows: Sequence[tuple[Any, ...]]) -> None:
