@@ -1,22 +1,9 @@
 """The durable order request record: claim it, send it, record what came back.
 
-``flow`` decides WHEN to send (a new order, a repeated reference, a resume); this module
-holds the steps every send shares, so the rules live in one place: the claim is one
-conditional UPDATE; the stored payload is sent byte for byte; success writes customer, order
-and request in one short transaction; any other outcome is recorded on the row with a
-per-request backoff. No transaction is open during the HTTP call.
-
-**Key lifetime.** The service forgets an idempotency key 24 hours after it first saw it; a
-resend after that would create a second order. ``first_sent_at`` is the first attempt that may
-have reached the service (anything but ``RequestNotSent``), and ``key_expired``/``expired_q``
-are the one rule, used everywhere: expired when ``first_sent_at <= now - KEY_LIFETIME``. A
-request whose attempts provably never reached the service (``first_sent_at`` empty) never
-expires: its key is unknown upstream, so resending it cannot duplicate anything.
-
-**Success is insert-if-absent.** A create's answer is the order as it was when the key was
-first used; a resend of that key replays the SAME answer, possibly long after the sync has
-mirrored newer states of the order. So the customer and the order are inserted only when the
-mirror lacks them, never overwritten: the mirror row, synced from upstream, is as new or newer.
+The steps every send shares, so the rules live once: one conditional UPDATE claims, the stored
+payload is sent byte for byte, success is one short transaction (the answer written by
+``mirror.store.store_created``), anything else recorded with a backoff. Key lifetime and why:
+docs/architecture/checkout.md.
 """
 
 from __future__ import annotations

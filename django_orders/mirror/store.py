@@ -1,25 +1,8 @@
-"""Writing parsed upstream records into the mirror with a fixed number of statements.
+"""The one write route into the mirror: pages, lookups, confirm/cancel and create answers.
 
-Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
-``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
-fixed number of statements: one read of the stored fingerprints of the customers and the orders
-(the orders locked on PostgreSQL: ``lifecycle`` decides on them),
-then one write of the new or changed customers and one of the new or changed orders
-(``upsert.write_read_rows``: on PostgreSQL rows that are all new go in by ``COPY``; on SQLite new
-orders by a plain ``INSERT`` and changed ones by the upsert, two statements when a call has both),
-and for a lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did
-not change are not written at all, so a re-sync of unchanged data writes nothing and ``changed_at``
-means what it says. A record that came in as the same bytes as the stored row
-(``wire_fingerprint``) is unchanged without its fingerprint being computed
-(``comparison.is_stored``); every write sets the row's wire fingerprint with its fingerprint,
-empty when unknown, so the two never describe different records. An unchanged record that came
-in other bytes gets its new bytes' hash recorded, that column alone
-(``comparison.store_new_bytes``).
-
-The caller owns the transaction (one short transaction per page or per lookup), on the
-database the mirror is written to: the read and the writes belong together. A page walk may
-also read first with ``comparison.compare_orders`` alone, outside a transaction, to learn that
-a page changes nothing and skip its transaction (``sync.engine``).
+``store_orders`` writes a page in a fixed number of statements (a locked read, then the changed
+customers and orders), applying the lifecycle rule once; ``store_created`` inserts a create's
+answer only where the mirror has no row. Why: docs/architecture/sync.md, "Writing a page".
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
-"""Bulk reads by id and bulk writes for the sync's hot path: one statement per page and table
-(on SQLite two for the orders of a page that has both new and changed ones: ``write_read_rows``).
+"""Bulk reads by id and bulk writes for the sync's hot path, one statement per page and table.
 
-Why not the ORM here (``filter(pk__in=...)``, ``bulk_create(update_conflicts=True)``): it is
-correct, but on the sync's hot path it cost more than fetching and parsing the page
-(benchmarks/README.md). Model instances are built and every value prepared field by field; each
-JSON record is encoded a second time (the parser already encoded it to fingerprint it);
-Django's SQLite backend splits a 256-row page into three statements because it assumes the
-999-variable limit of SQLite before 3.32; Django 5.2 sends a multi-row insert on PostgreSQL as
-``UNNEST`` of arrays, which psycopg's client-side binding quotes with a regular expression per
-JSON string; and psycopg re-parses any statement with thousands of ``%s`` on every call.
-
-So, with values the caller already has (rows are tuples in ``columns`` order, JSON columns as
-JSON text, datetimes aware):
-
-- SQLite: one ``INSERT ... VALUES (%s, ...)`` (``ON CONFLICT (id) DO UPDATE`` for an upsert)
-  for every row, through ``executemany``. SQLite runs in this process, so there is no round
-  trip to save: the statement is compiled once and stepped for each row in C, which is what a
-  multi-row ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per
-  row count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
-  pages (about 150 new customers each, never the same number) filled that cache with
-  statements of thousands of variables, memory that grew with the walk. One text per table
-  keeps one compiled statement, and the writer is a little faster too (figures for this and
-  the next points: benchmarks/README.md, section "Figures moved out of the code").
-- PostgreSQL: the page travels as one JSON array per column, ``INSERT ... SELECT ... FROM
-  ROWS FROM (json_array_elements_text(%s::json), ...) ... ON CONFLICT (id) DO UPDATE``: one
-  short statement text, a few strings to escape, the unpacking done by the server in C.
-- Reads by id pass the ids as one JSON array on both (``json_each`` / ``json_array_elements``).
-- With psycopg 3, Django binds parameters client-side unless the database's OPTIONS say
-  ``"server_side_binding": True``; with it, the page's JSON travels as a parameter of its own
-  instead of being escaped into a statement text of the page's size, which saves time on every
-  page's statement. That is the project's choice to make, so it is left to the settings.
-
-Other backends fall back to the ORM.
+The ORM costs more here than fetching and parsing the page, so values go in as the caller holds
+them: ``executemany`` on SQLite, one JSON array per column (or ``COPY``) on PostgreSQL; other
+backends fall back to the ORM. Why: docs/architecture/sync.md, "Writing a page". With psycopg 3,
+``"server_side_binding": True`` in the database OPTIONS sends the page's JSON as a parameter.
 """
 
 from __future__ import annotations
@@ -179,33 +151,13 @@ def write_read_rows(
     inserted since the read (PostgreSQL), left as that one wrote them: the caller decides on
     them as stored rows (``upsert``'s ``insert_only``).
 
-    On SQLite, when the ``update`` columns include a foreign key (an order's ``customer``), the
-    absent rows go in with a plain ``INSERT`` and only the stored ones through the upsert: two
-    statements when a page has both. An upsert whose ``DO UPDATE`` sets a foreign-key column is a
-    statement SQLite may have to undo half way, so it opens a statement journal for each row of the
-    ``executemany`` and copies into it every database page the row touches, conflict or not: a fifth
-    of the writer's time on a walk of new orders (benchmarks/README.md, sync). A plain ``INSERT``
-    needs no such journal, and the foreign key is checked exactly as before. It is safe because the
-    read and the insert share a transaction: SQLite lets no other connection commit in between (with
-    its rollback journal the read's lock keeps writers from committing; in WAL mode a write on a
-    snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after all
-    would make the ``INSERT`` fail, never be skipped.
-
-    On PostgreSQL (psycopg 3), when every row is absent (a first sync's pages) and there are at
-    least ``COPY_MIN_ROWS``, they go in by ``COPY``: the server takes them as text, without the
-    ``ON CONFLICT`` arbitration or unpacking JSON arrays, which cut its CPU on a first sync by a
-    quarter (benchmarks/README.md, "Issue 22, sixth round"). Under READ COMMITTED another
-    transaction (an order created meanwhile) may insert one of them between the read and the
-    ``COPY``; the ``COPY`` then fails with an ``IntegrityError`` and rolls the page's
-    transaction back, and the walk writes that page again record by record (``sync.pagewrite``),
-    each read anew and upserted: a row is never skipped. A page with both absent and stored rows
-    goes through one upsert as before, so a page never takes more statements than it did; so
-    does a single row (a lookup), for which ``COPY`` saves nothing and which has no page to fall
-    back on.
-
-    Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
-    insert a row between the read and the write, and the upsert then updates it. So too
-    outside a transaction (autocommit), where the read and the write are two.
+    SQLite: with a foreign key among the ``update`` columns, absent rows go in by a plain
+    ``INSERT`` (an upsert setting a foreign key opens a statement journal per row); safe, as no
+    other connection commits between this transaction's read and write. PostgreSQL (psycopg 3):
+    a page of only absent rows (at least ``COPY_MIN_ROWS``) goes in by ``COPY``, which fails on
+    a row inserted meanwhile (the page is then written record by record, ``sync.pagewrite``);
+    anything else is one upsert that leaves such a row alone (``insert_only``). Outside a
+    transaction, one upsert of both. Why: docs/architecture/sync.md, "Writing a page".
     """
     connection = connections[router.db_for_write(model)]
     if absent and connection.in_atomic_block:

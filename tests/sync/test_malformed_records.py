@@ -19,7 +19,7 @@ from django_orders.mirror.resources.orders import ORDERS, encode_customers
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
-from tests.fixtures.hostile import text_answer
+from tests.fixtures.hostile import text_answer, use_hostile_server
 from tests.sync.test_set_aside import order
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,14 +28,7 @@ KEY = "sk_test_malformed_0123456789"
 
 @pytest.fixture
 def pages(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-        "PAGE_SIZE": 3,
-        "MAX_PAGE_NUMBER": None,
-    }
+    use_hostile_server(settings, hostile_server, KEY, PAGE_SIZE=3, MAX_PAGE_NUMBER=None)
 
     def script(resource: str, *records_per_page: list[str]) -> None:
         answers = [
