@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TypeVar
 
 from django.db import connections
 from django.db.models import Case, F, Q, Value, When
@@ -25,6 +24,8 @@ from ..models import Customer, Order, RemoteRecord
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .lifecycle import APPEARING, observed, replaces
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .rows import customer_row as customer_row
+from .rows import order_row
 from .upsert import upsert, write_read_rows
 
 #: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
@@ -92,7 +93,6 @@ RECORD_COLUMNS = ("resource", "remote_id", "raw", "fingerprint", "first_seen_at"
 RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 #: Remote ids are unique per resource only (see ``RemoteRecord``).
 RECORD_CONFLICT = ("resource", "remote_id")
-_Row = TypeVar("_Row", Customer, Order)
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -303,71 +303,6 @@ def insert_if_absent(instance: Customer | Order, using: str) -> bool:
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
-
-
-def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None = None) -> Customer:
-    """The customer as the mirror stores it, as a model instance that behaves like one read
-    from the database (``using``: that database; the app's database if not given).
-
-    The one place that maps a parsed customer to its row's values, shared by the mirror's
-    readers and ``create_order``'s insert-if-absent.
-    """
-    instance = Customer(
-        id=customer.id,
-        guest=customer.guest,
-        name=customer.name,
-        email_address=customer.email_address,
-        phone_number=customer.phone_number,
-        raw=customer.raw,
-        fingerprint=customer.fingerprint,
-        wire_fingerprint=customer.wire_fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-    )
-    return _as_stored(instance, using)
-
-
-def order_row(
-    order: ParsedOrder,
-    now: datetime,
-    *,
-    refreshed: bool = False,
-    observed_at: datetime | None = None,
-    using: str | None = None,
-) -> Order:
-    """The order as the mirror stores it, as a model instance that behaves like one read from
-    the database; ``refreshed`` (a lookup) also stamps ``refreshed_at``; ``observed_at``: when
-    the request it answers was sent. See ``customer_row``.
-    """
-    instance = Order(
-        id=order.id,
-        status=order.status,
-        initiated_at=order.initiated_at,
-        completed_at=order.completed_at,
-        customer_id=order.customer.id,
-        total=order.total,
-        currency=order.currency,
-        number=order.number,
-        payment_url=order.payment_url,
-        paid_at=order.paid_at,
-        canceled_at=order.canceled_at,
-        expires_at=order.expires_at,
-        raw=order.raw,
-        fingerprint=order.fingerprint,
-        wire_fingerprint=order.wire_fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-        refreshed_at=now if refreshed else None,
-        observed_at=observed_at,
-    )
-    return _as_stored(instance, using)
-
-
-def _as_stored(instance: _Row, using: str | None) -> _Row:
-    instance._state.adding = False  # as if read back: it is (or will be) the stored row
-    # The database it was written to, not the router's read database (a replica, perhaps).
-    instance._state.db = using or app_database()
-    return instance
 
 
 def _store_customers(
