@@ -235,7 +235,7 @@ def store_orders(
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
     meanwhile = write_read_rows(
-        Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING
+        Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING, guard=True
     )
     if meanwhile:
         _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed)

@@ -144,12 +144,14 @@ def write_read_rows(
     update: Sequence[str],
     *,
     keep: Sequence[str] = (),
+    guard: bool = False,
 ) -> set[Any]:
     """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
     primary key): insert the first, overwrite the ``update`` columns of the second (``keep``:
-    as ``upsert``'s). Returns the primary keys of absent rows that another transaction
-    inserted since the read (PostgreSQL), left as that one wrote them: the caller decides on
-    them as stored rows (``upsert``'s ``insert_only``).
+    as ``upsert``'s). With ``guard``, returns the primary keys of absent rows that another
+    transaction inserted since the read (PostgreSQL), left as that one wrote them: the caller
+    decides on them as stored rows (``upsert``'s ``insert_only``). Without it (customers,
+    which have no lifecycle) such a row is overwritten.
 
     SQLite: with a foreign key among the ``update`` columns, absent rows go in by a plain
     ``INSERT`` (an upsert setting a foreign key opens a statement journal per row); safe, as no
@@ -172,7 +174,9 @@ def write_read_rows(
             upsert(model, columns, stored, update, keep=keep)
             return set()
     pk = model._meta.pk.name
-    insert_only = [row[columns.index(pk)] for row in absent] if connection.in_atomic_block else ()
+    insert_only = (
+        [row[columns.index(pk)] for row in absent] if guard and connection.in_atomic_block else ()
+    )
     return upsert(model, columns, [*absent, *stored], update, keep=keep, insert_only=insert_only)
 
 

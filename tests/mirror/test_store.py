@@ -191,7 +191,9 @@ def test_a_single_absent_row_inserted_meanwhile_is_left_to_the_caller_on_postgre
     store_orders(orders(1))
     (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     with transaction.atomic():
-        meanwhile = write_read_rows(Order, ORDER_COLUMNS, [_order_row(parsed)], [], ORDER_UPDATE)
+        meanwhile = write_read_rows(
+            Order, ORDER_COLUMNS, [_order_row(parsed)], [], ORDER_UPDATE, guard=True
+        )
     assert meanwhile == {parsed.id}
     assert Order.objects.get().status == "requires_payment"
 
