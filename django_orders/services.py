@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from .client.check import ApiCheck, check_api
 from .client.factory import reset
-from .client.pages import COLLECTIONS as COLLECTIONS
 from .creation.checkout import cancel_order, confirm_order
 from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
 from .creation.refund_input import REASONS as REFUND_REASONS
 from .creation.refunds import cancel_refund, refund_order
-from .sync.engine import RESOURCE_NAME as RESOURCE_NAME
+from .mirror.resources import COLLECTIONS as COLLECTIONS
+from .mirror.resources import RESOURCE_NAME as RESOURCE_NAME
+from .mirror.resources import RESOURCES as RESOURCES
+from .mirror.resources import raw_resources as raw_resources
 from .sync.engine import sync_orders
 from .sync.refresh import refresh_orders
 

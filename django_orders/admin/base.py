@@ -14,12 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_permission_codename
 from django.db import models
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -134,6 +136,34 @@ def _field_display(name: str, label: Any, render: Callable[[Any], str]) -> Any:
 
     display.short_description = label  # type: ignore[attr-defined]
     return display
+
+
+def action_confirmation(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    *,
+    title: Any,
+    action_name: str,
+    template: str,
+    **extra: Any,
+) -> TemplateResponse:
+    """The intermediate page of a bulk action (as Django's delete confirmation): the admin's
+    context, ``extra`` on top, rendered from the model's ``admin/<app>/<model>/<template>``."""
+    opts = model_admin.model._meta
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "subtitle": None,
+        "opts": opts,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "action_name": action_name,
+        "media": model_admin.media,
+        **extra,
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(
+        request, f"admin/{opts.app_label}/{opts.model_name}/{template}", context
+    )
 
 
 def has_model_permission(request: HttpRequest, model: type[models.Model], action: str) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
@@ -22,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 from .. import services
 from ..exceptions import OrderNotCancellable, OrdersError
 from ..models import TERMINAL_STATUSES, Order
-from .base import has_model_permission
+from .base import action_confirmation, has_model_permission
 
 #: Each cancel is one HTTP call made inside the web request.
 MAX_CANCEL = 20
@@ -63,21 +62,14 @@ class CancelOrdersMixin(_ModelAdmin):
             self._report_refused(request, refused)
             self._cancel(request, open_orders)
             return None
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": _("Cancel orders?"),
-            "subtitle": None,
-            "opts": opts,
-            "orders": open_orders,
-            "refused": refused,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "action_name": "cancel_orders",
-            "media": self.media,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(
-            request, f"admin/{opts.app_label}/{opts.model_name}/cancel_confirmation.html", context
+        return action_confirmation(
+            self,
+            request,
+            title=_("Cancel orders?"),
+            action_name="cancel_orders",
+            template="cancel_confirmation.html",
+            orders=open_orders,
+            refused=refused,
         )
 
     def _report_refused(self, request: HttpRequest, refused: list[Order]) -> None:

@@ -12,7 +12,6 @@ from collections import defaultdict
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -29,6 +28,7 @@ from ..models import OrderRequest
 from ..services import key_expired
 from .base import (
     ReadOnlyModelAdmin,
+    action_confirmation,
     badge,
     compact_datetime,
     has_model_permission,
@@ -208,23 +208,14 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
         except OrdersError:  # KEY_LIFETIME misconfigured: the page still shows the rows
             expired = {}
         rows = [{"request": row, "expired": expired.get(row.pk, False)} for row in pending]
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": _("Resend order requests?"),
-            "subtitle": None,
-            "opts": opts,
-            "rows": rows,
-            "skipped": skipped,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "action_name": "resend_now",
-            "media": self.media,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(
+        return action_confirmation(
+            self,
             request,
-            f"admin/{opts.app_label}/{opts.model_name}/resend_confirmation.html",
-            context,
+            title=_("Resend order requests?"),
+            action_name="resend_now",
+            template="resend_confirmation.html",
+            rows=rows,
+            skipped=skipped,
         )
 
     def _resend(self, request: HttpRequest, pending: list[OrderRequest]) -> None:

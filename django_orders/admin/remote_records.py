@@ -18,11 +18,11 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from ..models import RemoteRecord
-from ..services import COLLECTIONS
+from ..services import raw_resources
 from .base import ReadOnlyModelAdmin, compact_datetime, pretty_json
 
-#: The resources ``sync_orders`` knows besides orders (which have their own models).
-KNOWN_RESOURCES = tuple(sorted(name for name in COLLECTIONS if name != "orders"))
+#: The resources ``sync_orders`` knows that are stored raw (the others have their own models).
+KNOWN_RESOURCES = tuple(raw_resources())
 
 
 class ResourceFilter(admin.SimpleListFilter):

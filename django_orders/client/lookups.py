@@ -8,7 +8,7 @@ own (a ``requests.Session`` is not meant to be shared between threads) and all c
 one ``RateGate``, so that a 429 makes the whole pool back off together.
 
 Only HTTP happens in the worker threads. Results come back to the calling thread, which writes
-each order in its own short transaction as before: the database sees one writer, as it does
+each order in its own short transaction: the database sees one writer, as it does
 for the page walk, and no transaction ever waits on the network.
 """
 

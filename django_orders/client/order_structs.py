@@ -15,7 +15,7 @@ encoding, a ``null`` stays ``None``, and msgspec's sorted encoding of an order i
 ``canonical_json`` of the decoded record (tests/mirror/test_page_parsing.py). Anything else (a
 field the schema does not know, a float, a string where it expects an object, deeper
 ``custom_data``, NUL or surrogate escapes) makes ``decode_orders_page`` return ``None``, and
-the body is decoded as before (``decoding.decode_answer``), values and errors unchanged.
+the body is decoded by Python (``decoding.decode_answer``), values and errors unchanged.
 
 The sync does not decode a page with the schema at once: the transport reads it as
 ``LightOrder``s (the few fields a walk compares, each customer as its bytes) and keeps the
@@ -179,7 +179,7 @@ def to_records(orders: list[OrderStruct]) -> list[dict[str, Any]]:
 # --- what a walk reads before it knows whether a record changed --------------------------------
 # Why: in a re-sync nearly every order is the one the mirror holds, byte for byte
 # (``Order.wire_fingerprint``), and decoding it into the schema's structs was about half of
-# what such an order cost (benchmarks/README.md, issue 22). These decoders are lenient on
+# what such an order cost (benchmarks/README.md). These decoders are lenient on
 # purpose (unknown fields skipped, any type taken): they read the few fields a walk compares
 # and each record's bytes, and check the envelope as the schema does. Whether a record fits the
 # schema is decided by ``decode_orders_page`` on the same body, when a record turns out to need

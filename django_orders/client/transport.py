@@ -378,8 +378,7 @@ class OrdersClient(RefundCalls):
             # What requests takes from the environment for this client's URL (proxies, CA
             # bundle), merged with the session's own proxies, verify and cert, read at its
             # first request. requests reads it again for every call, walking all of
-            # os.environ twice: about a fifth of a small request's CPU (benchmarks/README.md,
-            # issue 22).
+            # os.environ twice: about a fifth of a small request's CPU (benchmarks/README.md).
             self._environment = self.session.merge_environment_settings(
                 self.base_url, {}, True, None, None
             )

@@ -1,24 +1,8 @@
 """After checkout: bring the customer's order up to date, and cancel an unpaid one.
 
-``confirm_order`` runs when the customer comes back from the hosted payment page. The browser
-gives us an order id and nothing else we believe: the status comes from a server-side lookup
-(``POST /orders/lookup``), never from query parameters. The payment may land a moment after
-the customer is sent back, so while the order is still ``requires_payment`` it is looked up
-again a bounded number of times within ``wait`` (``CONFIRM_WAIT``). Each lookup is written to
-the mirror by the refresh write the sync uses too (``mirror.refresh``), which also sends the
-signals after commit. Only orders this shop created or mirrors are looked up: anything else is
-``Order.DoesNotExist`` (a 404 for a view), so the service cannot be used as an oracle for
-arbitrary ids.
-
-``cancel_order`` cancels an unpaid order upstream (``POST /orders/cancel``). Its idempotency
-key is derived from the order id and the reason, not stored: cancelling is idempotent by
-nature (a cancelled order stays cancelled), so the key only has to make a resend after a lost
-answer the SAME request, which a deterministic key does without a durable record. When the key
-has long been forgotten upstream (24 hours), a repeat is a new request whose answer is "already
-cancelled" or a refusal, and both are handled by looking the order up (below).
-
-Neither function holds a transaction across an HTTP call; both refuse to run inside
-``transaction.atomic()`` (``ATOMIC_REQUESTS`` included), like ``create_order``.
+The status comes from a server-side lookup, never from the browser; answers are written by the
+refresh write (``mirror.refresh``); no transaction is held across HTTP. Why:
+docs/architecture/checkout.md, "After checkout".
 """
 
 from __future__ import annotations

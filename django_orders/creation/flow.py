@@ -1,46 +1,8 @@
 """Crash-safe order creation: persist the idempotency key, send, record, recover.
 
-The order of durable steps is the whole point of this module:
-
-1. Validate (``validation``): nothing is stored or sent for bad input.
-2. Commit an ``OrderRequest`` with a new UUID key, the exact JSON body and a short claim,
-   BEFORE the HTTP call. Whatever happens next (timeout, lost answer, SIGKILL), the key that
-   may have created an order upstream is on disk, and ``resume_order_requests`` resends it.
-3. Send the stored text byte for byte; no transaction is open during the call.
-4. Record the outcome: success writes customer, order and request in ONE short transaction.
-
-**Outer transactions are refused, not worked around.** Inside ``transaction.atomic()`` (for
-instance ``ATOMIC_REQUESTS = True``) the row of step 2 would only be committed with the outer
-transaction, and a rollback after the send would erase the key of an order that exists
-upstream. We chose to refuse loudly with ``TransactionManagementError`` (the same test as
-``atomic(durable=True)``, made up front so nothing is written) rather than write on a second
-connection: a second connection doubles the connections per worker, hides the caller's
-mistake, and leaves the shop's own rows (cart, stock) rolled back beside a created order.
-The fix is one decorator on the checkout view: ``@transaction.non_atomic_requests``
-(``using=`` the app's database when the project routes it to another alias; the message says
-which).
-
-**One request per reference.** ``reference`` is unique: a second call with the same reference
-never creates a second request row. Its outcome depends on the stored request:
-
-- a DIFFERENT validated payload (the idempotency key aside): ``ReferenceConflict``, nothing is
-  sent, whatever the stored request's state (like the service's 422 for a reused key);
-- succeeded: its order is returned, nothing is sent;
-- pending: it is resent now with ITS OWN key and ITS stored payload (the same body as the new
-  call's, or the call was a conflict), once this process holds the claim;
-- failed: ``OrderRequestRejected`` is raised again from the stored error, nothing is sent (the
-  service already refused that exact payload; use a new reference for a corrected order);
-- needs review: ``OrderRequestPending`` is raised; staff have to look at it first.
-
-**The claim** (``claimed_until``) is taken with a single conditional UPDATE, so two processes,
-or two resume workers on PostgreSQL, never send the same request at the same moment; whoever
-loses raises ``OrderRequestPending`` (or skips it, when resuming) without sending. A crashed
-holder's claim expires after ``claim_duration()``, longer than the longest possible send.
-
-The steps every send shares (claim, send, record, backoff) live in ``records``.
-
-**401** is not a verdict on the order: the request stays pending (it is resent once the key is
-fixed) and ``create_order`` re-raises ``AuthenticationFailed`` so the misconfiguration is loud.
+The request row (key, exact body, claim) is committed before the HTTP call, so a crash never
+loses the key of an order that may exist upstream; outer transactions are refused; one request
+per reference. The steps and the reasons: docs/architecture/checkout.md.
 """
 
 from __future__ import annotations

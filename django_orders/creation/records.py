@@ -1,22 +1,9 @@
 """The durable order request record: claim it, send it, record what came back.
 
-``flow`` decides WHEN to send (a new order, a repeated reference, a resume); this module
-holds the steps every send shares, so the rules live in one place: the claim is one
-conditional UPDATE; the stored payload is sent byte for byte; success writes customer, order
-and request in one short transaction; any other outcome is recorded on the row with a
-per-request backoff. No transaction is open during the HTTP call.
-
-**Key lifetime.** The service forgets an idempotency key 24 hours after it first saw it; a
-resend after that would create a second order. ``first_sent_at`` is the first attempt that may
-have reached the service (anything but ``RequestNotSent``), and ``key_expired``/``expired_q``
-are the one rule, used everywhere: expired when ``first_sent_at <= now - KEY_LIFETIME``. A
-request whose attempts provably never reached the service (``first_sent_at`` empty) never
-expires: its key is unknown upstream, so resending it cannot duplicate anything.
-
-**Success is insert-if-absent.** A create's answer is the order as it was when the key was
-first used; a resend of that key replays the SAME answer, possibly long after the sync has
-mirrored newer states of the order. So the customer and the order are inserted only when the
-mirror lacks them, never overwritten: the mirror row, synced from upstream, is as new or newer.
+The steps every send shares, so the rules live once: one conditional UPDATE claims, the stored
+payload is sent byte for byte, success is one short transaction (the answer written by
+``mirror.store.store_created``), anything else recorded with a backoff. Key lifetime and why:
+docs/architecture/checkout.md.
 """
 
 from __future__ import annotations
@@ -29,9 +16,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q, QuerySet, Value
-from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from ..client.errors import shorten
@@ -47,8 +32,8 @@ from ..exceptions import (
     error_name,
 )
 from ..mirror.parsing import ParsedOrder, parse_order
-from ..mirror.store import customer_row, order_row
-from ..models import Customer, Order, OrderRequest, Refund
+from ..mirror.store import store_created
+from ..models import Order, OrderRequest, Refund
 from ..signals import order_created
 from .answer_check import answer_mismatch
 from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
@@ -288,23 +273,9 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
         "claimed_until": None,
         "updated_at": now,
     }
-    customer, order = _mirror_rows(parsed, now, using)
-    # Inserted only where the mirror has no row; the answer may be a replay, as old as the
-    # key's first use (mirror.lifecycle orders answers by when their requests were sent).
-    order.observed_at = first_sent
     with transaction.atomic(using=using, savepoint=False, durable=True):
-        if insert_if_absent(customer, using):
-            # The order holds the customer it just inserted: whoever reads ``order.customer``
-            # next (the REST answer, an ``order_created`` receiver) gets it without a query,
-            # which a router could send to a replica that does not have it yet. A customer the
-            # mirror already held is left to be read: the answer's copy is not what is stored.
-            # Cached as select_related caches it, not assigned: assigning asks the routers'
-            # allow_relation, which must not fail here, after the order exists upstream.
-            Order._meta.get_field("customer").set_cached_value(order, customer)
-        if not insert_if_absent(order, using):
-            # A replay of an order the mirror already has (the first answer was lost and the
-            # sync got there first): the mirror's row is as new or newer than this answer.
-            order = Order.objects.using(using).select_related("customer").get(pk=parsed.id)
+        # The answer may be a replay, as old as the key's first use: stamped with that send.
+        order = store_created(parsed, now=now, observed_at=first_sent, using=using)
         # Guarded by the state: only the first success of a request is recorded and announced.
         rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
         first_success = rows.update(**{**changes, "first_sent_at": first_sent_db})
@@ -318,28 +289,6 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
     if not first_success:
         request.refresh_from_db(using=using)  # another worker recorded it first
     return Outcome(request, order=order)
-
-
-def _mirror_rows(parsed: ParsedOrder, now: datetime, using: str) -> tuple[Customer, Order]:
-    """The customer and order of a create's answer, as rows to insert if absent."""
-    return customer_row(parsed.customer, now, using=using), order_row(parsed, now, using=using)
-
-
-def insert_if_absent(instance: Customer | Order, using: str) -> bool:
-    """One ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite); True when
-    the row was inserted, False when one with that primary key already existed.
-
-    ``bulk_create(ignore_conflicts=True)`` builds the same statement but hides the row count,
-    and the count is what tells a replay (return the mirror's row) from a new order without a
-    second query on the normal path.
-    """
-    model = type(instance)
-    query = InsertQuery(model, on_conflict=OnConflict.IGNORE)
-    query.insert_values(model._meta.concrete_fields, [instance])
-    [(sql, params)] = query.get_compiler(using=using).as_sql()
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == 1
 
 
 def announce_created(order: Order, order_request: OrderRequest) -> None:

@@ -141,7 +141,7 @@ class _DeferredOrder(ParsedOrder):
     changed: its id, status, customer and wire fingerprint.
 
     Why: in a re-sync nearly every order is unchanged, and everything else about it is never
-    used; reading it was most of the page's parsing (benchmarks/README.md, issue 22). Its other
+    used; reading it was most of the page's parsing (benchmarks/README.md). Its other
     fields (``DEFERRED_FIELDS``) are left unset and read for the whole page the first time one
     of them is asked for: ``__getattr__`` is only called for an attribute that normal lookup did
     not find, so a field once read costs nothing more. Its canonical text and fingerprint are
@@ -345,14 +345,14 @@ def _wire_hash(data: Any) -> str:
     """``wire_fingerprint``: the bytes' SHA-256, cut to 128 bits (as long as the canonical
     fingerprint). SHA-256 rather than blake2b: processors hash it in hardware (x86 SHA
     extensions, ARMv8 crypto), about a third faster for a record of a kilobyte
-    (benchmarks/README.md, issue 22)."""
+    (benchmarks/README.md)."""
     return hashlib.sha256(data).digest()[:16].hex()
 
 
 def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_DeferredOrder] | None:
     """The orders of a typed page, each with its bytes' hash and its customer's, the rest read
     from ``page`` on first use; ``None`` when a record's id, status, start or customer id is
-    not of the form the bulk path vouches for (the page is then parsed at once, as before)."""
+    not of the form the bulk path vouches for (the page is then parsed at once)."""
     customers = customer_ids(orders)
     if customers is None:
         return None  # an order without a customer object

@@ -1,22 +1,8 @@
 """The mirror never goes back in time: whether an answer may replace the stored order.
 
-The one rule, used by every write of an order into the mirror (``store.store_orders``, which
-the page walk, lookups, ``confirm_order``'s and ``cancel_order``'s answers and the refresh all go
-through; a create's answer is only ever inserted where the mirror has no row):
-
-- An order's status only moves forward: preparing -> requires_payment -> paid -> completed;
-  canceled and expired only from an unpaid state; paid and completed win over canceled and
-  expired. An answer with a later status replaces the stored one whenever it was sent (the
-  lifecycle says it saw the order later); one with an earlier status never does.
-- With no move in the lifecycle (the same status, canceled against expired, or a status this
-  rule does not know), the answer to the later request wins: orders carry no ``updated_at``,
-  so each stored row holds when its request was sent (``Order.observed_at``), and an answer
-  to a request sent before that is refused. An unknown status never replaces a known final
-  one (canceled, expired, paid, completed).
-
-The decision is made on the stored row as read in the write's own transaction, locked on
-PostgreSQL (``comparison.read_stored``), so two writers cannot both decide on the same old row:
-the signal a change sends (``announce``) is sent once, by whichever writer made it.
+Status only moves forward; with no move, the answer to the later request wins. Applied by
+``store.store_orders`` to every order write, on the row locked in the write's transaction. The
+rule in full: docs/architecture/sync.md, "The mirror never goes back in time".
 """
 
 from __future__ import annotations

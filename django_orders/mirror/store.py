@@ -1,25 +1,8 @@
-"""Writing parsed upstream records into the mirror with a fixed number of statements.
+"""The one write route into the mirror: pages, lookups, confirm/cancel and create answers.
 
-Used by the page sync (one call per page) and by lookups (refresh); ``customer_row`` and
-``order_row`` also by ``create_order``. Whatever the number of records, ``store_orders`` runs a
-fixed number of statements: one read of the stored fingerprints of the customers and the orders
-(the orders locked on PostgreSQL: ``lifecycle`` decides on them),
-then one write of the new or changed customers and one of the new or changed orders
-(``upsert.write_read_rows``: on PostgreSQL rows that are all new go in by ``COPY``; on SQLite new
-orders by a plain ``INSERT`` and changed ones by the upsert, two statements when a call has both),
-and for a lookup one stamp of ``refreshed_at`` on the unchanged ones. Rows whose fingerprint did
-not change are not written at all, so a re-sync of unchanged data writes nothing and ``changed_at``
-means what it says. A record that came in as the same bytes as the stored row
-(``wire_fingerprint``) is unchanged without its fingerprint being computed
-(``comparison.is_stored``); every write sets the row's wire fingerprint with its fingerprint,
-empty when unknown, so the two never describe different records. An unchanged record that came
-in other bytes gets its new bytes' hash recorded, that column alone
-(``comparison.store_new_bytes``).
-
-The caller owns the transaction (one short transaction per page or per lookup), on the
-database the mirror is written to: the read and the writes belong together. A page walk may
-also read first with ``comparison.compare_orders`` alone, outside a transaction, to learn that
-a page changes nothing and skip its transaction (``sync.engine``).
+``store_orders`` writes a page in a fixed number of statements (a locked read, then the changed
+customers and orders), applying the lifecycle rule once; ``store_created`` inserts a create's
+answer only where the mirror has no row. Why: docs/architecture/sync.md, "Writing a page".
 """
 
 from __future__ import annotations
@@ -29,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TypeVar
 
+from django.db import connections
 from django.db.models import Case, F, Q, Value, When
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from ..db import app_database
@@ -39,6 +24,8 @@ from ..models import Customer, Order, RemoteRecord
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .lifecycle import APPEARING, observed, replaces
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .rows import customer_row as customer_row
+from .rows import order_row
 from .upsert import upsert, write_read_rows
 
 #: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
@@ -106,7 +93,6 @@ RECORD_COLUMNS = ("resource", "remote_id", "raw", "fingerprint", "first_seen_at"
 RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 #: Remote ids are unique per resource only (see ``RemoteRecord``).
 RECORD_CONFLICT = ("resource", "remote_id")
-_Row = TypeVar("_Row", Customer, Order)
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -248,7 +234,11 @@ def store_orders(
         else:
             result.updated += 1
     update = (*ORDER_UPDATE, "refreshed_at") if refreshed else ORDER_UPDATE
-    write_read_rows(Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING)
+    meanwhile = write_read_rows(
+        Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING, guard=True
+    )
+    if meanwhile:
+        _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed)
     if compare:
         store_new_bytes(comparison)
     if refreshed and unchanged_ids:
@@ -267,69 +257,52 @@ def store_orders(
     return result
 
 
-def customer_row(customer: ParsedCustomer, now: datetime, *, using: str | None = None) -> Customer:
-    """The customer as the mirror stores it, as a model instance that behaves like one read
-    from the database (``using``: that database; the app's database if not given).
-
-    The one place that maps a parsed customer to its row's values, shared by the mirror's
-    readers and ``create_order``'s insert-if-absent.
-    """
-    instance = Customer(
-        id=customer.id,
-        guest=customer.guest,
-        name=customer.name,
-        email_address=customer.email_address,
-        phone_number=customer.phone_number,
-        raw=customer.raw,
-        fingerprint=customer.fingerprint,
-        wire_fingerprint=customer.wire_fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-    )
-    return _as_stored(instance, using)
+def _decide_again(
+    result: MirrorResult, orders: list[ParsedOrder], sent_at: datetime, refreshed: bool
+) -> None:
+    """Orders read as absent that another transaction stored before this one's write, which
+    left them as stored (``upsert``'s ``insert_only``): stored again, now read and locked as
+    stored rows, so the lifecycle decides and only what this write changed is announced."""
+    ids = {order.id for order in orders}
+    logger.info("Orders %s: stored by another process meanwhile; decided again", sorted(ids))
+    result._written = [entry for entry in result._written if entry[0].id not in ids]
+    result.created -= len(ids)
+    again = store_orders(orders, now=result.now, sent_at=sent_at, refreshed=refreshed)
+    result.created += again.created
+    result.updated += again.updated
+    result.unchanged += again.unchanged
+    result.kept += again.kept
+    result._written.extend(again._written)
 
 
-def order_row(
-    order: ParsedOrder,
-    now: datetime,
-    *,
-    refreshed: bool = False,
-    observed_at: datetime | None = None,
-    using: str | None = None,
+def store_created(
+    parsed: ParsedOrder, *, now: datetime, observed_at: datetime, using: str
 ) -> Order:
-    """The order as the mirror stores it, as a model instance that behaves like one read from
-    the database; ``refreshed`` (a lookup) also stamps ``refreshed_at``; ``observed_at``: when
-    the request it answers was sent. See ``customer_row``.
-    """
-    instance = Order(
-        id=order.id,
-        status=order.status,
-        initiated_at=order.initiated_at,
-        completed_at=order.completed_at,
-        customer_id=order.customer.id,
-        total=order.total,
-        currency=order.currency,
-        number=order.number,
-        payment_url=order.payment_url,
-        paid_at=order.paid_at,
-        canceled_at=order.canceled_at,
-        expires_at=order.expires_at,
-        raw=order.raw,
-        fingerprint=order.fingerprint,
-        wire_fingerprint=order.wire_fingerprint,
-        first_seen_at=now,
-        changed_at=now,
-        refreshed_at=now if refreshed else None,
-        observed_at=observed_at,
-    )
-    return _as_stored(instance, using)
+    """Write a create's answer: the customer and the order inserted only where the mirror has
+    no row, never overwriting one (a replay may be as old as the key's first use; the stored
+    row is as new or newer). Returns the order as stored: the mirror's row for a replay."""
+    customer = customer_row(parsed.customer, now, using=using)
+    order = order_row(parsed, now, observed_at=observed_at, using=using)
+    if insert_if_absent(customer, using):
+        # Cached as select_related caches it (assigning would ask the routers'
+        # allow_relation): readers of ``order.customer`` then need no query, which a router
+        # could send to a replica that lacks the row yet. A stored customer is left to be read.
+        Order._meta.get_field("customer").set_cached_value(order, customer)
+    if insert_if_absent(order, using):
+        return order
+    return Order.objects.using(using).select_related("customer").get(pk=parsed.id)
 
 
-def _as_stored(instance: _Row, using: str | None) -> _Row:
-    instance._state.adding = False  # as if read back: it is (or will be) the stored row
-    # The database it was written to, not the router's read database (a replica, perhaps).
-    instance._state.db = using or app_database()
-    return instance
+def insert_if_absent(instance: Customer | Order, using: str) -> bool:
+    """One ``INSERT ... ON CONFLICT DO NOTHING``; True when the row was inserted. The row count
+    tells a replay from a new order without a second query (``bulk_create`` hides it)."""
+    model = type(instance)
+    query = InsertQuery(model, on_conflict=OnConflict.IGNORE)
+    query.insert_values(model._meta.concrete_fields, [instance])
+    [(sql, params)] = query.get_compiler(using=using).as_sql()
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
 
 
 def _store_customers(

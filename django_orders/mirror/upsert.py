@@ -1,37 +1,9 @@
-"""Bulk reads by id and bulk writes for the sync's hot path: one statement per page and table
-(on SQLite two for the orders of a page that has both new and changed ones: ``write_read_rows``).
+"""Bulk reads by id and bulk writes for the sync's hot path, one statement per page and table.
 
-Why not the ORM here (``filter(pk__in=...)``, ``bulk_create(update_conflicts=True)``): it is
-correct, but on the sync's hot path it cost more than fetching and parsing the page
-(benchmarks/README.md). Model instances are built and every value prepared field by field; each
-JSON record is encoded a second time (the parser already encoded it to fingerprint it);
-Django's SQLite backend splits a 256-row page into three statements because it assumes the
-999-variable limit of SQLite before 3.32; Django 5.2 sends a multi-row insert on PostgreSQL as
-``UNNEST`` of arrays, which psycopg's client-side binding quotes with a regular expression per
-JSON string; and psycopg re-parses any statement with thousands of ``%s`` on every call.
-
-So, with values the caller already has (rows are tuples in ``columns`` order, JSON columns as
-JSON text, datetimes aware):
-
-- SQLite: one ``INSERT ... VALUES (%s, ...)`` (``ON CONFLICT (id) DO UPDATE`` for an upsert)
-  for every row, through ``executemany``. SQLite runs in this process, so there is no round
-  trip to save: the statement is compiled once and stepped for each row in C, which is what a
-  multi-row ``VALUES`` does inside SQLite too. A multi-row ``VALUES`` has one statement text per
-  row count, and Python's ``sqlite3`` keeps up to 128 compiled statements per connection: a walk's
-  pages (about 150 new customers each, never the same number) filled that cache with
-  statements of thousands of variables, memory that grew with the walk. One text per table
-  keeps one compiled statement, and the writer is a little faster too (figures for this and
-  the next points: benchmarks/README.md, section "Figures moved out of the code").
-- PostgreSQL: the page travels as one JSON array per column, ``INSERT ... SELECT ... FROM
-  ROWS FROM (json_array_elements_text(%s::json), ...) ... ON CONFLICT (id) DO UPDATE``: one
-  short statement text, a few strings to escape, the unpacking done by the server in C.
-- Reads by id pass the ids as one JSON array on both (``json_each`` / ``json_array_elements``).
-- With psycopg 3, Django binds parameters client-side unless the database's OPTIONS say
-  ``"server_side_binding": True``; with it, the page's JSON travels as a parameter of its own
-  instead of being escaped into a statement text of the page's size, which saves time on every
-  page's statement. That is the project's choice to make, so it is left to the settings.
-
-Other backends fall back to the ORM.
+The ORM costs more here than fetching and parsing the page, so values go in as the caller holds
+them: ``executemany`` on SQLite, one JSON array per column (or ``COPY``) on PostgreSQL; other
+backends fall back to the ORM. Why: docs/architecture/sync.md, "Writing a page". With psycopg 3,
+``"server_side_binding": True`` in the database OPTIONS sends the page's JSON as a parameter.
 """
 
 from __future__ import annotations
@@ -118,22 +90,28 @@ def upsert(
     *,
     conflict: Sequence[str] | None = None,
     keep: Sequence[str] = (),
-) -> None:
+    insert_only: Sequence[Any] = (),
+) -> set[Any]:
     """Insert ``rows``; on a conflict overwrite the ``update`` columns.
 
     ``conflict`` names the fields of the unique constraint that decides a conflict (the
     primary key when not given): ``RemoteRecord`` rows are unique on (resource, remote_id).
     ``keep`` names ``update`` columns whose stored value a NULL never overwrites (an order's
     timestamps that only ever appear: ``lifecycle.APPEARING``).
+
+    ``insert_only`` (PostgreSQL): primary keys of rows a read found absent. The statement never
+    updates a row of theirs that another transaction inserted since, and returns the ones it
+    did not insert for that reason, for the caller to decide on as stored rows. Same statement
+    count; an empty set elsewhere.
     """
     if not rows:
-        return
+        return set()
     connection = connections[router.db_for_write(model)]
     fields = [model._meta.get_field(name) for name in columns]
     unique = list(conflict) if conflict else [model._meta.pk.name]
     if connection.vendor not in ("sqlite", "postgresql"):
         _orm_upsert(model, fields, rows, update, unique)
-        return
+        return set()
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     kept = {column_of(model, name) for name in keep}
@@ -144,7 +122,18 @@ def upsert(
         for column in (column_of(model, name) for name in update)
     )
     target = ", ".join(quote(column_of(model, name)) for name in unique)
-    _insert(connection, model, fields, rows, f" ON CONFLICT ({target}) DO UPDATE SET {updates}")
+    clause = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
+    if not insert_only or connection.vendor != "postgresql":
+        _insert(connection, model, fields, rows, clause)
+        return set()
+    # Rows inserted meanwhile are left as they are; RETURNING tells which rows were written.
+    pk = f"{table}.{quote(column_of(model, model._meta.pk.name))}"
+    guard = f" WHERE NOT ({pk} = ANY(ARRAY(SELECT json_array_elements_text(%s::json))))"
+    absent = list(insert_only)
+    written = _insert(
+        connection, model, fields, rows, clause + guard, extra=[json_text(absent)], returning=pk
+    )
+    return set(absent) - written
 
 
 def write_read_rows(
@@ -155,52 +144,40 @@ def write_read_rows(
     update: Sequence[str],
     *,
     keep: Sequence[str] = (),
-) -> None:
+    guard: bool = False,
+) -> set[Any]:
     """Write rows that a read in this same transaction found ``absent`` or ``stored`` (by
     primary key): insert the first, overwrite the ``update`` columns of the second (``keep``:
-    as ``upsert``'s).
+    as ``upsert``'s). With ``guard``, returns the primary keys of absent rows that another
+    transaction inserted since the read (PostgreSQL), left as that one wrote them: the caller
+    decides on them as stored rows (``upsert``'s ``insert_only``). Without it (customers,
+    which have no lifecycle) such a row is overwritten.
 
-    On SQLite, when the ``update`` columns include a foreign key (an order's ``customer``), the
-    absent rows go in with a plain ``INSERT`` and only the stored ones through the upsert: two
-    statements when a page has both. An upsert whose ``DO UPDATE`` sets a foreign-key column is a
-    statement SQLite may have to undo half way, so it opens a statement journal for each row of the
-    ``executemany`` and copies into it every database page the row touches, conflict or not: a fifth
-    of the writer's time on a walk of new orders (benchmarks/README.md, sync). A plain ``INSERT``
-    needs no such journal, and the foreign key is checked exactly as before. It is safe because the
-    read and the insert share a transaction: SQLite lets no other connection commit in between (with
-    its rollback journal the read's lock keeps writers from committing; in WAL mode a write on a
-    snapshot that is no longer the newest fails with ``SQLITE_BUSY``), and a row there after all
-    would make the ``INSERT`` fail, never be skipped.
-
-    On PostgreSQL (psycopg 3), when every row is absent (a first sync's pages) and there are at
-    least ``COPY_MIN_ROWS``, they go in by ``COPY``: the server takes them as text, without the
-    ``ON CONFLICT`` arbitration or unpacking JSON arrays, which cut its CPU on a first sync by a
-    quarter (benchmarks/README.md, "Issue 22, sixth round"). Under READ COMMITTED another
-    transaction (an order created meanwhile) may insert one of them between the read and the
-    ``COPY``; the ``COPY`` then fails with an ``IntegrityError`` and rolls the page's
-    transaction back, and the walk writes that page again record by record (``sync.pagewrite``),
-    each read anew and upserted: a row is never skipped. A page with both absent and stored rows
-    goes through one upsert as before, so a page never takes more statements than it did; so
-    does a single row (a lookup), for which ``COPY`` saves nothing and which has no page to fall
-    back on.
-
-    Elsewhere one upsert of both: under PostgreSQL's READ COMMITTED another transaction may
-    insert a row between the read and the write, and the upsert then updates it. So too
-    outside a transaction (autocommit), where the read and the write are two.
+    SQLite: with a foreign key among the ``update`` columns, absent rows go in by a plain
+    ``INSERT`` (an upsert setting a foreign key opens a statement journal per row); safe, as no
+    other connection commits between this transaction's read and write. PostgreSQL (psycopg 3):
+    a page of only absent rows (at least ``COPY_MIN_ROWS``) goes in by ``COPY``, which fails on
+    a row inserted meanwhile (the page is then written record by record, ``sync.pagewrite``);
+    anything else is one upsert that leaves such a row alone (``insert_only``). Outside a
+    transaction, one upsert of both. Why: docs/architecture/sync.md, "Writing a page".
     """
     connection = connections[router.db_for_write(model)]
     if absent and connection.in_atomic_block:
         fields = [model._meta.get_field(name) for name in columns]
         if not stored and len(absent) >= COPY_MIN_ROWS and _copies(connection):
             _copy(connection, model, fields, absent)
-            return
+            return set()
         if connection.vendor == "sqlite" and any(
             model._meta.get_field(name).is_relation for name in update
         ):
             _insert(connection, model, fields, absent, "")
             upsert(model, columns, stored, update, keep=keep)
-            return
-    upsert(model, columns, [*absent, *stored], update, keep=keep)
+            return set()
+    pk = model._meta.pk.name
+    insert_only = (
+        [row[columns.index(pk)] for row in absent] if guard and connection.in_atomic_block else ()
+    )
+    return upsert(model, columns, [*absent, *stored], update, keep=keep, insert_only=insert_only)
 
 
 #: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).
@@ -226,8 +203,19 @@ def column_of(model: type[models.Model], name: str) -> str:
     return field.column
 
 
-def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_conflict: str) -> None:
-    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text."""
+def _insert(
+    connection,
+    model,
+    fields,
+    rows: Sequence[tuple[Any, ...]],
+    on_conflict: str,
+    *,
+    extra: Sequence[Any] = (),
+    returning: str = "",
+) -> set[Any]:
+    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text;
+    ``extra``: the clause's parameters; ``returning`` (PostgreSQL): the column whose values of
+    the rows written are returned."""
     quote = connection.ops.quote_name
     # Only quoted table and column names from the model's _meta go into the statement text;
     # every value is a parameter.
@@ -236,13 +224,16 @@ def _insert(connection, model, fields, rows: Sequence[tuple[Any, ...]], on_confl
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             sql, params = _postgresql_insert(connection, table, names, fields, rows, on_conflict)
-            cursor.execute(sql, params)
-            return
+            if returning:
+                sql += f" RETURNING {returning}"
+            cursor.execute(sql, [*params, *extra])
+            return {row[0] for row in cursor.fetchall()} if returning else set()
         placeholder = ", ".join(["%s"] * len(fields))
         cursor.executemany(
             f"INSERT INTO {table} ({names}) VALUES ({placeholder}){on_conflict}",  # noqa: S608
             _sqlite_rows(connection, fields, rows),
         )
+    return set()
 
 
 def _copy(connection, model, fields, rows: Sequence[tuple[Any, ...]]) -> None:

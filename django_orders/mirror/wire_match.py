@@ -2,12 +2,12 @@
 
 Why: in a re-sync nearly every page is unchanged, and telling that from the stored
 fingerprints meant reading a row per record and comparing it in Python, the writer's main
-cost on such a page (benchmarks/README.md, issue 22). Each record of a page read light
+cost on such a page (benchmarks/README.md). Each record of a page read light
 (``Page.typed``) comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
 database compares those with the stored ones itself, by primary key, and answers with one
 number per table. A page whose every record matches is unchanged; any other is read and
-compared as before (``comparison.read_stored``), so a count that falls short costs one statement
-more and is never wrong.
+compared by fingerprint (``comparison.read_stored``), so a count that falls short costs one
+statement more and is never wrong.
 
 The pairs travel as JSON text (two arrays on PostgreSQL, one on SQLite): one string for the
 driver to escape, where a list would be bound element by element in Python (it cost a

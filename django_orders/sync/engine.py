@@ -1,36 +1,13 @@
-"""The page sync engine: walk a ``/page`` resource into the mirror, then refresh by lookup.
+"""The page sync engine: walk a resource's ``/page`` into the mirror, then refresh by lookup.
 
-The rules it keeps (DESIGN.md, api-spec.md traversal rules, api-notes.md page window):
-
-- No transaction waits on HTTP: a page is fetched and parsed first (pages ahead, by two helper
-  threads: ``read_ahead``), then written in one short
-  ``transaction.atomic()`` with the run's progress and the lease renewal: at most six
-  statements whatever the page size (five, unless on SQLite a page holds both new orders and
-  changed ones), two more for the first page that changes something after one that did not.
-  A page that changes nothing after one that did not (a re-sync) is one statement outside any
-  transaction, which compares each record's bytes as sent with the stored ones in the database
-  and answers with two counts (``comparison.stored_as_sent``); a page whose bytes differ but whose
-  records do not costs one read more, and the new bytes' hashes are recorded
-  (``comparison.store_new_bytes``). The progress and the lease are then saved once a second
-  (``_WalkMode``).
-- A whole page is parsed before anything of it is written, so a bad record fails the run naming
-  page, record and field, with the earlier pages committed and nothing of the bad page written.
-  What only a new or changed order needs (its timestamps, checkout fields and text) is read
-  for the whole page when first needed (``page_parsing.parse_fetched(deferred=True)``): on the
-  helper thread while pages bring new or changed orders, by the writer otherwise, and never
-  for a page of unchanged orders, the whole of a re-sync.
-- Records are deduplicated by id across the walk: orders created during a walk shift later
-  pages, so the same record may come twice (the first, newer copy wins) and none is missed.
-  The set of ids seen is the only thing that grows with the total (about 100 bytes an id).
-- The walk also ends at the provider's page window; then non-terminal orders the walk did not
-  see are refreshed by lookup, oldest refresh first, a bounded number per run.
-- A ``SyncLease`` keeps two hosts from walking the same resource at once.
+Pages are fetched and parsed ahead on helper threads and written one short transaction each;
+no transaction waits on HTTP. Resources come from the registry (``mirror.resources``). The
+rules and their reasons: docs/architecture/sync.md.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -39,18 +16,15 @@ from typing import Any
 from django.utils import timezone
 
 from ..client.factory import new_client
-from ..client.pages import COLLECTIONS
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions import InvalidRecord, error_name
 from ..mirror.announce import announce
-from ..mirror.comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..mirror.deferred_pages import read_deferred, reparse_deferred
-from ..mirror.parsing import ParsedOrder, parse_order, parse_record
+from ..mirror.resources import RESOURCE_NAME, Resource, resource_for
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
-from ..models import TERMINAL_STATUSES, Order, SyncRun
+from ..models import Order, SyncRun
 from .lease import Lease
 from .pagewrite import MALFORMED, set_aside, write_page
 from .progress import (
@@ -65,32 +39,13 @@ from .refresh import refresh_outside_walk
 
 logger = logging.getLogger("django_orders.sync")
 
-#: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
-#: is stored in columns of this length (``SyncRun``, ``SyncLease``, ``RemoteRecord``).
-RESOURCE_NAME = re.compile(r"[a-z0-9_]{1,64}")
+__all__ = ["RESOURCE_NAME", "check_resource", "sync_orders"]
 
 
 def check_resource(resource: Any, collection: Any = None) -> str:
     """The collection property of ``resource``'s pages; ``ValueError`` naming the fix if the
     resource name is not a plain name, or the resource is unknown and no collection is given."""
-    if not isinstance(resource, str) or not RESOURCE_NAME.fullmatch(resource):
-        shown = (
-            resource[:80] + "..." if isinstance(resource, str) and len(resource) > 80 else resource
-        )
-        raise ValueError(
-            "resource must be a name of at most 64 lower-case letters, digits and underscores, "
-            f"not {shown!r}"
-        )
-    if collection is None:
-        if resource not in COLLECTIONS:
-            raise ValueError(
-                f"unknown resource {resource!r}: give the collection property of its pages "
-                f"(collection=... or --collection); known: {', '.join(sorted(COLLECTIONS))}"
-            )
-        return COLLECTIONS[resource]
-    if not isinstance(collection, str) or not collection:
-        raise ValueError(f"collection must be a non-empty string, not {collection!r}")
-    return collection
+    return resource_for(resource, collection).collection
 
 
 def sync_orders(
@@ -123,7 +78,7 @@ def sync_orders(
     would wait on its row lock (PostgreSQL) instead of being told a sync is running.
     """
     refuse_outer_transaction(app_database())
-    collection = check_resource(resource, collection)
+    kind = resource_for(resource, collection)
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
     if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
@@ -136,20 +91,19 @@ def sync_orders(
         walk = iter_pages(
             client,
             resource,
-            collection,
+            kind.collection,
             page_size,
             max_pages=max_pages,
             max_page_number=_page_window(max_pages),
         )
-        # Orders pages read light, as structs (``Page.typed``; ``parse_fetched`` takes both).
-        walk.typed = resource == "orders"
+        walk.typed = kind.typed  # read light, as structs (``Page.typed``)
         lease = Lease(resource)
         lease.acquire()
         try:
             _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
             try:
-                _run(walk, run, lease, refresh_limit, progress)
+                _run(kind, walk, run, lease, refresh_limit, progress)
             except BaseException as exc:
                 _record_failure(run, exc)
                 raise
@@ -188,13 +142,13 @@ def _close_abandoned_runs(resource: str) -> int:
     )
 
 
-def _run(walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
+def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
     seen_ids: set[str] = set()
     with walk_write_settings(Order):
-        nonterminal_seen = _walk(walk, run, lease, seen_ids, progress)
+        nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
-        if walk.resource == "orders":
+        if kind.refreshed:
             refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
@@ -204,13 +158,14 @@ def _run(walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None
     )
 
 
-def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progress) -> int:
-    """Write every page, one transaction each; return how many non-terminal orders it saw."""
-    is_orders = walk.resource == "orders"
+def _walk(
+    kind: Resource, walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progress
+) -> int:
+    """Write every page, one transaction each; return how many open records it saw."""
     known_customers: set[str] = set()
     nonterminal_seen = 0
     mode = _WalkMode()
-    for parsed in _pages_ahead(walk, mode):
+    for parsed in _pages_ahead(kind, walk, mode):
         problems_before = run.problems
         _set_aside_malformed(run, parsed)
         fresh: dict[str, Any] = {}
@@ -224,16 +179,16 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
         # request (mirror.lifecycle). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
         with counts_kept_on_commit(run):
-            results = _quiet_page(records, known_customers, mode) if is_orders else None
-            if results is None and is_orders:
+            results = _quiet_page(kind, records, known_customers, mode)
+            if results is None and kind.read_deferred is not None:
                 # The page is written: its deferred fields are read now, outside the page's
                 # transaction, so a malformed record is set aside before anything is written.
-                records = _read_or_set_aside(run, records, fresh)
+                records = _read_or_set_aside(kind, run, records, fresh)
             commit = partial(_commit_page, run, lease, len(records), problems_before, now, mode)
             if results is None:
                 # One transaction; record by record only if the database refuses one.
                 results = write_page(
-                    walk.resource,
+                    kind,
                     records,
                     run,
                     now=now,
@@ -247,8 +202,8 @@ def _walk(walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progre
             else:
                 _count_page(run, len(records), results)
         mode.writing = any(result.created or result.updated for result in results)
-        if is_orders:
-            nonterminal_seen += sum(r.status not in TERMINAL_STATUSES for r in records)
+        if kind.is_open is not None:
+            nonterminal_seen += sum(map(kind.is_open, records))
         if progress is not None:
             progress(run)
     return nonterminal_seen
@@ -261,13 +216,14 @@ def _set_aside_malformed(run: SyncRun, parsed: list) -> None:
         set_aside(run, where, exc, why=MALFORMED)
 
 
-def _read_or_set_aside(run: SyncRun, records: list, fresh: dict[str, Any]) -> list:
-    """``records`` with their deferred fields read (``read_deferred``); when that finds a
+def _read_or_set_aside(kind: Resource, run: SyncRun, records: list, fresh: dict[str, Any]) -> list:
+    """``records`` with their deferred fields read (``kind.read_deferred``); when that finds a
     malformed record, the page parsed again record by record, that record set aside."""
+    assert kind.read_deferred is not None and kind.reparse is not None
     try:
-        read_deferred(records)
+        kind.read_deferred(records)
     except InvalidRecord:
-        reparsed = reparse_deferred(records)
+        reparsed = kind.reparse(records)
         _set_aside_malformed(run, reparsed)
         kept: dict[str, Any] = {}
         for record in reparsed:
@@ -283,17 +239,9 @@ QUIET_PERSIST_INTERVAL = 1.0
 
 
 class _WalkMode:
-    """What the last page said about the next one.
-
-    ``writing``: whether the last page wrote orders. Then the next one likely will too (a first
-    sync), so the helper thread reads its deferred fields before handing it over, keeping them
-    off the writer's path as before deferring, and the writer reads the stored fingerprints in
-    the page's transaction, as ``store_orders`` does. Otherwise (a re-sync) the deferred fields
-    are left unread, and the writer compares the page first, outside any transaction: a page
-    of unchanged orders is then one statement (``_quiet_page``), with the run's progress saved
-    and the lease renewed every ``QUIET_PERSIST_INTERVAL`` seconds only. A wrong guess costs two
-    reads more on a page that turned out to change, or moves the reading to the writer.
-    """
+    """What the last page said about the next one: ``writing`` if it wrote (a first sync: the
+    helper reads the next page's deferred fields), else a re-sync (pages compared first,
+    outside any transaction). See docs/architecture/sync.md, "Quiet pages"."""
 
     __slots__ = ("persisted_at", "writing")
 
@@ -306,25 +254,15 @@ class _WalkMode:
 
 
 def _quiet_page(
-    records: list[ParsedOrder], known_customers: set[str], mode: _WalkMode
+    kind: Resource, records: list, known_customers: set[str], mode: _WalkMode
 ) -> list[MirrorResult] | None:
     """A page that changes nothing in the mirror, counted without writing; ``None`` when the
-    page is to be written as usual (it changes something, or the last page wrote).
-
-    Its records' bytes decide first (one statement, no row read); only if some differ from the
-    stored ones, their fingerprints are read and compared: other bytes may hold the same record.
-    """
-    if mode.writing:
+    page is to be written as usual (it changes something, the last page wrote, or the resource
+    has no such shortcut)."""
+    if mode.writing or kind.quiet is None:
         return None
-    comparison = compare_orders(records, known_customers=known_customers, read=False)
-    if not stored_as_sent(comparison):
-        # Bytes other than the stored ones, or not known: the fingerprints decide.
-        read_stored(comparison)
-        if not comparison.unchanged:
-            return None  # written in its transaction, which reads the fingerprints again
-        store_new_bytes(comparison)  # so that the next re-sync needs the one statement again
-    known_customers.update(comparison.customers)
-    return [MirrorResult(unchanged=len(comparison.orders))]
+    result = kind.quiet(records, known_customers)
+    return None if result is None else [result]
 
 
 def _count_page(run: SyncRun, seen: int, results: list[MirrorResult]) -> None:
@@ -347,43 +285,15 @@ def _commit_page(run, lease, seen, problems_before, now, mode, results: list[Mir
     mode.persisted_at = time.monotonic()
 
 
-def _pages_ahead(walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
-    """The walk's parsed pages, fetched and parsed ahead by two helper threads (``read_ahead``).
-
-    A helper process did this before issue 22, so that parsing would not compete with the
-    writer for the interpreter; with pages parsed by msgspec (``page_parsing``) it was no
-    faster than a thread on SQLite or PostgreSQL (benchmarks/README.md), and was removed.
-    """
-    if walk.resource == "orders":
-        return fetched_ahead(walk, parse_order, partial(_prepare_orders, mode), deferred=True)
-    return fetched_ahead(walk, parse_record)
-
-
-def _prepare_orders(mode: _WalkMode, orders: list[ParsedOrder]) -> None:
-    """On the helper thread: while pages write (``_WalkMode``), read the page's deferred fields
-    and encode its customers; otherwise only encode the customers that came without their
-    bytes' fingerprint (a page not read light: ``Page.typed``)."""
-    if mode.writing:
-        read_deferred(orders)
-    _encode_customers(orders, all_of_them=mode.writing)
-
-
-def _encode_customers(orders: list[ParsedOrder], *, all_of_them: bool) -> None:
-    """Encode and fingerprint each customer of a page once, on the helper thread.
-
-    ``ParsedCustomer`` does it lazily, and the writer asks only for customers it has not written
-    yet in this walk: done there, it is Python work on the critical path while the helper
-    thread idles waiting for the writer. Copies repeated within the page are skipped; one the
-    writer turns out not to need costs a few microseconds of the helper's idle time. In a
-    re-sync the helper is the busy one, and a customer whose bytes are the stored ones
-    (``wire_fingerprint``) is never encoded: only those without one are (``all_of_them=False``).
-    """
-    done: set[str] = set()
-    for order in orders:
-        customer = order.customer
-        if customer.id not in done and (all_of_them or not customer.wire_fingerprint):
-            done.add(customer.id)
-            customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
+def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
+    """The walk's parsed pages, fetched and parsed ahead by two helper threads (``read_ahead``);
+    the resource's ``prepare`` runs there too."""
+    if kind.prepare is None:
+        return fetched_ahead(walk, kind.parse, deferred=kind.typed)
+    prepare = kind.prepare
+    return fetched_ahead(
+        walk, kind.parse, lambda records: prepare(records, mode.writing), deferred=kind.typed
+    )
 
 
 def _record_failure(run: SyncRun, exc: BaseException) -> None:

@@ -1,19 +1,7 @@
-"""Writing one page of a walk, and what happens when the database refuses a record of it.
+"""Writing one page of a walk; a page the database refuses is written again record by record.
 
-A page is written in one short transaction with the run's progress and the lease renewal (the
-statement counts in ``engine``'s docstring). If the database refuses that write because of the
-data (a value a column cannot hold: an integrity or data error, or text the driver cannot
-encode), the page is written again record by record, each in a savepoint of one transaction:
-the records it takes are stored, those it refuses are set aside, counted on the ``SyncRun``
-(``skipped``) with the reason (``problems``), and the walk goes on. Without this, one bad record
-would roll its whole page back on every run, forever, and nothing after it would be mirrored.
-The same path takes a page whose new rows went in by ``COPY`` (PostgreSQL) when another process
-stored one of them after the page's read: record by record, that row reads as stored and is
-updated (logged at INFO, since nothing is wrong with the data).
-
-Errors of the database itself (locked, connection lost, a deadlock) are not the data's fault:
-they fail the run as before, so that nothing is set aside for a reason that would pass on the
-next run.
+The records it refuses are set aside (counted on the ``SyncRun`` with the reason) and the walk
+goes on; errors of the database itself fail the run. Why: docs/architecture/sync.md.
 """
 
 from __future__ import annotations
@@ -27,7 +15,8 @@ from django.db import DataError, IntegrityError
 
 from ..client.decoding import storable_text
 from ..db import app_atomic
-from ..mirror.store import MirrorResult, store_orders, store_records
+from ..mirror.resources import Resource
+from ..mirror.store import MirrorResult
 from ..models import SyncRun
 
 logger = logging.getLogger("django_orders.sync")
@@ -43,7 +32,7 @@ REASON_LENGTH = 300
 
 
 def write_page(
-    resource: str,
+    kind: Resource,
     records: Sequence[Any],
     run: SyncRun,
     *,
@@ -56,11 +45,12 @@ def write_page(
     written (the caller saves the run's progress and renews the lease there). ``sent_at``:
     when the page's request was sent (``store_orders``'s)."""
     sent_at = sent_at or now
-    new_customers = _new_customers(resource, records, known_customers)
+    resource, known = kind.name, known_customers
+    new_customers = kind.customers(records) - known_customers
     saved = {k: v for k, v in vars(run).items() if k != "_state"}
     try:
         with app_atomic():
-            results = [_store(resource, records, now, sent_at, known_customers)]
+            results = [kind.store(records, now=now, sent_at=sent_at, known_customers=known)]
             commit(results)
         return results
     except REFUSALS as exc:
@@ -84,10 +74,12 @@ def write_page(
     with app_atomic():
         results = []
         for record in records:
-            added = _new_customers(resource, [record], known_customers)
+            added = kind.customers([record]) - known_customers
             try:
                 with app_atomic():
-                    results.append(_store(resource, [record], now, sent_at, known_customers))
+                    results.append(
+                        kind.store([record], now=now, sent_at=sent_at, known_customers=known)
+                    )
             except REFUSALS as exc:
                 known_customers.difference_update(added)
                 set_aside(run, f"{resource} page {run.pages + 1}, id {record.id}", exc)
@@ -108,20 +100,6 @@ def set_aside(
         run.problems = f"{run.problems}\n{line}" if run.problems else line
     elif lines == MAX_PROBLEMS_LISTED:
         run.problems += "\n... more set aside: see the count and the logs."
-
-
-def _store(
-    resource: str, records: Sequence[Any], now: datetime, sent_at: datetime, known: set[str]
-) -> MirrorResult:
-    if resource == "orders":
-        return store_orders(records, now=now, sent_at=sent_at, known_customers=known)
-    return store_records(resource, records, now=now)
-
-
-def _new_customers(resource: str, records: Sequence[Any], known: set[str]) -> set[str]:
-    if resource != "orders":
-        return set()
-    return {record.customer.id for record in records} - known
 
 
 #: SQLSTATE of a unique violation (PostgreSQL).

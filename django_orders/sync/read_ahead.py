@@ -60,7 +60,7 @@ def fetched_ahead(
     request for page n + 2 is already out, so the service works while this process parses.
     With a re-sync's pages a matter of hashing bytes, fetching was the longer step, and
     waiting for each answer before parsing the last one cost about 5 % of a re-sync
-    (benchmarks/README.md, issue 22). At most four pages are in flight: one parsed and one
+    (benchmarks/README.md). At most four pages are in flight: one parsed and one
     fetched waiting, one in each helper.
     """
 

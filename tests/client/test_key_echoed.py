@@ -11,7 +11,7 @@ import pytest
 
 from django_orders.models import Customer, Order, OrderRequest, RemoteRecord
 from django_orders.services import create_order, refresh_orders, sync_orders
-from tests.fixtures.hostile import json_answer, text_answer
+from tests.fixtures.hostile import json_answer, text_answer, use_hostile_server
 from tests.fixtures.payloads import create_order_input
 
 pytestmark = pytest.mark.django_db
@@ -20,14 +20,7 @@ KEY = "sk_test_echoed/0123456789"
 
 @pytest.fixture
 def hostile(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-        "PAGE_SIZE": 3,
-        "MAX_PAGE_NUMBER": None,
-    }
+    use_hostile_server(settings, hostile_server, KEY, PAGE_SIZE=3, MAX_PAGE_NUMBER=None)
     return hostile_server
 
 

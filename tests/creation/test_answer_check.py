@@ -9,7 +9,7 @@ import pytest
 from django_orders.exceptions import OrderAnswerMismatch, OrderRequestPending, OrdersError
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resend_order_request, resume_order_requests
-from tests.fixtures.hostile import json_answer
+from tests.fixtures.hostile import json_answer, use_hostile_server
 
 pytestmark = pytest.mark.django_db
 State = OrderRequest.State
@@ -18,12 +18,7 @@ KEY = "sk_test_answer_check_0123456789"
 
 @pytest.fixture
 def hostile(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-    }
+    use_hostile_server(settings, hostile_server, KEY)
     return hostile_server
 
 

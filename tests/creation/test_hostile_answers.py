@@ -16,7 +16,14 @@ from django_orders.creation.records import MAX_BACKOFF, claim_duration
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resume_order_requests
-from tests.fixtures.hostile import MIB, gzip_bomb, json_answer, text_answer, trickle
+from tests.fixtures.hostile import (
+    MIB,
+    gzip_bomb,
+    json_answer,
+    text_answer,
+    trickle,
+    use_hostile_server,
+)
 from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
@@ -26,13 +33,7 @@ KEY = "sk_test_hostile_answers_0123456789"
 
 @pytest.fixture
 def hostile(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-        "REQUEST_DEADLINE": 2,
-    }
+    use_hostile_server(settings, hostile_server, KEY, REQUEST_DEADLINE=2)
     return hostile_server
 
 

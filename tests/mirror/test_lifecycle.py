@@ -17,6 +17,7 @@ from django_orders.client.lookups import Lookup
 from django_orders.client.order_structs import decode_light_page
 from django_orders.client.pages import Page
 from django_orders.creation.checkout import cancel_order, refresh_order
+from django_orders.mirror.announce import announce
 from django_orders.mirror.deferred_pages import read_deferred
 from django_orders.mirror.lifecycle import replaces
 from django_orders.mirror.page_parsing import parse_fetched
@@ -334,3 +335,55 @@ def test_a_create_answer_is_stamped_with_the_first_send_of_its_request(live_orde
     older = {**order.raw, "number": "EX-OLDER"}
     result = store_orders([parse_order(older)], sent_at=request.first_sent_at - timedelta(1))
     assert result.kept == 1 and Order.objects.get(pk=order.pk).number == order.number
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's READ COMMITTED")
+@pytest.mark.django_db(transaction=True)
+def test_an_order_stored_between_a_pages_read_and_its_upsert_is_not_taken_back(
+    monkeypatch, changes
+):
+    """A page holds a stored order and one the mirror lacks; another process stores the
+    absent one, paid, after the page's read: the page's older answer must not overwrite it,
+    nor announce it as first seen."""
+    from django_orders.mirror import store as store_module
+    from django_orders.signals import order_first_seen
+
+    store("requires_payment", T1)  # or_unit1: stored, so the page also updates a row
+    first_seen: list[str] = []
+
+    def on_first_seen(sender, order, **kwargs):
+        first_seen.append(order.pk)
+
+    order_first_seen.connect(on_first_seen, weak=False)
+    original = store_module.write_read_rows
+
+    def other_process() -> None:
+        try:  # confirm_order's answer: the order paid, to a request sent after the page's
+            store_lookup(Lookup("or_unit2", record("or_unit2", status="paid"), T3))
+        finally:
+            connections.close_all()
+
+    def write_after_another_process(model, *args, **kwargs):
+        if model is Order:  # after the page's read, before its order write
+            writer = threading.Thread(target=other_process)
+            writer.start()
+            writer.join(30)
+        return original(model, *args, **kwargs)
+
+    monkeypatch.setattr(store_module, "write_read_rows", write_after_another_process)
+    page = [
+        parse_order(record(status="requires_payment", number="EX-2")),
+        parse_order(record("or_unit2", status="requires_payment")),
+    ]
+    try:
+        with transaction.atomic():
+            result = store_orders(page, sent_at=T2)
+            transaction.on_commit(lambda: announce(result))
+    finally:
+        order_first_seen.disconnect(on_first_seen)
+
+    assert Order.objects.get(pk="or_unit2").status == "paid"
+    assert Order.objects.get(pk="or_unit1").number == "EX-2"
+    assert first_seen == ["or_unit2"]  # the other process's, once
+    assert changes == []
+    assert (result.created, result.updated, result.kept) == (0, 1, 1)

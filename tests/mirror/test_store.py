@@ -184,14 +184,18 @@ def test_rows_read_as_absent_but_there_are_never_skipped():
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite inserts any absent row")
-def test_a_single_absent_row_goes_through_the_upsert_on_postgresql():
-    """A lookup writes one order: no page to fall back on, so it keeps the upsert, which takes
-    a row another transaction inserted after the read."""
+def test_a_single_absent_row_inserted_meanwhile_is_left_to_the_caller_on_postgresql():
+    """A lookup writes one order through the upsert (no page to fall back on); a row another
+    transaction inserted after the read is left as it is and returned: the caller decides on
+    it as a stored row (``store_orders``, the lifecycle rule)."""
     store_orders(orders(1))
     (parsed,) = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     with transaction.atomic():
-        write_read_rows(Order, ORDER_COLUMNS, [_order_row(parsed)], [], ORDER_UPDATE)
-    assert Order.objects.get().status == "completed"
+        meanwhile = write_read_rows(
+            Order, ORDER_COLUMNS, [_order_row(parsed)], [], ORDER_UPDATE, guard=True
+        )
+    assert meanwhile == {parsed.id}
+    assert Order.objects.get().status == "requires_payment"
 
 
 def test_absent_rows_read_back_exactly_as_given():

@@ -8,16 +8,18 @@ writer, another resource's page, and the sync's lookups."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from django.core.management import call_command
 
 from django_orders.mirror.parsing import parse_order
+from django_orders.mirror.resources import RESOURCES
+from django_orders.mirror.resources.orders import ORDERS, encode_customers
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
-from django_orders.sync import engine
-from tests.fixtures.hostile import text_answer
+from tests.fixtures.hostile import text_answer, use_hostile_server
 from tests.sync.test_set_aside import order
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,14 +28,7 @@ KEY = "sk_test_malformed_0123456789"
 
 @pytest.fixture
 def pages(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-        "PAGE_SIZE": 3,
-        "MAX_PAGE_NUMBER": None,
-    }
+    use_hostile_server(settings, hostile_server, KEY, PAGE_SIZE=3, MAX_PAGE_NUMBER=None)
 
     def script(resource: str, *records_per_page: list[str]) -> None:
         answers = [
@@ -84,11 +79,10 @@ def test_a_malformed_record_on_page_1_is_set_aside_and_the_walk_goes_on(pages, r
 def test_a_malformed_record_found_by_the_writer_is_set_aside(pages, monkeypatch, record, reason):
     # The fields of a page read light are then read by the writer, when it writes the page
     # (as in a re-sync, where the helper thread leaves them unread).
-    monkeypatch.setattr(
-        engine,
-        "_prepare_orders",
-        lambda mode, orders: engine._encode_customers(orders, all_of_them=False),
+    lazy = replace(
+        ORDERS, prepare=lambda orders, writing: encode_customers(orders, all_of_them=False)
     )
+    monkeypatch.setitem(RESOURCES, "orders", lazy)
     pages("orders", [order(1), record, order(3)], [order(4), order(5)])
     assert_set_aside_and_mirrored(sync_orders(), reason)
 

@@ -15,7 +15,7 @@ from django.db import connection
 from django_orders.mirror import comparison
 from django_orders.models import Customer, Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
-from tests.fixtures.hostile import text_answer
+from tests.fixtures.hostile import text_answer, use_hostile_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk_test_set_aside_0123456789"
@@ -23,14 +23,7 @@ KEY = "sk_test_set_aside_0123456789"
 
 @pytest.fixture
 def pages(settings, hostile_server):
-    settings.DJANGO_ORDERS = {
-        "API_KEY": KEY,
-        "BASE_URL": hostile_server.url,
-        "TIMEOUT": (2, 5),
-        "MAX_RETRIES": 0,
-        "PAGE_SIZE": 3,
-        "MAX_PAGE_NUMBER": None,
-    }
+    use_hostile_server(settings, hostile_server, KEY, PAGE_SIZE=3, MAX_PAGE_NUMBER=None)
 
     def script(resource: str, collection: str, *records_per_page: list[str]) -> None:
         answers = [

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_orders.conf import DEFAULTS, MAX_PAGE_SIZE
 from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlreadyRunning
 from django_orders.models import SyncRun
-from django_orders.services import COLLECTIONS, RESOURCE_NAME, sync_orders
+from django_orders.services import COLLECTIONS, RESOURCE_NAME, RESOURCES, sync_orders
 
 from ..arguments import whole_number
 
@@ -181,8 +181,9 @@ class Command(BaseCommand):
     def summary(run: SyncRun, seconds: float) -> str:
         """What the run did, in sentences: counts with thousands separators, plurals agreeing,
         and the walk's end said in words rather than its stored code."""
-        is_orders = run.resource == "orders"
-        noun = ("order", "orders") if is_orders else ("record", "records")
+        kind = RESOURCES.get(run.resource)
+        is_orders = kind is not None and kind.refreshed  # open records refreshed by lookup
+        noun = kind.noun if kind is not None else ("record", "records")
         lines = [
             f"Synced {run.resource}: {plural(run.pages, 'page', 'pages')}, "
             f"{plural(run.seen, *noun)} seen: {run.created:,} new, {run.updated:,} changed, "
