@@ -158,6 +158,24 @@ class Outcome:
     refund: Refund | None = None
 
 
+def record_send_failure(
+    request: OrderRequest,
+    error: Exception,
+    sent_at: datetime,
+    using: str,
+    fixed_now: datetime | None,
+) -> Outcome:
+    """Record what a failed send of any kind of request means: a rejection is final (or, for
+    a key conflict, for review); anything else may have reached the service (5xx, 409, 429,
+    network, an unreadable answer, 401), so the request stays pending for its key."""
+    if isinstance(error, RequestRejected):
+        state = State.NEEDS_REVIEW if error.is_idempotency_conflict else State.FAILED
+        return _record_error(request, error, state, sent_at, using, fixed_now)
+    if not isinstance(error, OrdersAPIError) and not hasattr(error, "may_have_reached_server"):
+        logger.exception("Unexpected error sending %s request %s", request.kind, request.pk)
+    return _record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+
+
 def send_and_record(
     client: OrdersClient,
     request: OrderRequest,
@@ -182,13 +200,8 @@ def send_and_record(
     sent_at = fixed_now or timezone.now()
     try:
         answer = client.create_order(request.payload)
-    except RequestRejected as exc:
-        state = State.NEEDS_REVIEW if exc.is_idempotency_conflict else State.FAILED
-        return _record_error(request, exc, state, sent_at, using, fixed_now)
-    except Exception as exc:  # unknown outcome: 5xx, 409, 429, network, bad answer, 401...
-        if not isinstance(exc, OrdersAPIError) and not hasattr(exc, "may_have_reached_server"):
-            logger.exception("Unexpected error sending order request %s", request.pk)
-        return _record_error(request, exc, State.PENDING, sent_at, using, fixed_now)
+    except Exception as exc:
+        return record_send_failure(request, exc, sent_at, using, fixed_now)
     try:
         parsed = parse_order(answer)
     except InvalidRecord as exc:

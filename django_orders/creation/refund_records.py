@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ..client.refund_structs import decode_refund
 from ..client.transport import OrdersClient
-from ..exceptions import InvalidRecord, InvalidResponse, OrdersAPIError, RequestRejected
+from ..exceptions import InvalidRecord, InvalidResponse
 from ..mirror.refunds import store_refunds
 from ..models import OrderRequest
 from . import records
@@ -39,13 +39,8 @@ def send_refund_request(
     record_error = records._record_error
     try:
         answer = client.create_refund(request.payload, idempotency_key=request.idempotency_key)
-    except RequestRejected as exc:
-        state = State.NEEDS_REVIEW if exc.is_idempotency_conflict else State.FAILED
-        return record_error(request, exc, state, sent_at, using, fixed_now)
-    except Exception as exc:  # unknown outcome: 5xx, 409, 429, network, bad answer, 401...
-        if not isinstance(exc, OrdersAPIError) and not hasattr(exc, "may_have_reached_server"):
-            logger.exception("Unexpected error sending refund request %s", request.pk)
-        return record_error(request, exc, State.PENDING, sent_at, using, fixed_now)
+    except Exception as exc:
+        return records.record_send_failure(request, exc, sent_at, using, fixed_now)
     try:
         refund = decode_refund(answer)
         if refund.order_id != request.order_id:
