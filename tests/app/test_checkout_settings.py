@@ -9,9 +9,8 @@ from django.core import checks
 from django_orders.checks import check_checkout_builder, check_redirect_hosts
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrdersConfigurationError
-from tests.fixtures.http import BASE, KEY
+from tests.fixtures.http import MINIMAL
 
-GOOD = {"API_KEY": KEY, "BASE_URL": BASE}
 BUILDER = "tests.fixtures.checkout_builder.build_order"
 not_callable = "a string"
 
@@ -33,7 +32,7 @@ def ids(messages):
     ],
 )
 def test_unusable_values_are_refused_naming_the_setting(settings, name, value):
-    settings.DJANGO_ORDERS = {**GOOD, name: value}
+    settings.DJANGO_ORDERS = {**MINIMAL, name: value}
     with pytest.raises(OrdersConfigurationError, match=rf'DJANGO_ORDERS\["{name}"\] must be'):
         getattr(orders_settings, name)
 
@@ -49,12 +48,12 @@ def test_unusable_values_are_refused_naming_the_setting(settings, name, value):
     ],
 )
 def test_usable_values_are_read_as_given(settings, name, value):
-    settings.DJANGO_ORDERS = {**GOOD, name: value}
+    settings.DJANGO_ORDERS = {**MINIMAL, name: value}
     assert getattr(orders_settings, name) == value
 
 
 def test_e004_when_the_api_is_mounted_without_a_builder(settings):
-    settings.DJANGO_ORDERS = dict(GOOD)  # the test URLconf (the example's) mounts the API
+    settings.DJANGO_ORDERS = dict(MINIMAL)  # the test URLconf (the example's) mounts the API
     (message,) = check_checkout_builder()
     assert message.id == "django_orders.E004" and message.level == checks.ERROR
     assert 'DJANGO_ORDERS["CHECKOUT_BUILDER"] is not set' in message.msg
@@ -64,7 +63,7 @@ def test_e004_when_the_api_is_mounted_without_a_builder(settings):
 
 
 def test_only_w002_when_the_api_is_not_mounted(settings):
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     settings.ROOT_URLCONF = "django_orders.urls"  # the return pages only
     (message,) = check_checkout_builder()
     assert message.id == "django_orders.W002" and message.level == checks.WARNING
@@ -72,14 +71,14 @@ def test_only_w002_when_the_api_is_not_mounted(settings):
 
 
 def test_no_builder_message_without_rest_framework_and_the_api(settings):
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     settings.ROOT_URLCONF = "django_orders.urls"
     settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "rest_framework"]
     assert check_checkout_builder() == []
 
 
 def test_nothing_to_say_with_a_builder(settings):
-    settings.DJANGO_ORDERS = {**GOOD, "CHECKOUT_BUILDER": BUILDER}
+    settings.DJANGO_ORDERS = {**MINIMAL, "CHECKOUT_BUILDER": BUILDER}
     assert check_checkout_builder() == []
 
 
@@ -91,13 +90,13 @@ def test_nothing_to_say_with_a_builder(settings):
     ],
 )
 def test_e004_for_a_builder_that_cannot_be_used(settings, path, says):
-    settings.DJANGO_ORDERS = {**GOOD, "CHECKOUT_BUILDER": path}
+    settings.DJANGO_ORDERS = {**MINIMAL, "CHECKOUT_BUILDER": path}
     (message,) = check_checkout_builder()
     assert message.id == "django_orders.E004" and says in message.msg and message.hint
 
 
 def test_w003_for_a_star_among_the_redirect_hosts(settings):
-    settings.DJANGO_ORDERS = {**GOOD, "ALLOWED_REDIRECT_HOSTS": ["shop.example.com", "*"]}
+    settings.DJANGO_ORDERS = {**MINIMAL, "ALLOWED_REDIRECT_HOSTS": ["shop.example.com", "*"]}
     (message,) = check_redirect_hosts()
     assert message.id == "django_orders.W003" and message.level == checks.WARNING
     assert 'DJANGO_ORDERS["ALLOWED_REDIRECT_HOSTS"] holds "*"' in message.msg
@@ -106,7 +105,7 @@ def test_w003_for_a_star_among_the_redirect_hosts(settings):
 
 def test_w003_for_a_star_in_allowed_hosts_when_they_are_used(settings):
     settings.ALLOWED_HOSTS = ["*"]
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     (message,) = check_redirect_hosts()
     assert message.id == "django_orders.W003"
     assert message.msg.startswith('ALLOWED_HOSTS (used while DJANGO_ORDERS["ALLOWED_REDIRECT')
@@ -114,8 +113,8 @@ def test_w003_for_a_star_in_allowed_hosts_when_they_are_used(settings):
 
 def test_no_w003_for_named_hosts(settings):
     settings.ALLOWED_HOSTS = ["*"]  # not used: the redirect hosts are named
-    settings.DJANGO_ORDERS = {**GOOD, "ALLOWED_REDIRECT_HOSTS": ["shop.example.com"]}
+    settings.DJANGO_ORDERS = {**MINIMAL, "ALLOWED_REDIRECT_HOSTS": ["shop.example.com"]}
     assert check_redirect_hosts() == []
     settings.ALLOWED_HOSTS = ["shop.example.com"]
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     assert check_redirect_hosts() == []

@@ -15,9 +15,7 @@ from django_orders.checks import check_settings, is_loopback
 from django_orders.conf import ENV_NAMES, orders_settings
 from django_orders.exceptions import OrdersConfigurationError
 from django_orders.secret import Secret
-from tests.fixtures.http import KEY
-
-GOOD = {"API_KEY": KEY, "BASE_URL": "https://api.example.com"}
+from tests.fixtures.http import KEY, MINIMAL
 
 
 def ids(messages):
@@ -25,7 +23,7 @@ def ids(messages):
 
 
 def test_all_is_well_gives_no_messages(settings):
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     assert check_settings() == []
 
 
@@ -46,7 +44,7 @@ def test_the_check_is_registered_with_django(settings):
 def test_e001_for_each_missing_required_setting(settings, monkeypatch, name, missing):
     # The variable is exported, so the settings line is what is wrong (the next tests: not).
     monkeypatch.setenv(ENV_NAMES[name], "exported")
-    values = dict(GOOD)
+    values = dict(MINIMAL)
     if missing == "absent":
         del values[name]
     else:
@@ -65,7 +63,7 @@ def test_e001_for_each_missing_required_setting(settings, monkeypatch, name, mis
 def test_e001_says_the_environment_variable_is_not_set(settings, monkeypatch, read):
     # The settings line is there; asking for it again would send the user to the wrong file.
     monkeypatch.delenv("ORDERS_API_KEY", raising=False)
-    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": read()}
+    settings.DJANGO_ORDERS = {**MINIMAL, "API_KEY": read()}
     (message,) = check_settings()
     assert message.id == "django_orders.E001"
     assert message.msg == (
@@ -78,14 +76,14 @@ def test_e001_says_the_environment_variable_is_not_set(settings, monkeypatch, re
 
 def test_e001_says_the_environment_variable_is_empty(settings, monkeypatch):
     monkeypatch.setenv("SHOP_ORDERS_KEY", "")
-    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": Secret.from_env("SHOP_ORDERS_KEY")}
+    settings.DJANGO_ORDERS = {**MINIMAL, "API_KEY": Secret.from_env("SHOP_ORDERS_KEY")}
     (message,) = check_settings()
     assert message.msg.endswith("the environment variable SHOP_ORDERS_KEY is empty.")
 
 
 def test_a_key_from_the_environment_is_never_printed(settings, monkeypatch):
     monkeypatch.setenv("ORDERS_API_KEY", KEY)
-    settings.DJANGO_ORDERS = {**GOOD, "API_KEY": Secret.from_env("ORDERS_API_KEY")}
+    settings.DJANGO_ORDERS = {**MINIMAL, "API_KEY": Secret.from_env("ORDERS_API_KEY")}
     out = io.StringIO()
     call_command("diffsettings", stdout=out)
     assert "<Secret [hidden]>" in out.getvalue()
@@ -124,7 +122,7 @@ def test_e001_twice_when_nothing_is_set(settings):
     ],
 )
 def test_e002_for_invalid_values(settings, values, expected):
-    settings.DJANGO_ORDERS = {**GOOD, **values}
+    settings.DJANGO_ORDERS = {**MINIMAL, **values}
     (message,) = check_settings()
     assert message.id == "django_orders.E002"
     assert message.level == checks.ERROR
@@ -134,7 +132,7 @@ def test_e002_for_invalid_values(settings, values, expected):
 
 
 def test_every_invalid_value_is_reported_at_once(settings):
-    settings.DJANGO_ORDERS = {**GOOD, "PAGE_SIZE": 0, "TIMEOUT": 0}
+    settings.DJANGO_ORDERS = {**MINIMAL, "PAGE_SIZE": 0, "TIMEOUT": 0}
     messages = check_settings()
     assert ids(messages) == ["django_orders.E002", "django_orders.E002"]
     assert 'DJANGO_ORDERS["TIMEOUT"]' in messages[0].msg  # in DEFAULTS order
@@ -156,7 +154,7 @@ def test_e001_and_e002_together(settings):
 def test_a_cached_good_value_does_not_hide_a_new_bad_one(settings):
     from django_orders.conf import orders_settings
 
-    settings.DJANGO_ORDERS = dict(GOOD)
+    settings.DJANGO_ORDERS = dict(MINIMAL)
     assert orders_settings.PAGE_SIZE == 100
     # Changed behind Django's back (no setting_changed): the check still sees the new value.
     settings.DJANGO_ORDERS["PAGE_SIZE"] = 0
@@ -165,7 +163,7 @@ def test_a_cached_good_value_does_not_hide_a_new_bad_one(settings):
 
 def test_w001_plain_http_with_debug_off(settings):
     settings.DEBUG = False
-    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": "http://api.example.com"}
+    settings.DJANGO_ORDERS = {**MINIMAL, "BASE_URL": "http://api.example.com"}
     (message,) = check_settings()
     assert message.id == "django_orders.W001"
     assert message.level == checks.WARNING
@@ -175,7 +173,7 @@ def test_w001_plain_http_with_debug_off(settings):
 
 def test_no_w001_when_debug_is_on(settings):
     settings.DEBUG = True
-    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": "http://api.example.com"}
+    settings.DJANGO_ORDERS = {**MINIMAL, "BASE_URL": "http://api.example.com"}
     assert check_settings() == []
 
 
@@ -184,7 +182,7 @@ def test_no_w001_when_debug_is_on(settings):
 )
 def test_no_w001_for_loopback_hosts(settings, host):
     settings.DEBUG = False
-    settings.DJANGO_ORDERS = {**GOOD, "BASE_URL": f"http://{host}:8000"}
+    settings.DJANGO_ORDERS = {**MINIMAL, "BASE_URL": f"http://{host}:8000"}
     assert check_settings() == []
 
 
@@ -194,7 +192,7 @@ def test_other_hosts_are_not_loopback(host):
 
 
 def test_w004_for_the_deprecated_sync_helper_setting(settings):
-    settings.DJANGO_ORDERS = {**GOOD, "SYNC_HELPER": "thread"}
+    settings.DJANGO_ORDERS = {**MINIMAL, "SYNC_HELPER": "thread"}
     (message,) = check_settings()
     assert message.id == "django_orders.W004"
     assert message.level == checks.WARNING
@@ -203,5 +201,5 @@ def test_w004_for_the_deprecated_sync_helper_setting(settings):
 
 
 def test_no_w004_on_top_of_the_e002_for_an_unusable_sync_helper(settings):
-    settings.DJANGO_ORDERS = {**GOOD, "SYNC_HELPER": "process"}
+    settings.DJANGO_ORDERS = {**MINIMAL, "SYNC_HELPER": "process"}
     assert ids(check_settings()) == ["django_orders.E002"]

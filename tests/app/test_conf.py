@@ -13,22 +13,13 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_orders.conf import DEFAULTS, orders_settings
 from django_orders.exceptions import OrdersConfigurationError, OrdersError
-from tests.fixtures.http import BASE, KEY
+from tests.fixtures.http import BASE, KEY, MINIMAL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REQUIRED = {"API_KEY": KEY, "BASE_URL": BASE}
 
 
-@pytest.fixture
-def configure(settings):
-    def set_(**values):
-        settings.DJANGO_ORDERS = {**REQUIRED, **values}
-
-    return set_
-
-
-def test_defaults(configure):
-    configure()
+def test_defaults(mocked_settings):
+    mocked_settings()
     assert orders_settings.TIMEOUT == (3.05, 30)
     assert orders_settings.MAX_RETRIES == 3
     assert orders_settings.PAGE_SIZE == 100
@@ -47,15 +38,15 @@ def test_defaults(configure):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
 
-def test_a_setting_change_is_seen_at_once(configure):
-    configure(PAGE_SIZE=10)
+def test_a_setting_change_is_seen_at_once(mocked_settings):
+    mocked_settings(PAGE_SIZE=10)
     assert orders_settings.PAGE_SIZE == 10  # now cached
-    configure(PAGE_SIZE=20)  # the settings fixture sends setting_changed
+    mocked_settings(PAGE_SIZE=20)  # the settings fixture sends setting_changed
     assert orders_settings.PAGE_SIZE == 20
 
 
-def test_an_unknown_setting_name_is_an_attribute_error(configure):
-    configure()
+def test_an_unknown_setting_name_is_an_attribute_error(mocked_settings):
+    mocked_settings()
     with pytest.raises(AttributeError, match="PAGESIZE"):
         orders_settings.PAGESIZE  # noqa: B018
 
@@ -65,7 +56,7 @@ def test_an_unknown_setting_name_is_an_attribute_error(configure):
 )
 @pytest.mark.parametrize("missing", ["absent", None, ""])
 def test_a_missing_required_setting_names_it_exactly(settings, name, env, missing):
-    values = dict(REQUIRED)
+    values = dict(MINIMAL)
     if missing == "absent":
         del values[name]
     else:
@@ -123,8 +114,8 @@ def test_django_orders_must_be_a_dict(settings):
     assert "misplaced" not in repr(orders_settings)
 
 
-def test_unknown_keys_are_named(configure):
-    configure(PAGESIZE=10, TIMEOUTS=5)
+def test_unknown_keys_are_named(mocked_settings):
+    mocked_settings(PAGESIZE=10, TIMEOUTS=5)
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.PAGE_SIZE  # noqa: B018
     assert "Unknown key(s) in DJANGO_ORDERS: PAGESIZE, TIMEOUTS" in str(caught.value)
@@ -187,22 +178,22 @@ INVALID = [
 
 
 @pytest.mark.parametrize(("name", "value"), INVALID, ids=[f"{n}={v!r}" for n, v in INVALID])
-def test_invalid_values_are_refused_naming_the_setting(configure, name, value):
-    configure(**{name: value})
+def test_invalid_values_are_refused_naming_the_setting(mocked_settings, name, value):
+    mocked_settings(**{name: value})
     with pytest.raises(OrdersConfigurationError) as caught:
         getattr(orders_settings, name)
     assert f'DJANGO_ORDERS["{name}"]' in str(caught.value)
     assert KEY not in str(caught.value)
 
 
-def test_the_24_hour_rule_is_explained(configure):
-    configure(KEY_LIFETIME=timedelta(hours=24))
+def test_the_24_hour_rule_is_explained(mocked_settings):
+    mocked_settings(KEY_LIFETIME=timedelta(hours=24))
     with pytest.raises(OrdersConfigurationError, match="24 hours the service keeps"):
         orders_settings.KEY_LIFETIME  # noqa: B018
 
 
-def test_credentials_in_the_base_url_are_refused_without_echoing_them(configure):
-    configure(BASE_URL=f"https://user:{KEY}@api.example.com")
+def test_credentials_in_the_base_url_are_refused_without_echoing_them(mocked_settings):
+    mocked_settings(BASE_URL=f"https://user:{KEY}@api.example.com")
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.BASE_URL  # noqa: B018
     assert "must not contain a user name or password" in str(caught.value)
@@ -233,19 +224,19 @@ VALID = [
 
 
 @pytest.mark.parametrize(("name", "value"), VALID, ids=[f"{n}={v!r}" for n, v in VALID])
-def test_valid_values_are_accepted_as_given(configure, name, value):
-    configure(**{name: value})
+def test_valid_values_are_accepted_as_given(mocked_settings, name, value):
+    mocked_settings(**{name: value})
     read = getattr(orders_settings, name)
     assert (read.reveal() if name == "API_KEY" else read) == value
 
 
-def test_a_timeout_list_becomes_a_tuple(configure):
-    configure(TIMEOUT=[2, 10])
+def test_a_timeout_list_becomes_a_tuple(mocked_settings):
+    mocked_settings(TIMEOUT=[2, 10])
     assert orders_settings.TIMEOUT == (2, 10)
 
 
-def test_a_currencies_list_becomes_a_tuple(configure):
-    configure(CURRENCIES=["eur", "usd"])
+def test_a_currencies_list_becomes_a_tuple(mocked_settings):
+    mocked_settings(CURRENCIES=["eur", "usd"])
     assert orders_settings.CURRENCIES == ("eur", "usd")
 
 
@@ -255,8 +246,8 @@ def test_is_set_reports_required_values_without_raising(settings):
     assert not orders_settings.is_set("BASE_URL")
 
 
-def test_sync_helper_process_was_removed_and_the_error_names_the_fix(configure):
-    configure(SYNC_HELPER="process")
+def test_sync_helper_process_was_removed_and_the_error_names_the_fix(mocked_settings):
+    mocked_settings(SYNC_HELPER="process")
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.SYNC_HELPER  # noqa: B018
     message = str(caught.value)

@@ -18,7 +18,7 @@ from django_orders.conf import orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersConfigurationError
 from django_orders.secret import Secret
 from tests.fixtures.hostile import json_answer
-from tests.fixtures.http import BASE, KEY
+from tests.fixtures.http import BASE, KEY, MINIMAL
 from tests.fixtures.secrecy import error_report, raised_by
 
 
@@ -95,7 +95,7 @@ UNSENDABLE = {
 
 @pytest.mark.parametrize("key", UNSENDABLE.values(), ids=UNSENDABLE.keys())
 def test_a_key_a_header_cannot_carry_is_refused_without_being_echoed(settings, key):
-    settings.DJANGO_ORDERS = {"API_KEY": key, "BASE_URL": BASE}
+    settings.DJANGO_ORDERS = {**MINIMAL, "API_KEY": key}
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.API_KEY  # noqa: B018
     assert 'DJANGO_ORDERS["API_KEY"]' in str(caught.value)

@@ -16,9 +16,7 @@ from django.core import checks
 from django_orders.checks import check_settings
 from django_orders.conf import DEFAULTS, ENV_NAMES, REQUIRED, SETTINGS, orders_settings, problem
 from django_orders.exceptions import OrdersConfigurationError
-from tests.fixtures.http import BASE, KEY, assert_key_absent
-
-GOOD = {"API_KEY": KEY, "BASE_URL": BASE}
+from tests.fixtures.http import KEY, MINIMAL, assert_key_absent
 
 #: One unusable value per setting (and the test below fails when a setting has none).
 BAD = {
@@ -61,7 +59,7 @@ def test_every_default_passes_its_own_validator(name):
 
 @pytest.mark.parametrize("name", list(BAD))
 def test_conf_and_the_check_say_the_same_naming_the_setting(settings, name):
-    settings.DJANGO_ORDERS = {**GOOD, name: BAD[name]}
+    settings.DJANGO_ORDERS = {**MINIMAL, name: BAD[name]}
     with pytest.raises(OrdersConfigurationError) as caught:
         getattr(orders_settings, name)
     (message,) = check_settings()

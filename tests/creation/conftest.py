@@ -1,5 +1,5 @@
 """Fixtures for the order creation and checkout tests: valid input, the raw bodies the sandbox
-received, order records as the service sends them, and ``order_status_changed`` as received."""
+received, and order records as the service sends them (``status_changes``: fixtures/mirror.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order
-from django_orders.signals import order_status_changed
 from django_orders.testing.sandbox.handler import Handler
 from tests.fixtures.http import BASE
 from tests.fixtures.payloads import create_order_input
@@ -106,16 +105,3 @@ def mirror(order_id: str = "or_unit1", status: str = "requires_payment", **extra
     """Store the order as a sync would have."""
     store_orders([parse_order(record(order_id, status, **extra))])
     return Order.objects.get(pk=order_id)
-
-
-@pytest.fixture
-def status_changes():
-    """``order_status_changed`` as received: (order id, previous, status)."""
-    seen: list[tuple[str, str, str]] = []
-
-    def receiver(sender, order, previous_status, status, **kwargs):
-        seen.append((order.pk, previous_status, status))
-
-    order_status_changed.connect(receiver, weak=False)
-    yield seen
-    order_status_changed.disconnect(receiver)

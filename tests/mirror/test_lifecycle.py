@@ -25,25 +25,11 @@ from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.refresh import store_answer, store_lookup
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order
-from django_orders.signals import order_status_changed
 from tests.creation.conftest import CANCEL, record
 
 T1 = datetime(2026, 1, 2, 3, 5, tzinfo=UTC)
 T2 = T1 + timedelta(seconds=1)
 T3 = T1 + timedelta(seconds=2)
-
-
-@pytest.fixture
-def changes():
-    """``order_status_changed`` as received: (order id, previous, status)."""
-    seen: list[tuple[str, str, str]] = []
-
-    def receiver(sender, order, previous_status, status, **kwargs):
-        seen.append((order.pk, previous_status, status))
-
-    order_status_changed.connect(receiver, weak=False)
-    yield seen
-    order_status_changed.disconnect(receiver)
 
 
 def store(status: str, sent_at: datetime, **extra) -> None:
@@ -118,10 +104,10 @@ def page(records: list[dict], *, typed: bool, sent_at: datetime) -> list:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("typed", [True, False], ids=["typed", "plain"])
-def test_a_page_read_before_the_payment_never_takes_paid_back(typed, changes):
+def test_a_page_read_before_the_payment_never_takes_paid_back(typed, status_changes):
     store("requires_payment", T1)
     store("paid", T3)  # confirm_order's lookup, sent after the page's request
-    assert changes == [("or_unit1", "requires_payment", "paid")]
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]
 
     late = page([record(number="EX-OLD")], typed=typed, sent_at=T2)
     result = store_orders(late, sent_at=T2)
@@ -130,13 +116,13 @@ def test_a_page_read_before_the_payment_never_takes_paid_back(typed, changes):
     order = stored()
     assert (order.status, order.number, order.observed_at) == ("paid", "EX-1001", T3)
     assert order.paid_at == datetime(2026, 1, 2, 3, 6, tzinfo=UTC)
-    assert changes == [("or_unit1", "requires_payment", "paid")]  # nothing backwards
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]  # nothing backwards
 
     # The next sync reads the order paid: nothing changes, nothing is announced again.
     again = page([record(status="paid")], typed=typed, sent_at=T3 + timedelta(seconds=5))
     store_orders(again, sent_at=T3 + timedelta(seconds=5))
     assert stored().status == "paid"
-    assert changes == [("or_unit1", "requires_payment", "paid")]
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -161,12 +147,14 @@ def test_store_orders_without_sent_at_counts_the_answer_as_sent_now():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_older_answer_that_moves_forward_is_taken_and_keeps_the_later_request_time(changes):
+def test_an_older_answer_that_moves_forward_is_taken_and_keeps_the_later_request_time(
+    status_changes,
+):
     store("requires_payment", T3)
     store("paid", T1)  # sent earlier, answered later: it saw the payment
     order = stored()
     assert (order.status, order.observed_at) == ("paid", T3)
-    assert changes == [("or_unit1", "requires_payment", "paid")]
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -182,11 +170,11 @@ def test_timestamps_that_only_appear_are_never_cleared():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_unknown_status_never_replaces_a_final_one(changes):
+def test_an_unknown_status_never_replaces_a_final_one(status_changes):
     store("paid", T1)
     store("on_hold", T3)
     assert stored().status == "paid"
-    assert changes == []
+    assert status_changes == []
 
 
 # --- lookups, confirm and cancel answers ---------------------------------------------------------
@@ -228,18 +216,18 @@ class CrossingClient:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crossing_confirm_answers_leave_the_newer_state_and_one_signal(changes):
+def test_crossing_confirm_answers_leave_the_newer_state_and_one_signal(status_changes):
     store("requires_payment", T1)
     client = CrossingClient(record(), record(status="paid"))
 
     refresh_order(client, "or_unit1")
 
     assert stored().status == "paid"
-    assert changes == [("or_unit1", "requires_payment", "paid")]
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crossing_answers_of_the_same_status_leave_the_later_requests(changes):
+def test_crossing_answers_of_the_same_status_leave_the_later_requests(status_changes):
     store("paid", T1)
     client = CrossingClient(
         record(status="paid", number="EX-1"), record(status="paid", number="EX-2")
@@ -248,12 +236,12 @@ def test_crossing_answers_of_the_same_status_leave_the_later_requests(changes):
     refresh_order(client, "or_unit1")
 
     assert stored().number == "EX-2"
-    assert changes == []
+    assert status_changes == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_cancel_answered_after_the_payment_was_stored_leaves_the_order_paid(
-    http_mock, changes, mocked_settings
+    http_mock, status_changes, mocked_settings
 ):
     mocked_settings()
     store("requires_payment", T1)
@@ -269,7 +257,7 @@ def test_a_cancel_answered_after_the_payment_was_stored_leaves_the_order_paid(
     order = cancel_order("or_unit1")
 
     assert order.status == "paid" and stored().status == "paid"
-    assert changes == [("or_unit1", "requires_payment", "paid")]
+    assert status_changes == [("or_unit1", "requires_payment", "paid")]
 
 
 # --- two writers at once (PostgreSQL) ------------------------------------------------------------
@@ -340,7 +328,7 @@ def test_a_create_answer_is_stamped_with_the_first_send_of_its_request(live_orde
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's READ COMMITTED")
 @pytest.mark.django_db(transaction=True)
 def test_an_order_stored_between_a_pages_read_and_its_upsert_is_not_taken_back(
-    monkeypatch, changes
+    monkeypatch, status_changes
 ):
     """A page holds a stored order and one the mirror lacks; another process stores the
     absent one, paid, after the page's read: the page's older answer must not overwrite it,
@@ -385,5 +373,5 @@ def test_an_order_stored_between_a_pages_read_and_its_upsert_is_not_taken_back(
     assert Order.objects.get(pk="or_unit2").status == "paid"
     assert Order.objects.get(pk="or_unit1").number == "EX-2"
     assert first_seen == ["or_unit2"]  # the other process's, once
-    assert changes == []
+    assert status_changes == []
     assert (result.created, result.updated, result.kept) == (0, 1, 1)

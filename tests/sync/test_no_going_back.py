@@ -14,7 +14,6 @@ import pytest
 from django.db import connections
 
 from django_orders.models import Order, SyncRun
-from django_orders.signals import order_status_changed
 from django_orders.sync.engine import sync_orders
 from django_orders.sync.refresh import refresh_orders
 from django_orders.testing.sandbox import handler
@@ -25,19 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: How long the sandbox holds the page's answer: far longer than the other process needs to
 #: look the order up and store it (it is set up and waiting before the page is asked for).
 HOLD_SECONDS = 6.0
-
-
-@pytest.fixture
-def announced():
-    """``order_status_changed`` as this process sent it: (order id, previous, status)."""
-    seen: list[tuple[str, str, str]] = []
-
-    def receiver(sender, order, previous_status, status, **kwargs):
-        seen.append((order.pk, previous_status, status))
-
-    order_status_changed.connect(receiver, weak=False)
-    yield seen
-    order_status_changed.disconnect(receiver)
 
 
 @pytest.fixture
@@ -70,7 +56,7 @@ def read_line(child: subprocess.Popen) -> str:
     ids=["page", "lookup"],
 )
 def test_an_answer_in_transit_never_takes_back_a_payment_confirmed_by_another_process(
-    sandbox, orders_settings_for, announced, page_held, path, write
+    sandbox, orders_settings_for, status_changes, page_held, path, write
 ):
     orders_settings_for(sandbox, TIMEOUT=(2, 30))
     order_id, *_others = sandbox.insert_orders(3)  # newest first: order_id is on page 1
@@ -121,9 +107,9 @@ def test_an_answer_in_transit_never_takes_back_a_payment_confirmed_by_another_pr
     assert Order.objects.get(pk=order_id).status == "paid"
     confirmed = [tuple(line.split()[1:]) for line in lines if line.startswith("SIGNAL")]
     once = [(order_id, "requires_payment", "paid")]
-    assert confirmed + announced == once  # nothing backwards, nothing twice
+    assert confirmed + status_changes == once  # nothing backwards, nothing twice
 
     sync_orders()  # the next sync reads the order paid
 
     assert Order.objects.get(pk=order_id).status == "paid"
-    assert confirmed + announced == once
+    assert confirmed + status_changes == once
