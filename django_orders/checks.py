@@ -1,26 +1,8 @@
 """System checks (``manage.py check``) with stable ids, each with a hint that says the fix.
 
-- ``django_orders.E001``: a required setting (``API_KEY``, ``BASE_URL``) is missing; when the
-  settings read it from an environment variable that is not exported, the message says so.
-- ``django_orders.E002``: ``DJANGO_ORDERS`` or one of its values is unusable (the message comes
-  from the same validation that runs when the value is first read, so the two never disagree).
-- ``django_orders.E003``: ``DATABASE_ROUTERS`` write the app's models to more than one database,
-  where a sync page's rows, the run's progress and the lease renewal (or an order request and
-  its order) could not commit in one transaction (``db.app_database``).
-- ``django_orders.E004``: the REST API is mounted but ``CHECKOUT_BUILDER`` is not set, or the
-  builder cannot be imported or called (``W002`` where the root URLconf does not mount the API).
-- ``django_orders.E005``: ``WATCH_PAYMENTS`` is on but Django's Tasks framework is missing or
-  the default task backend cannot defer (``run_after``): the payment watcher would poll inside
-  the checkout request (the immediate backend), or never run.
-- ``django_orders.W001``: ``BASE_URL`` is plain http while ``DEBUG`` is off, so the key would
-  cross the network unencrypted (loopback hosts, such as the local sandbox, are exempt).
-- ``django_orders.W003``: the hosts a checkout may send the payer back to include ``"*"``.
-- ``django_orders.W004``: a deprecated setting is set: it does nothing, and the next release
-  will not know it (an unknown key is E002).
-
-Registered by ``DjangoOrdersConfig.ready()`` (``checks.register``), not by importing this module.
-The values are checked as configured now (``conf.SETTINGS``' validators on
-``settings.DJANGO_ORDERS``), not as ``orders_settings`` may have cached them.
+Registered by ``DjangoOrdersConfig.ready()``, not on import. Values are checked as configured
+now (``conf.SETTINGS``' validators on ``settings.DJANGO_ORDERS``), not as ``orders_settings``
+may have cached them. The ids and what each means: README.md (Settings, "System checks").
 """
 
 from __future__ import annotations

@@ -295,8 +295,8 @@ SETTINGS: dict[str, Setting] = {
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
     # Where a page walk fetches and parses the next page while the current one is written:
-    # "thread", a helper thread of the sync's own process (the only value since 0.x: the
-    # helper process of earlier versions no longer paid for itself once parsing got cheap).
+    # "thread", a helper thread of the sync's own process, the only value: parsing is cheap
+    # enough that a helper process costs more than it saves.
     "SYNC_HELPER": Setting("thread", _sync_helper),
     # The currencies create_order accepts (lower case): the provider's, which all have two
     # minor-unit digits. Anything else would be stored and then refused upstream.

@@ -1,15 +1,8 @@
 """The app's database and its transactions, shared by both pipelines (creation and sync).
 
-Persist, then send: a write that must be committed before an HTTP call (an order request's
-idempotency key, a sync page's progress) cannot run inside someone else's ``atomic()``, whose
-rollback would take it back after the service had acted on it.
-
-One database: a sync page's rows commit with the run's progress and the lease renewal, and an
-order request with its order, so every model of the app is written to the database the
-project's ``DATABASE_ROUTERS`` choose for ``Order`` (the system check ``django_orders.E003``
-refuses routers that split them). Its transactions are opened there (``app_atomic``), not on
-``default``: on another alias a bare ``atomic()`` would leave each statement to commit on its
-own.
+Persist, then send: a write committed before an HTTP call cannot run inside someone else's
+``atomic()``. Every model is written to the database the routers choose for ``Order`` (E003
+refuses a split) and opened there (``app_atomic``). Why: docs/architecture/checkout.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Check classes for django-health-check 4.x (``pip install "django-orders[health]"``).
 
-List them in ``HealthCheckView(checks=[...])``, with their thresholds as keyword arguments::
-
-    HealthCheckView.as_view(checks=[
-        "health_check.checks.Database",
-        ("django_orders.health.SyncFreshness", {"max_age": timedelta(hours=1)}),
-        "django_orders.health.OrderRequestsStuck",
-        "django_orders.health.OrderRequestsInReview",
-    ])
-
-Each reads the database only: a probe never calls the provider. Each failure says what to do.
-``SearchIndexFreshness`` is its own check so that a load balancer's probe can leave it out: a
-lagging search index slows the change feed, it does not stop the shop.
-
-``StuckRecords`` is the base of the checks that count rows stuck in a state: a check for
-another kind of stuck record is a subclass naming its query and its advice.
+Each reads the database only (a probe never calls the provider) and says what to do when it
+fails; ``StuckRecords`` is the base of the checks that count rows stuck in a state. How to list
+them with their thresholds: README.md, "Health checks".
 """
 
 from __future__ import annotations

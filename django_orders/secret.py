@@ -1,22 +1,8 @@
-"""``Secret``: the API key as a value that never shows itself.
+"""``Secret``: the API key as a value that never shows itself (``<Secret [hidden]>``).
 
-Why a type and not only ``sensitive_variables``: Django cleanses the locals it marks only while
-``DEBUG`` is off (``SafeExceptionReporterFilter.is_active``). With ``DEBUG = True`` the
-technical 500 page prints every local of every frame with ``repr``, so any frame that holds the
-key as a plain string (a client being built, the settings being validated) would show it to
-whoever sees the page. Held as a ``Secret``, the key prints as ``<Secret [hidden]>``
-everywhere: ``repr``, ``str``, f-strings, ``pprint``, logs.
-
-Settings hold it this way from the start with ``Secret.from_env("ORDERS_API_KEY")``: then
-``manage.py diffsettings``, a settings dump in a debugger or a log of ``settings.DJANGO_ORDERS``
-print ``<Secret [hidden]>`` too, where ``os.environ.get`` would leave the plain text in the
-settings module. A ``Secret`` read from the environment remembers the variable's name, so the
-system check can say "the environment variable ORDERS_API_KEY is not set" instead of asking
-for a settings line that is already there.
-
-Only the client's ``Authorization`` header builder unwraps it (``reveal()``). The checks below
-return descriptions instead of raising, so no frame that holds the plain text is ever part of
-a traceback.
+A type, not only ``sensitive_variables``: with ``DEBUG = True`` the technical 500 page prints
+every local of every frame. Only the client's ``Authorization`` header unwraps it; the checks
+return descriptions instead of raising. Why: docs/architecture/client.md ("The key").
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The service layer: what shop code, the admin and the management commands call.
 
 Services own transactions and the order of durable steps; no transaction is ever held open
-across an HTTP call. This module is the public entry point; the work lives in the layer packages:
-
-- ``creation.flow``: ``create_order``, ``resume_order_requests``, ``resend_order_request``
-- ``creation.refunds``: ``refund_order``, ``cancel_refund`` (resumed by ``resume_order_requests``)
-- ``creation.checkout``: ``confirm_order`` (the customer is back from the payment page),
-  ``cancel_order``
-- ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
-- ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
-- ``client.factory``: ``reset_clients`` (drop the API clients the app keeps)
-
-The app's own interfaces (admin, REST API, views, commands) and its test kit import nothing
-else of those packages: what they need of them is named here too (``.importlinter`` checks it).
+across an HTTP call. The interfaces import nothing else of the layer packages (``.importlinter``
+checks it): what they need is named here. Where each service lives: docs/reference/services.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Throttling shared by the interfaces: who a client is, and the rates of the app's scopes.
 
-Three things cost a call to the service per request and are throttled: ``POST checkout/``
-(scope ``orders_checkout``), ``POST orders/<id>/confirm/`` (``orders_confirm``), both in
-``rest.throttles``, and the customer's return page (``orders_return``, here). Rates come from
-``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read at each request; a scope the settings do
-not name gets ``DEFAULT_RATES`` (DRF itself would answer every request with a 500 for an
-unrated scope); ``None`` turns a scope's throttling off.
-
-Clients are told apart by ``REMOTE_ADDR`` (or, for the REST API, their user when logged in).
-DRF trusts ``X-Forwarded-For`` whenever ``NUM_PROXIES`` is unset, so a client sending a new
-value with each request would never be throttled; here an unset ``NUM_PROXIES`` trusts no
-proxy, and a number says how many proxies in front of the app append to that header (DRF's
-own rule then). The counts live in Django's default cache: it must be shared by all workers
-(Redis, Memcached, the database), or each process counts on its own.
+A scope the settings do not rate gets ``DEFAULT_RATES`` (DRF would answer a 500), and an unset
+``NUM_PROXIES`` trusts no ``X-Forwarded-For``. The scopes and the reasons:
+docs/architecture/interfaces.md ("Throttling").
 """
 
 from __future__ import annotations

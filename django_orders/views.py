@@ -1,23 +1,9 @@
 """The pages a customer sees on coming back from the hosted payment page.
 
-The order id is the only thing taken from the browser: the ``order_id`` query parameter the
-payment page appends to ``checkout_settings`` URLs or, when it is missing, the order the shop's
-checkout remembered in the session (``remember_checkout``). Everything shown comes from a
-server-side lookup (``confirm_order``); an id this shop neither created nor mirrors is a 404.
-
-Cancelling is a POST (CSRF protected) and only for an order this browser's session checked
-out: knowing an order id (it travels in URLs) must not let anyone cancel someone else's order.
-
-The return page makes at most one lookup per request and never sleeps in the worker: while the
-order is unpaid it asks the browser to load it again (a ``Refresh`` header, every
-``REFRESH_SECONDS``, at most ``MAX_REFRESHES`` times), and it is throttled per client address
-(scope ``orders_return``, ``throttling``) like the REST confirmation, because an anonymous
-GET costs a call to the service.
-
-The service being unreachable or failing is a friendly 503 page (``unavailable.html``), never a
-traceback; no error text reaches the page (it may name hosts, and the key never appears in it
-anyway). The views are ``non_atomic_requests``: the services refuse to hold a transaction
-across their HTTP calls, ``ATOMIC_REQUESTS`` or not.
+Only the order id comes from the browser; what is shown comes from a server-side lookup, at
+most one per request, throttled per client address. Cancelling is a POST for an order this
+session checked out; failures are a 503 page. Why: docs/architecture/checkout.md ("The return
+pages").
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The "Refund…" page of an order: pick lines and amounts, confirm, then ``services.refund_order``.
 
-Behind the ``django_orders.refund_order`` permission (and the order's view permission). Two
-steps, as the other actions that talk to the service: the form (each line prefilled with its
-refundable remainder, in the currency's digits), then a confirmation page that carries the
-checked choices in hidden fields together with a reference made when that page is rendered.
-Posting the confirmation calls the service with that reference, so a double submit of the same
-confirmation is the same refund (one upstream refund per reference), never two.
-
-Amounts are typed as staff read them ("12.50") and parsed to minor units with ``Decimal``,
-exactly: more digits than the currency has, or anything that is not a plain number, is refused
-on the field.
+The confirmation carries a reference made when it is rendered, so a double submit is the same
+refund, never two; amounts are parsed with ``Decimal`` to the currency's digits, exactly, and
+anything else is refused on the field.
 """
 
 from __future__ import annotations

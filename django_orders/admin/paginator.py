@@ -1,16 +1,8 @@
 """A paginator for the admin that never counts millions of rows exactly.
 
-Django's ``Paginator.count`` runs ``SELECT COUNT(*)`` over the whole filtered queryset on every
-page view. On PostgreSQL that is a full scan of the table (MVCC keeps no row count), which grows
-with the table (figures: benchmarks/README.md, section "Admin order changelist"). Here:
-
-- an unfiltered queryset of a large table is counted from the planner's estimate
-  (``pg_class.reltuples``, kept up to date by autovacuum/ANALYZE): one catalogue lookup;
-- anything else is counted exactly up to ``count_limit`` rows and no further
-  (``SELECT COUNT(*) FROM (... LIMIT count_limit + 1)``), so a broad filter costs at most
-  ``count_limit`` index entries.
-
-``count_is_exact`` tells templates whether to say "about" or "more than".
+``SELECT COUNT(*)`` is a full scan on PostgreSQL, so an unfiltered large table is counted from
+the planner's estimate and anything else exactly up to ``count_limit`` rows; ``count_is_exact``
+tells templates whether to say "about" or "more than". Why: docs/architecture/interfaces.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Decoding an answer's body into JSON the mirror can store.
 
-Split from reading (``reading``): once the bytes are in, they are decoded as RFC 8259 JSON,
-nesting bounded (``MAX_JSON_DEPTH``), and the two things in valid JSON that no database column
-takes are made storable: lone surrogates (``"\\ud83d"``) and NUL characters (``"\\u0000"``)
-become U+FFFD, in keys and values alike. Replaced, not removed: an id ``"or_1\\u0000"`` must
-not become another order's ``"or_1"``, and the mark stays visible.
-
-Bodies whose every number is an integer go to msgspec first (``decode_plain``): it reads the
-same values as Python's decoder, in C, and the mirror can then re-encode records with msgspec's
-sorted encoding, byte for byte its canonical JSON (``Page.plain``; see ``mirror.page_parsing``).
+RFC 8259 JSON, nesting bounded (``MAX_JSON_DEPTH``); lone surrogates and NUL characters, which
+no database column takes, become U+FFFD (replaced, not removed: an id must not become another's).
+Bodies of integers only go to msgspec first. Why: docs/architecture/sync.md ("Parsing").
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """The one way the app builds a client: from settings, one per thread, rebuilt when they change.
 
-Every client the app uses is built here from ``DJANGO_ORDERS`` (through
-``OrdersClient.from_settings``, nowhere else), so the settings a client is built from are read
-in one place. There are two ways to get one:
-
-- ``get_client()``: the calling thread's client, kept between calls so that kept-alive sockets
-  are reused (a ``requests.Session`` is not safe to share between threads, hence one per
-  thread). For work done on the caller's own thread: creation (create, resume, resend),
-  checkout (confirm, cancel) and the API check.
-- ``new_client()``: a client of the caller's own, which the caller closes. For work on threads
-  the caller starts: the sync's read-ahead thread (which may still be finishing a request
-  when the run returns, so it must not share the caller's client) and the lookup pool's
-  workers (whose clients share one ``RateGate``, its only option).
-
-A caller that needs another behaviour says so per call rather than with a differently built
-client: the API check reads with ``fetch_page(..., retries=0)``, the sync walks with
-``iter_pages(..., max_page_number=...)``.
-
-``reset()`` drops the cached clients: this thread's is closed at once, every other thread's
-when that thread next asks for its client (closing a session another thread may be using
-would break its request). It runs when ``settings.DJANGO_ORDERS`` changes (Django's
-``setting_changed``, connected in ``AppConfig.ready()``), so a test that changes the settings
-gets a client built from the new ones; call it directly after patching how clients are built.
+``get_client()``: the calling thread's, kept for its sockets; ``new_client()``: one the caller
+owns and closes, for threads it starts; ``reset()`` on ``setting_changed``. Why the two and the
+per-call options: docs/architecture/client.md ("One client per thread").
 """
 
 from __future__ import annotations

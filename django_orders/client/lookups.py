@@ -1,15 +1,8 @@
 """Order lookups several at a time: the refresh of orders the page walk cannot reach.
 
-A lookup is one round trip (traversal rule 5), so refreshing orders one after the other costs
-the network's latency once per order (figures: benchmarks/README.md, section "Refreshing orders
-by lookup"). Lookups are independent,
-so ``REFRESH_CONCURRENCY`` of them are kept in flight, each worker thread with a client of its
-own (a ``requests.Session`` is not meant to be shared between threads) and all clients sharing
-one ``RateGate``, so that a 429 makes the whole pool back off together.
-
-Only HTTP happens in the worker threads. Results come back to the calling thread, which writes
-each order in its own short transaction: the database sees one writer, as it does
-for the page walk, and no transaction ever waits on the network.
+``REFRESH_CONCURRENCY`` lookups in flight, each worker thread with its own client, all sharing
+one ``RateGate``; only HTTP happens on the workers, the calling thread writes each answer. Why:
+docs/architecture/refresh.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """An ``/orders/page`` answer as typed msgspec structs: one pass in C, no dict per object.
 
-Why: decoding a page into dicts and lists made Python objects the garbage collector walks
-(about 7,000 containers a page of 256), and the mirror then walked every record again in
-Python. With a schema of the order record, msgspec decodes a page into structs that the
-collector does not track (``gc=False``: they never form cycles), checks the types the mirror
-relies on while decoding, and re-encodes each order with sorted keys in C for its canonical
-JSON (``mirror.page_parsing``): benchmarks/README.md, the parse step.
-
-Exactness: a body decodes here only if every object of it is one the schema knows field by
-field (``forbid_unknown_fields``), every number an integer, every leaf of the type the schema
-says. Then its values are those ``json.loads`` reads (duplicate keys: the last, as there;
-integers of any size), a field absent from the record stays ``UNSET`` and is left out when
-encoding, a ``null`` stays ``None``, and msgspec's sorted encoding of an order is byte for byte
-``canonical_json`` of the decoded record (tests/mirror/test_page_parsing.py). Anything else (a
-field the schema does not know, a float, a string where it expects an object, deeper
-``custom_data``, NUL or surrogate escapes) makes ``decode_orders_page`` return ``None``, and
-the body is decoded by Python (``decoding.decode_answer``), values and errors unchanged.
-
-The sync does not decode a page with the schema at once: the transport reads it as
-``LightOrder``s (the few fields a walk compares, each customer as its bytes) and keeps the
-body, which ``mirror.deferred_pages`` decodes with the schema only when one of its orders turns
-out to need more than its bytes (a new or changed order).
+A body decodes here only if its values are exactly those ``json.loads`` reads (every object
+known field by field, every number an integer); else ``decode_orders_page`` returns ``None``
+and Python decodes it. Why, and the exactness rules: docs/architecture/sync.md ("Parsing").
 """
 
 from __future__ import annotations
@@ -49,8 +31,9 @@ logger = logging.getLogger("django_orders.client")
 
 # Every field is optional (``UNSET`` when absent) and nullable: the schema's job is to describe
 # what a record holds, exactly; what the mirror requires of it is checked by the parser, with
-# the old path's messages. Nothing here has a default other than UNSET: a default of None
-# would make an absent field and a null one the same, and change the canonical text.
+# the messages of a record Python decoded. Nothing here has a default other than UNSET: a
+# default of None would make an absent field and a null one the same, and change the canonical
+# text.
 
 
 class _Schema(Struct, gc=False, forbid_unknown_fields=True):
@@ -178,8 +161,8 @@ def to_records(orders: list[OrderStruct]) -> list[dict[str, Any]]:
 
 # --- what a walk reads before it knows whether a record changed --------------------------------
 # Why: in a re-sync nearly every order is the one the mirror holds, byte for byte
-# (``Order.wire_fingerprint``), and decoding it into the schema's structs was about half of
-# what such an order cost (benchmarks/README.md). These decoders are lenient on
+# (``Order.wire_fingerprint``), and decoding it into the schema's structs would be much of
+# what such an order costs (figures: benchmarks/README.md). These decoders are lenient on
 # purpose (unknown fields skipped, any type taken): they read the few fields a walk compares
 # and each record's bytes, and check the envelope as the schema does. Whether a record fits the
 # schema is decided by ``decode_orders_page`` on the same body, when a record turns out to need

@@ -52,8 +52,8 @@ logger = logging.getLogger("django_orders.client")
 class _Watchdog:
     """One daemon thread that fires each pending ``Deadline`` of the process when it passes.
 
-    Why not a ``threading.Timer`` per exchange: starting a thread for every request
-    was about a fifth of a small request's CPU (benchmarks/README.md). The heap holds
+    Why not a ``threading.Timer`` per exchange: starting a thread for every request is a
+    large share of a small request's CPU (figures: benchmarks/README.md). The heap holds
     only the exchanges in flight: a deadline is taken out as its exchange ends. The thread
     starts with the first deadline, and again in a forked child, which has none of its parent's
     threads (``os.register_at_fork`` below).

@@ -1,30 +1,8 @@
-"""HTTP transport for the order service. No Django models, no ORM: just requests.
+"""HTTP transport for the order service: requests only, no Django models.
 
-One ``requests.Session`` per client, the bearer header added per request by an auth object whose
-``repr`` hides the key, explicit timeouts, and error mapping into ``exceptions``. Retries are
-decided here because only here is it known whether a request reached the server:
-
-- page reads and lookups are retried on 429, 5xx and network errors, and a page read also on
-  a 200 whose body is not a valid page (a proxy cutting the answer short): reading a page
-  changes nothing upstream, so asking again is always safe;
-- every retry of one call counts against one ``max_retries``, whatever went wrong, so a call
-  takes at most ``conf.longest_exchange`` (which the sync lease and the create claim rely on);
-- a create is retried only with the very same body (same idempotency key), and not after a read
-  timeout, which already cost the whole read timeout: the service layer keeps such a request
-  pending and resends it later;
-- urllib3 never retries a POST on its own (``max_retries=0``): it would resend blindly;
-- redirects are not followed: a 307/308 would resend a create somewhere else, and a 301/302
-  would turn it into a GET. A redirect almost always means a wrong ``BASE_URL``.
-
-Once an answer (or a failure) is in, the ``Authorization`` header of the prepared request is
-overwritten, because exceptions and responses keep that request and anything that prints it
-later (an error report, a debugger) must not find the key. The key itself is held as a
-``Secret`` (``secret.py``), which no ``repr`` shows, not even Django's debug page.
-
-Every answer is bounded (``reading``): read as a stream, at most ``max_response_bytes``
-before and after decompression, the whole exchange within ``deadline`` seconds, JSON nested
-at most ``MAX_JSON_DEPTH`` deep. Whatever goes wrong on the wire surfaces as one of the
-library's exceptions, never as a bare error from requests, urllib3 or the JSON decoder.
+Retries are decided here, the one place that knows whether a request reached the server. Every
+answer is bounded, every failure is one of the library's exceptions, and the key (a ``Secret``)
+is scrubbed from the prepared request once the answer is in. Why: docs/architecture/client.md.
 """
 
 from __future__ import annotations
@@ -378,7 +356,8 @@ class OrdersClient(RefundCalls):
             # What requests takes from the environment for this client's URL (proxies, CA
             # bundle), merged with the session's own proxies, verify and cert, read at its
             # first request. requests reads it again for every call, walking all of
-            # os.environ twice: about a fifth of a small request's CPU (benchmarks/README.md).
+            # os.environ twice, a large share of a small request's CPU (figures:
+            # benchmarks/README.md, section "Figures moved out of the code").
             self._environment = self.session.merge_environment_settings(
                 self.base_url, {}, True, None, None
             )

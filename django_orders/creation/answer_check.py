@@ -1,21 +1,8 @@
 """Is a create's answer the order that was sent? Checked before anything of it is stored.
 
-A create's answer is trusted to name the new order: its id is linked to the request, and the
-checkout's owner token then opens that order. A broken or hostile service answering with
-another, existing order would hand that order to a stranger. So the answer must carry what the
-request sent, in each field the provider echoes (api-notes.md) that the answer carries:
-
-- the currency and the total of ``line_item_group.total``: the total computed from the sent
-  lines (products' price x quantity, fees, shipping), never negative;
-- the customer's e-mail address (compared case-insensitively);
-- ``number`` when the request sent one (without it the service numbers the order with its id)
-  and ``custom_data``.
-
-The spec marks these fields optional, so an answer without them is not refused for it; an
-answer naming an order another request already holds is refused whatever it carries
-(``records.check_answer``). A mismatch
-is not resent: the service already answered the key, so the request goes to staff
-(``needs_review``) with the reason, and the order is not linked to it.
+The answer's id is linked to the request and the owner token then opens that order, so an
+answer naming another order would hand it to a stranger. A mismatch goes to staff
+(``needs_review``), never resent. The fields compared: docs/architecture/checkout.md.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ def encode_payload(key: str, data: Mapping[str, Any]) -> str:
     )
 
 
-#: Optional create fields, sent only when given (a request without them is byte for byte what
-#: earlier versions stored, so their pending requests compare and resend unchanged).
+#: Optional create fields, sent only when given (a request without them is byte for byte the
+#: body of a stored request that lacks them, so such a pending request compares and resends
+#: unchanged).
 OPTIONAL_FIELDS = ("number", "checkout_settings", "custom_data")
 
 

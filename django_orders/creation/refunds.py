@@ -1,25 +1,9 @@
 """Crash-safe refunds: ``refund_order`` and ``cancel_refund``.
 
-A refund request is journaled exactly like an order create (``flow``, ``records``): checked,
-committed as an ``OrderRequest`` of kind ``refund_create`` (its key, the exact body, the
-reference, the arguments as given) BEFORE the HTTP call, sent with its own key in the
-``Idempotency-Key`` header, its outcome recorded; an unknown outcome stays pending and
-``resume_order_requests`` resends it with the same key, never past ``KEY_LIFETIME``.
-
-**Amounts.** What a line may still refund is what was paid for it minus the refunds that count
-(pending, processing, succeeded) in a FRESH lookup of the order, minus this shop's refund
-requests still in flight (pending or in review) that the lookup does not show yet (by
-reference). The in-flight requests are read before the lookup, and all of it happens under the
-order's claim (``order_claims``, a row, released once the request is stored), so two staff
-refunding at once never refund more than was paid: the second sees the first's stored request.
-
-**One refund per reference** (unique per kind): a repeat with other ARGUMENTS (as the caller
-gave them; ``lines=None`` stays ``None``) is a ``ReferenceConflict``, nothing sent; with the
-same ones it gets the stored outcome before any lookup (succeeded: the refund; failed:
-``RefundRejected``; pending: resent now with its key if no one holds it).
-
-``cancel_refund`` needs no journal: cancelling is idempotent by nature (a canceled refund stays
-canceled), so its key is derived from the refund and the reason, as ``cancel_order``'s is.
+A refund is journaled as an order create is (committed before the send, resent with its key);
+what may still be refunded is read under the order's claim from a fresh lookup plus this shop's
+requests in flight, so two staff never refund more than was paid. The rules and their reasons:
+docs/architecture/checkout.md ("Refunds").
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Validation of ``create_order`` input, before anything is stored or sent.
 
-DRF serializers, but stricter than DRF's defaults in the ways that matter for money and for a
-remote API that validates JSON types: ``True`` is not an integer, ``12.5`` is not an amount,
-``"3"`` is not a quantity, ``1`` is not a boolean, and unknown keys are refused (a misspelt
-``quantitiy`` would otherwise vanish silently from the order). Errors come back flattened to
-field paths such as ``line_items[0].product.price.currency``, ready to show next to a form.
-
-The accepted values follow api-notes.md (the wire values the real service uses, and the
-limits of "The create request beyond the spec": line item shapes, ``number``,
-``checkout_settings``, ``custom_data``). Currencies come from the ``CURRENCIES`` setting.
+DRF serializers, stricter where money and a JSON-typed remote API need it: ``True`` is not an
+integer, ``12.5`` not an amount, unknown keys are refused. Errors are flattened to field paths
+(``line_items[0].product.price.currency``); the accepted values follow api-notes.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""The whole schema of django_orders, created in one step.
+"""The whole schema of django_orders, created in one step, in one transaction on both backends.
 
-Written by hand before the first release, in place of the eleven migrations of development
-(0001-0011). It creates the tables as the models declare them, then runs two PostgreSQL-only
-steps that the models cannot state. Everything runs in one transaction on both backends.
-
-What the development migrations did, and where it went:
-
-- The model changes (the checkout columns, ``last_error_body``, ``first_sent_at``, the set-aside
-  counters, the ``cancel_order`` permission, the indexes the admin uses) are now part of the
-  ``CreateModel`` operations below.
-- ``RemoteRecord`` gets its surrogate key and its unique (resource, remote id) constraint from
-  the start. Development copied the rows into a new table to change the key.
-- The data backfills (``first_sent_at``, the checkout columns read from the raw records) are
-  gone: an empty database has nothing to fill.
-- The admin's indexes were built ``CONCURRENTLY`` so a live sync could keep writing. That needs
-  a migration outside a transaction. The tables are empty here, so a plain ``CREATE INDEX``
-  takes no time and the migration can be atomic.
-- PostgreSQL only (a no-op on SQLite and other backends): the pg_trgm extension and the trigram
-  index for the admin's name search, and no ``varchar_pattern_ops`` ("_like") indexes on the
-  mirror's keys and names. See ``create_name_search_index`` and ``drop_prefix_search_indexes``.
+The tables as the models declare them, then two PostgreSQL-only steps the models cannot state:
+the trigram index for the admin's name search (``create_name_search_index``) and no
+``varchar_pattern_ops`` indexes on the mirror's keys (``drop_prefix_search_indexes``).
 """
 
 import django.db.models.deletion

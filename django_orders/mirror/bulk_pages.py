@@ -87,7 +87,7 @@ def page_timestamps(texts: list[str]) -> list[datetime] | None:
         values = _TO_DATETIMES.decode(('["' + joined.replace("\n", '","') + '"]').encode())
         return [value if value.tzinfo is UTC else value.astimezone(UTC) for value in values]
     except (msgspec.DecodeError, OverflowError, ValueError):
-        return None  # 2026-02-30, or a date that leaves the calendar in UTC: the old path
+        return None  # 2026-02-30, or a date that leaves the calendar in UTC: one by one
 
 
 # --- pages ---------------------------------------------------------------------------------------
@@ -212,8 +212,8 @@ def parse_body(body: bytes, parse: Callable[[Any], Any], number: int, resource: 
     except ValueError as exc:
         # What the transport says of such a body. The light reading found it well formed JSON
         # but does not look inside what it skips: text that is not UTF-8, or nesting deeper
-        # than MAX_JSON_DEPTH, there. Checking every body for both would cost the fetching
-        # thread 0.6 and 8.7 us an order (benchmarks/README.md), and such a record can never
+        # than MAX_JSON_DEPTH, there. Checking every body for both would slow the fetching
+        # thread on every order (figures: benchmarks/README.md), and such a record can never
         # have been stored, so it is compared, hence decoded, whenever it is on a page: here.
         raise InvalidResponse(
             f"{resource} page {number}: POST /{resource}/page answered with a body that is "

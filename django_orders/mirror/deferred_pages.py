@@ -119,7 +119,7 @@ class _DeferredCustomer(ParsedCustomer):
 #: The fields of an order of a light page that are read for the whole page on first use
 #: (``DeferredPage.read``); its id, status, customer and wire fingerprint are read at once,
 #: its fingerprint on first use, encoded for that order alone where the schema fits the page
-#: (where it does not, the page is parsed the old way, whole: ``DeferredPage.parsed``).
+#: (where it does not, the page is parsed whole: ``DeferredPage.parsed``).
 DEFERRED_FIELDS = frozenset(
     (
         "initiated_at",
@@ -344,8 +344,8 @@ def reparse_deferred(orders: list[Any]) -> LenientPage:
 def _wire_hash(data: Any) -> str:
     """``wire_fingerprint``: the bytes' SHA-256, cut to 128 bits (as long as the canonical
     fingerprint). SHA-256 rather than blake2b: processors hash it in hardware (x86 SHA
-    extensions, ARMv8 crypto), about a third faster for a record of a kilobyte
-    (benchmarks/README.md)."""
+    extensions, ARMv8 crypto), faster for a record of a kilobyte (figures:
+    benchmarks/README.md)."""
     return hashlib.sha256(data).digest()[:16].hex()
 
 

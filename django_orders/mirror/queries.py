@@ -1,21 +1,8 @@
 """The mirror's read queries, for the interfaces (admin, REST API, the return pages).
 
-Order search that stays on indexes at a million rows.
-
-Django's admin search ORs every search field per word: ``id = w OR customer.id = w OR
-UPPER(customer.name) LIKE '%w%'``. The OR spans two tables, so PostgreSQL can only evaluate it
-row by row after joining every order to its customer (a full scan). Here the customer match
-(name or e-mail) is made on the small customer table first (a trigram GIN index on the name,
-made by the initial migration on PostgreSQL; ``UPPER(email_address)``, in ``Customer.Meta``) and
-handed to the order table as ``customer_id = ANY(ARRAY(SELECT ...))``, which, ORed with
-``id = term``, ``number = term`` and ``customer_id = term``, becomes a BitmapOr of index scans
-(``number``: the partial ``orders_order_number_idx``). One query, whatever the term.
-
-Semantics: the whole term matches an order id, the shop's order number or a customer id
-exactly, or a customer's e-mail address exactly but in any case; otherwise every word must
-occur in the customer's name (case-insensitive), so "ama mensah" finds "Ama K. Mensah". Ids and
-e-mail addresses have no spaces, so a term of several words is matched against numbers (which
-may) and names only.
+Order search stays on indexes at a million rows: the customer match is made on the customer
+table first and handed to the orders as ``customer_id = ANY(ARRAY(SELECT ...))``, one query
+whatever the term. The plan and the matching rules: docs/architecture/interfaces.md ("Search").
 """
 
 from __future__ import annotations

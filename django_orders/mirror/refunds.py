@@ -1,14 +1,8 @@
-"""Refund records into the mirror: one write for every answer that carries refunds.
+"""Refund records into the mirror: one write (``store_refunds``) for every answer with refunds.
 
-A create's, a cancel's and a lookup's refund, and the ``refunds[]`` an order lookup embeds,
-all go through ``store_refunds``: rows keyed by the remote id, the raw record kept whole,
-``refund_status_changed`` sent once per real change after commit. A later sync of refunds
-(pages, the refresh of open refunds) is meant to call it too.
-
-**Only forward.** A refund moves pending -> processing -> succeeded | failed, or pending ->
-canceled; answers can arrive out of order (a replayed create answer is as old as the key's
-first use), so a record further back than the stored row never replaces it. A status the app
-does not know yet is stored (any string) when it arrives over a non-final one.
+Rows keyed by the remote id, the raw record kept whole, ``refund_status_changed`` sent once per
+real change after commit. Only forward: answers arrive out of order, so a record further back
+than the stored row never replaces it (docs/architecture/checkout.md, "Refunds").
 """
 
 from __future__ import annotations

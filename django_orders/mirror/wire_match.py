@@ -1,20 +1,8 @@
 """How many records the mirror holds exactly as they were sent: one statement, counts only.
 
-Why: in a re-sync nearly every page is unchanged, and telling that from the stored
-fingerprints meant reading a row per record and comparing it in Python, the writer's main
-cost on such a page (benchmarks/README.md). Each record of a page read light
-(``Page.typed``) comes with the hash of its bytes as sent (``Order.wire_fingerprint``); the
-database compares those with the stored ones itself, by primary key, and answers with one
-number per table. A page whose every record matches is unchanged; any other is read and
-compared by fingerprint (``comparison.read_stored``), so a count that falls short costs one
-statement more and is never wrong.
-
-The pairs travel as JSON text (two arrays on PostgreSQL, one on SQLite): one string for the
-driver to escape, where a list would be bound element by element in Python (it cost a
-quarter of the walk's main thread). Each pair is looked up by primary key: on PostgreSQL a
-``LATERAL`` subquery with ``LIMIT 1`` is a probe of the index per pair whatever the planner
-knows of the table (a walk's table grows faster than its statistics; see
-``upsert.read_by_ids``). Other backends count with the ORM.
+In a re-sync nearly every page is unchanged: the database compares each record's
+``wire_fingerprint`` with the stored one by primary key, so a page of unchanged orders costs one
+statement and a short count costs one more, never a wrong answer. Why: docs/architecture/sync.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The shop's checkout builder (``CHECKOUT_BUILDER``): what ``POST checkout/`` creates.
 
-The body of a public endpoint is untrusted: passed to ``create_order`` it would let a stranger
-choose the prices and the page the payer returns to. So the endpoint never does that. It hands
-the parsed body to the shop's builder, a callable ``(request, data) -> dict`` that prices the
-cart from the shop's own catalogue and builds the return URLs, and creates the order from what
-the builder returned (``create_order`` still validates all of it: bounds, allowed redirect
-hosts). The body's shape is the shop's to define; a builder refuses a bad cart by raising DRF's
-``ValidationError`` (a 400).
-
-A builder may carry ``serializer_class``, a DRF serializer of its body: the endpoint then
-validates the body with it (400 with its errors), passes its ``validated_data`` as ``data``,
-and the OpenAPI document describes the body with it (a free-form object otherwise)::
-
-    def build_order(request, data):
-        ...
-    build_order.serializer_class = CartSerializer
-
-The builder returns no ``reference``: the endpoint derives it from the ``Idempotency-Key``.
+A public endpoint's body is untrusted, so it never reaches ``create_order``: the shop's builder
+``(request, data) -> dict`` prices the cart and builds the return URLs (``serializer_class``,
+optional, validates and documents the body). How and why: docs/architecture/interfaces.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """The exception handler: the library's exceptions as HTTP answers.
 
-The API's views use it whatever the project's ``EXCEPTION_HANDLER`` (anything it does not map
-goes on to that handler), so mounting the URLs is enough. A project may also set it globally:
-``REST_FRAMEWORK = {"EXCEPTION_HANDLER": "django_orders.rest.exceptions.exception_handler"}``.
-
-What callers get, and why:
-
-- ``InvalidOrderRequest``: 400, the service's per-field messages (``{"customer.email_address":
-  ["…"]}``), DRF's usual shape for a validation error;
-- ``ReferenceConflict``: 422 ``idempotency_key_conflict``: the key was used with another body;
-- ``OrderRequestRejected``: 422 with the service's own code and message;
-- ``OrderAnswerMismatch``: 502 with no body: the service answered with an order that is not
-  the one sent (staff review the request); nothing about that order is shown, and no token
-  is issued;
-- the shop's configuration is wrong (the key rejected with a 401, a setting missing): 503
-  with nothing about the cause. The caller can do nothing about it, and a cause such as "the
-  key is invalid" is for the shop's staff, so it goes to the log (which never holds the key);
-- the service unreachable or failing (network, 5xx, 429, 409 upstream): 503 with Retry-After;
-- an order this shop neither created nor mirrors (``Order.DoesNotExist``): 404.
+The API's views use it whatever the project's ``EXCEPTION_HANDLER`` (what it does not map goes
+on to that handler), so mounting the URLs is enough. Which exception gets which status, and
+why: docs/architecture/interfaces.md ("Errors as HTTP answers").
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """The ``Idempotency-Key`` header, and the caller-scoped reference it becomes.
 
-The key a client sends becomes the ``reference`` of ``create_order``, which is what gives one
-upstream order per key (the service's "one request per reference" rule), across retries,
-processes and crashes. It is scoped per caller so that two callers' keys never meet:
-
-- an authenticated user: ``api:u:<user pk>:…``;
-- a guest: ``api:g:…``, one shared guest namespace. A session scope would tie idempotency to a
-  cookie, and a client that drops the cookie (a mobile app, a retry after a crash) would get a
-  new scope on its retry and with it a second order: the very failure the key exists to
-  prevent. Guests must therefore send unguessable keys (a UUID, as the IETF draft recommends),
-  and a replay only answers with the order when its body is identical to the first one (a
-  different body is a 422 conflict), so reusing a guest's key needs that guest's whole body.
-
-The key part is kept readable (``k:<key>``) when it fits the reference column (255), and
-otherwise replaced by its SHA-256 (``h:<hex>``); the two markers cannot be confused.
+The key becomes ``create_order``'s ``reference`` (one upstream order per key), scoped per
+caller: ``api:u:<user pk>:`` or one shared guest namespace ``api:g:``; too long a key is
+replaced by its SHA-256. Why not a session scope: docs/architecture/interfaces.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Refunds in the API, for staff: ``orders/<id>/refunds/`` (GET list, POST ``refund_order``),
+"""Refunds in the API, for staff: ``orders/<id>/refunds/`` (GET, POST ``refund_order``),
 ``refunds/`` and ``refunds/<id>/`` (GET).
 
-Two idempotency scopes, as the issue asks. The body's ``reference`` is the REFUND's: one
-upstream refund per reference, whoever sends it (``services.refund_order``). The
-``Idempotency-Key`` header scopes replays of this HTTP request: it travels, scoped to the caller
-(``idempotency.scoped_reference``), in the refund's ``custom_data`` (``api_request``), so it is
-part of the arguments a repeat is compared on. The same key and body replay the stored outcome;
-the same key with another body is a 422 ``idempotency_key_conflict`` (the key names the
-refund it was first used for); the same reference with another key or body is a 422
-``reference_conflict``.
-
-Statuses as for the checkout: 201 the refund; 202 its request is stored but its outcome unknown
-(``status_url``: ``refunds/rq_<n>/`` answers as the POST would now); 400 per field; 409 the same
-request is being sent right now; 422 a conflict, the provider's refusal (its code and message),
-or an order that is not paid or completed (``order_not_refundable``).
+Two idempotency scopes: the body's ``reference`` names the refund, the ``Idempotency-Key``
+header this HTTP request. The statuses and the conflicts: docs/architecture/interfaces.md
+("Refunds in the API").
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Throttling of the two API endpoints that cost an upstream call: checkout and confirmation.
 
-DRF's ``ScopedRateThrottle`` with two scopes, rated in the project's settings::
-
-    REST_FRAMEWORK = {"DEFAULT_THROTTLE_RATES": {
-        "orders_checkout": "10/minute",   # POST checkout/
-        "orders_confirm": "30/minute",    # POST orders/<id>/confirm/
-    }}
-
-The rates' defaults and the client's identity (``REMOTE_ADDR`` unless ``NUM_PROXIES`` says how
-many proxies to trust: ``X-Forwarded-For`` is not, by default) are the app's one rule, shared
-with the return page's throttle: ``django_orders.throttling``.
+DRF's ``ScopedRateThrottle`` with the scopes ``orders_checkout`` and ``orders_confirm``, rated in
+``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` (README.md); the defaults and the client's identity
+are the app's one rule, shared with the return page: ``django_orders.throttling``.
 """
 
 from __future__ import annotations

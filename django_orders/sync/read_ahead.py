@@ -58,9 +58,9 @@ def fetched_ahead(
 
     Two helpers, one for the network and one for parsing: while page n + 1 is parsed, the
     request for page n + 2 is already out, so the service works while this process parses.
-    With a re-sync's pages a matter of hashing bytes, fetching was the longer step, and
-    waiting for each answer before parsing the last one cost about 5 % of a re-sync
-    (benchmarks/README.md). At most four pages are in flight: one parsed and one
+    With a re-sync's pages a matter of hashing bytes, fetching is the longer step, and
+    waiting for each answer before parsing the last one would leave the service idle
+    (figures: benchmarks/README.md). At most four pages are in flight: one parsed and one
     fetched waiting, one in each helper.
     """
 

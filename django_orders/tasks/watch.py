@@ -1,15 +1,8 @@
 """``watch_payment``: look a new order up until it is paid, canceled or expired.
 
-There are no webhooks: without this the shop learns of a payment when the payer comes back to
-the return page or at the next sync. The watcher is bounded (``MAX_WATCH_LOOKUPS`` lookups,
-pauses that double from ``FIRST_WATCH_PAUSE`` to ``LONGEST_WATCH_PAUSE``, never past the order's
-``expires_at`` or ``WATCH_SPAN`` after it started) and each lookup is ``confirm_order`` once,
-through the client and its shared rate gate like any other lookup.
-
-One watcher per order: the ``PaymentWatch`` row is the claim. Each run carries the step it was
-enqueued for and takes the row only when the row is at that step and not held by another
-worker, with one conditional UPDATE; a duplicate or stale enqueue finds nothing to take and
-returns.
+With no webhooks, the shop would learn of a payment only at the return page or the next sync.
+Bounded (lookups, doubling pauses, the order's expiry); one watcher per order, the
+``PaymentWatch`` row being the claim. Why: docs/architecture/refresh.md ("The payment watcher").
 """
 
 from __future__ import annotations

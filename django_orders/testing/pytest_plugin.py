@@ -1,21 +1,8 @@
 """A pytest plugin for a shop's own tests: ``orders_sandbox``, a running sandbox of the service.
 
-Installed with django-orders and registered as a ``pytest11`` entry point, so the fixture is
-there in any project that has pytest-django; ``-p django_orders.testing.pytest_plugin`` loads it
-explicitly (with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, for example).
-
-The fixture starts the sandbox (``django_orders.testing.sandbox``) on a free loopback port with
-a random key and a store in the test's temporary directory, points ``DJANGO_ORDERS`` at it
-through pytest-django's ``settings`` fixture (the project's other ``DJANGO_ORDERS`` keys are
-kept), and stops it after the test. Its value is the running ``SandboxServer``: seed or insert
-orders, change their status, pay them (``pay_order``), inject faults (``add_fault``: 5xx, 429,
-dropped connections, slow answers), move its clock (``advance_clock``) and move refunds on
-(``settle_refund``, ``fail_refund``, ``process_refund``, ``fail_next_refunds``), all from the
-test.
-
-Tests that call ``create_order`` need ``@pytest.mark.django_db(transaction=True)``:
-``create_order`` commits its request before it sends it and refuses to run inside the
-transaction pytest-django wraps a plain ``django_db`` test in.
+Registered as a ``pytest11`` entry point (or ``-p django_orders.testing.pytest_plugin``). Tests
+that call ``create_order`` need ``@pytest.mark.django_db(transaction=True)``. What the fixture
+does and offers: docs/testing.md and the reference page.
 """
 
 from __future__ import annotations
