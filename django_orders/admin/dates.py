@@ -1,13 +1,9 @@
 """A date hierarchy that probes periods instead of scanning the table.
 
-The admin's ``date_hierarchy`` lists the years (or months, or days) that hold rows with
-``queryset.datetimes(field, kind)``: ``SELECT DISTINCT date_trunc(kind, field) ...``, which reads
-every row of the filtered queryset: a full scan at a million orders on every changelist view.
-
-``PeriodProbingQuerySet.datetimes`` instead reads the first and last value (two index probes in
-one query, shared with the hierarchy's own), lists the candidate periods between them in Python,
-and asks one query with one ``EXISTS`` per period (each an index range probe). Two queries
-whatever the number of rows.
+``PeriodProbingQuerySet.datetimes`` reads the first and last value, lists the periods between
+them in Python and asks one ``EXISTS`` per period: two queries whatever the number of rows,
+where Django's ``SELECT DISTINCT date_trunc(...)`` reads every row. See
+docs/architecture/interfaces.md ("Counting rows").
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The "Cancel order" action of the orders changelist.
 
-Cancelling changes an order upstream, so it has its own permission
-(``django_orders.cancel_order``), not the change permission the refresh action uses. Like
-Django's "delete selected", it first shows a confirmation page listing the orders it will
-cancel and the ones it refuses (paid, completed, cancelled or expired, per the mirror); nothing
-is sent until the form is posted with ``post=yes``. Each cancel goes through
-``services.cancel_order``, which refuses a paid order again before sending and maps the
-service's refusal to ``OrderNotCancellable``.
+Cancelling changes an order upstream, so it has its own permission (``cancel_order``) and, like
+"delete selected", a confirmation page listing what it will cancel and what it refuses; each
+cancel goes through ``services.cancel_order``, which checks the order again before sending.
 """
 
 from __future__ import annotations

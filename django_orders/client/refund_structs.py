@@ -1,11 +1,8 @@
 """The refund record on the wire (``inttegro.refund.Refund``), as typed msgspec structs.
 
-One module per upstream resource: this one owns what a refund answer must hold for the app to
-use it (id, order, status, total, timestamps as text) and reads every answer that carries
-refunds the same way: a create's, a cancel's, a lookup's, and the ``refunds[]`` embedded in an
-order. Unknown fields are allowed (the provider adds fields; the mirror keeps the raw record
-whole), a status is any string (a future one included); what is missing or of the wrong type
-is an ``InvalidRecord`` naming the refund and the field.
+The one reading of every answer that carries refunds (create, cancel, lookup, an order's
+``refunds[]``). Unknown fields are allowed and a status is any string (the provider adds them);
+what is missing or of the wrong type is an ``InvalidRecord`` naming the refund and the field.
 """
 
 from __future__ import annotations

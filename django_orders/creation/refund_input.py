@@ -1,12 +1,8 @@
-"""``refund_order``'s input: its shape checked before anything is read, stored or sent, then its
-amounts checked against the order as a fresh lookup shows it.
+"""``refund_order``'s input: its shape, then its amounts against the order a fresh lookup shows.
 
-Two steps because the second needs the order: ``check_arguments`` refuses what is wrong
-whatever the order (a reason outside the provider's nine, details or a reference too long, more
-than 64 lines, an amount that is not a positive integer) and returns the arguments as given,
-normalised, which is what a repeated ``reference`` is compared on (``lines=None`` stays
-``None``). ``refund_lines`` then resolves them against the order: unknown lines, another
-currency and amounts above a line's refundable remainder are refused, each naming its field.
+Two steps because the second needs the order: ``check_arguments`` refuses what is wrong whatever
+the order and returns the arguments a repeated ``reference`` is compared on; ``refund_lines``
+resolves them against the order. Each refusal names its field.
 """
 
 from __future__ import annotations

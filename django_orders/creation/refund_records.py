@@ -1,11 +1,8 @@
-"""Send a stored refund create and record what came back: ``records.send_and_record`` for
-``OrderRequest.Kind.REFUND_CREATE``.
+"""Send a stored refund create and record what came back (``OrderRequest.Kind.REFUND_CREATE``).
 
-The same rules as an order create (``records``): the stored payload is sent byte for byte with
-the request's own key (in the ``Idempotency-Key`` header); no transaction is open during the
-call; success writes the refund (``mirror.refunds``) and the request in one short transaction;
-any other outcome is recorded on the row by ``records._record_error`` (pending with a backoff,
-failed, or needs review), and nothing but a recorded outcome leaves this function.
+The rules of an order create (``records``): the stored payload byte for byte with the request's
+own key, no transaction during the call, success written in one short transaction, any other
+outcome recorded on the row; nothing but a recorded outcome leaves this function.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What the mirror holds for a call's orders and customers, and whether they change it.
 
-``compare_orders`` gathers a call's records (each once) and reads their stored fingerprints in
-one statement (``read_stored``); ``is_stored`` says whether a record is the stored one, by its
-bytes first (``wire_fingerprint``) and its canonical text only when those differ. A page walk
-may ask the database first whether the page is stored exactly as sent (``stored_as_sent``: two
-counts, no rows read), and records the new bytes of a record that is unchanged but came in
-other bytes (``store_new_bytes``). ``store`` writes what this finds changed.
+``compare_orders`` reads the stored fingerprints in one statement; ``is_stored`` compares a
+record's bytes first (``wire_fingerprint``), its canonical text only when those differ; a walk
+may first ask for counts only (``stored_as_sent``). See docs/architecture/sync.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Turning upstream records into the values the mirror stores.
 
 Strict where the spec is firm (id prefixes, ``status`` a string, timestamps with an offset),
-tolerant of everything else: unknown fields and unknown statuses are kept, never rejected.
-
-A whole page is parsed before anything of it is written, so a bad record is named by page,
-record and field (``parse_page``); the sync then parses that page again record by record
-(``parse_leniently``) and sets the bad record aside, so one record never stops the mirror.
+tolerant of everything else (unknown fields and statuses are kept). A bad record is named by
+page, record and field, and set aside by the sync: one record never stops the mirror.
 """
 
 from __future__ import annotations

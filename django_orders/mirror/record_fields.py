@@ -1,12 +1,8 @@
 """Reading the checkout fields of an order record, tolerantly.
 
-The spec marks them optional, and the mirror keeps the raw record whole anyway: a value of the
-wrong type or size is read as "unknown" (``None`` or ``""``), never a failed page. Used by
-``parsing.parse_order`` (the sync, create and lookups). Column sizes below are the model's: a
-longer value would be refused by the database, and a cut one would be a wrong one.
-
-Hot path: ``parse_order`` calls these for every order a sync reads (benchmarks/README.md,
-parsing), hence ``type(x) is dict`` rather than ``isinstance`` (decoded JSON holds plain dicts).
+The spec marks them optional and the raw record is kept whole anyway: a value of the wrong type
+or of more than its column's size is read as "unknown" (``None`` or ``""``), never a failed
+page. A hot path (every order a sync reads): ``type(x) is dict`` rather than ``isinstance``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Who may read what: staff by Django model permissions, a checkout's owner by token or login.
 
-DRF's ``DjangoModelPermissions`` lets any authenticated user GET (its ``perms_map`` names no
-permission for safe methods); the staff API is read-only and must require ``view_order`` /
-``view_customer``, as the admin does, so ``ViewModelPermissions`` maps GET, HEAD and OPTIONS
-to the view permission.
-
-An order's owner is the caller of the checkout that created it: a guest holding the owner
-token of that checkout (``Order-Token`` header, see ``tokens``), or the authenticated user whose
-scope its reference carries (``idempotency.caller_scope``).
+``ViewModelPermissions`` requires the view permission for GET, HEAD and OPTIONS, as the admin
+does (DRF's ``DjangoModelPermissions`` lets any authenticated user read). Who owns an order:
+docs/architecture/interfaces.md ("Owners and tokens").
 """
 
 from __future__ import annotations

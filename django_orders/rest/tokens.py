@@ -1,11 +1,8 @@
 """Owner tokens: what lets a guest read their checkout's order and confirm it.
 
-A token names the checkout (the ``OrderRequest``), not the order: the checkout exists before
-any order id does (an unknown outcome), and the order it leads to is found through it. Format:
-``rq_<request pk>:<timestamp>:<signature>``, made by ``TimestampSigner`` with a salt of its own
-(a token can be used for nothing else signed with the project's ``SECRET_KEY``), valid
-``OWNER_TOKEN_MAX_AGE``. It is sent back in the ``Order-Token`` request header, not in the URL,
-so it stays out of access logs and ``Referer`` headers.
+``rq_<request pk>:<timestamp>:<signature>`` (``TimestampSigner``, a salt of its own), valid
+``OWNER_TOKEN_MAX_AGE``, sent in the ``Order-Token`` header. It names the checkout, not the
+order. Why: docs/architecture/interfaces.md ("Owners and tokens").
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """A lease in the database so that one host at a time walks a resource.
 
-Several hosts run ``sync_orders`` from cron against one database. Each run takes the
-``SyncLease`` row of its resource with a single conditional UPDATE ("set me as owner where the
-lease is free or expired"): the database serialises the UPDATEs, so exactly one of two racing
-runs sees one row changed, on SQLite and PostgreSQL alike, without row locks or advisory locks.
-The holder renews the lease as it goes (inside each page's transaction); a holder that was
-killed stops renewing, and its lease expires after ``SYNC_LEASE``, after which any run may take
-it over. Expiry uses each host's clock, so hosts need ordinary NTP-level agreement; the lease is
-minutes long, so seconds of skew do not matter.
+Taken with one conditional UPDATE (the database serialises them: one of two racing runs wins,
+on SQLite and PostgreSQL alike, with no locks), renewed inside each page's transaction, and
+expired after ``SYNC_LEASE`` when its holder dies. Why: docs/architecture/sync.md ("The lease").
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """``POST /orders/send_receipt`` and ``POST /orders/send_invoice``: send the hosted document
 link to the customer, per channel, as the provider does.
 
-Shapes are the provider's, as its SDK states them: ``Orders.send_receipt`` / ``send_invoice``
-(``inttegro.resources.orders``) post ``inttegro.order.DocumentDeliveryRequest``
-(``order_id``; the SDK's HTTP client adds ``request_meta.idempotency_key`` unless an
-``Idempotency-Key`` header is sent) and decode the whole body as
-``inttegro.order.DocumentDeliveryResult``: ``{"order", "delivery", "error"?}`` where
-``delivery`` is ``DocumentDelivery`` (``document_kind``, ``document_url``, ``sent_channels``,
-``failed_channels``, ``deliveries`` [``{channel, chime_id}``], ``failures``
-[``{channel, error}``]).
-
-A receipt is for a paid or completed order only (the SDK: "for a paid order"); an invoice for
-a finalized order (one that has an invoice) that is not canceled or expired. Every send under a
-new key is a new delivery; the same key replays the first answer and sends nothing. The
-channels are those the customer has an address for (email, then SMS). When none went out the
-result also carries ``error`` (``document_not_delivered``): the sandbox's reading of the
-result's optional ``error``.
+The SDK's ``DocumentDeliveryRequest`` in, ``DocumentDeliveryResult`` out; a receipt for a paid
+or completed order, an invoice for a finalized open one; one delivery per key. Where the sandbox
+reads the provider: docs/architecture/sandbox.md ("Document deliveries").
 """
 
 from __future__ import annotations

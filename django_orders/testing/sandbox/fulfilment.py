@@ -1,15 +1,8 @@
 """``POST /orders/complete``: mark a paid order fulfilled, as the provider does.
 
-Shapes are the provider's, as its SDK states them: ``inttegro.resources.orders.Orders.complete``
-posts ``inttegro.order.CompleteRequest`` (``order_id``, optional ``paid_out_of_band``; the
-SDK's HTTP client adds ``request_meta.idempotency_key`` unless an ``Idempotency-Key`` header
-is sent) and decodes ``{"order": {...}}`` (``inttegro.order.CompleteEnvelope``). Its docstring
-says the call fails when the order "cannot be completed (not paid, already completed, etc.)",
-so a second completion under another key is the error ``order_already_completed`` (a client
-counts it as success), while the same key within 24 hours replays the first answer.
-
-``paid_out_of_band: true`` is the sandbox's reading of that flag: an order awaiting payment
-that the shop was paid for elsewhere may be completed (no ``paid_at``, no balance transaction).
+The SDK's ``CompleteRequest`` in, ``{"order": {...}}`` out; a second completion under another key
+is ``order_already_completed``, the same key replays. ``paid_out_of_band`` completes an unpaid
+order paid elsewhere. Why: docs/architecture/sandbox.md ("Completing an order").
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Control endpoints for refunds, under ``/__sandbox__/refunds/`` (control enabled only).
 
-- ``POST /__sandbox__/refunds/<id>/process``: pending -> processing now.
-- ``POST /__sandbox__/refunds/<id>/settle``: pending or processing -> succeeded now.
-- ``POST /__sandbox__/refunds/<id>/fail`` ``{"reason"?, "detail"?, "retryable"?}``: -> failed
-  (``refund_declined`` unless another of the provider's failure reasons is given).
-- ``POST /__sandbox__/refunds/failures`` ``{"reason", "times"?, "detail"?, "retryable"?}``: the
-  next ``times`` refunds to finish processing on the sandbox clock fail; ``.../failures/clear``
-  disarms them.
-
-The moves answer ``{"refund": {...}}``; a refund that has left the states a move starts from is
-409 ``refund_not_open``, an unknown one 404.
+``<id>/process``, ``<id>/settle``, ``<id>/fail`` and ``failures`` (``.../clear``) move refunds
+from a test; a refund past the states a move starts from is 409 ``refund_not_open``. The
+endpoints and their bodies: docs/architecture/sandbox.md ("Refunds").
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Stored refunds and their lifecycle: ``pending -> processing -> succeeded | failed``, and
 ``canceled`` from ``pending`` only.
 
-A refund is kept twice, written in one store transaction: as its own row (``/refunds/page``
-and ``/refunds/lookup`` serve it) and inside its order's ``refunds[]``, newest first (order
-lookups and pages carry it, as the provider's do), so the two can never disagree.
-
-The lifecycle runs on the sandbox clock, lazily like order expiry: a refund is due to move on
-``RefundTiming.pending_seconds`` after it was created, then ``processing_seconds`` later; due
-moves are applied (stamped at the moment they were due) before refunds or orders are read.
-``None`` leaves a refund where it is until a test moves it (``process``, ``settle``, ``fail``).
-A processing refund that finishes on the clock succeeds unless the failure switch
-(``failures.arm``) says it fails; a success also records a ``refund`` balance transaction.
+A refund is kept as its own row and in its order's ``refunds[]``, in one transaction, so the two
+never disagree; it moves on the sandbox clock, lazily, before anything is read. Details:
+docs/architecture/sandbox.md ("Refunds").
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """``POST /orders/search`` and ``POST /customers/search`` in the shapes of the provider's SDK.
 
-The request is the SDK's ``inttegro.search.Request``: ``filters`` (``eq``/``in`` on a few
-fields), ``sort`` (``updated_at``, ``asc`` or ``desc``; ``desc`` by default), ``page_size`` and
-``cursor``. The answer is ``{"search": <inttegro.search.Page>}``: projections (``Result``: the
-resource's type and id, title, status, customer name, amount, ``updated_at``), ``has_more``, an
-opaque ``next_cursor``, ``total`` (exact up to ``TOTAL_CAP``, a lower bound past it or when the
-index is partial) and ``freshness`` (per resource with ``last_indexed_at``). ``text`` and
-``facets`` are refused: the sandbox has neither. The index's behaviour is in ``search_switch``.
-
-The cursor is the last result's ``(updated_at, id)`` plus what it was asked with: the next page
-resumes strictly after it, so records tied on ``updated_at`` are neither skipped nor repeated.
-The index is live, not a snapshot: a record changed during a walk moves in the order.
+``inttegro.search.Request`` in, ``{"search": <inttegro.search.Page>}`` out; ``text`` and
+``facets`` are refused. The cursor resumes strictly after the last ``(updated_at, id)``, so ties
+are neither skipped nor repeated. Details: docs/architecture/sandbox.md ("Search").
 """
 
 from __future__ import annotations
