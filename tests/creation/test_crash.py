@@ -2,44 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import signal
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from django_orders.models import Order, OrderRequest
-from tests.conftest import REPO_ROOT, child_env
 from tests.creation.conftest import upstream_orders_by_key
+from tests.fixtures import crash
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start_and_kill(point: str, server, kwargs: dict) -> None:
-    """Start the crash runner, wait until it reports the point, then SIGKILL it."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.creation.crash_runner", point, json.dumps(kwargs)],
-        cwd=REPO_ROOT,
-        env=child_env(ORDERS_API_KEY=server.api_key, ORDERS_API_BASE_URL=server.url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([child.stdout], [], [], 60)
-        line = child.stdout.readline() if ready else ""
-        assert line.strip() == f"PAUSED {point}", (line, child.stderr.read() if not ready else "")
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(10)
-        child.stdout.close()
-        child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
+    crash.start_and_kill("tests.creation.crash_runner", point, server, kwargs)
 
 
 @pytest.mark.parametrize(("point", "upstream_before"), [("before-send", 0), ("after-send", 1)])
