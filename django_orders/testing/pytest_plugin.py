@@ -2,7 +2,7 @@
 
 Registered as a ``pytest11`` entry point (or ``-p django_orders.testing.pytest_plugin``). Tests
 that call ``create_order`` need ``@pytest.mark.django_db(transaction=True)``. What the fixture
-does and offers: docs/testing.md and the reference page.
+does and offers: docs/reference/testing.md.
 """
 
 from __future__ import annotations
