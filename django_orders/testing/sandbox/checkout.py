@@ -1,13 +1,9 @@
 """The hosted payment page: what a customer's browser sees at the invoice's web URL.
 
-``GET /pay/<order_id>`` shows the order (line items, formatted total) with "Pay" and
-"Cancel" buttons; ``POST /pay/<order_id>/pay`` marks it paid and ``POST .../cancel``
-backs out, each redirecting (303) to the order's ``checkout_settings`` URL with
-``order_id=<id>`` appended, as the provider's hosted checkout does. No API key: this is
-the customer's browser, not the merchant's server. Plain HTML, no JavaScript, every
-piece of order data escaped (names are user input). ``.../invoice.pdf`` serves a tiny
-PDF so the invoice's ``pdf.url`` resolves, and ``.../receipt`` the receipt of a paid or
-completed order (the ``document_url`` that ``/orders/send_receipt`` sends).
+``GET /pay/<order_id>`` with "Pay" and "Cancel"; each POST redirects (303) to the order's
+``checkout_settings`` URL with ``order_id=<id>``, as the provider's does. No API key (the
+customer's browser), no JavaScript, every piece of order data escaped; ``.../invoice.pdf`` and
+``.../receipt`` serve the documents the order's links name.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Error answers in the one shape the real service uses.
 
-Every failure inside the sandbox is raised as :class:`ApiError` and turned into a
-reply at a single place, so the body shape cannot drift between endpoints. The shape is
-the provider's error model as its SDK decodes it (api-notes.md, "Error bodies as the SDK
-reads them"): ``{"error": {"type", "code", "url", "message", "detail"?, "cause"?,
-"fix_code"?}}``, with ``type``, ``code`` and ``url`` always present and no ``param`` field:
-the offending field's path leads the ``message`` and is named again in ``detail``.
+Every failure is raised as :class:`ApiError` and turned into a reply in one place, so the shape
+cannot drift between endpoints: ``{"error": {"type", "code", "url", "message", ...}}`` as the SDK
+decodes it (api-notes.md, "Error bodies as the SDK reads them"); the field's path leads
+``message`` and is named again in ``detail``.
 """
 
 from __future__ import annotations

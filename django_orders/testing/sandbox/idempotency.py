@@ -1,11 +1,8 @@
 """Server-side idempotency with the real service's rules (api-notes.md).
 
-Keys are scoped per path, and come in the ``Idempotency-Key`` header or, without one, in
-``request_meta.idempotency_key``. A successful answer is stored (in SQLite, so it
-survives restarts) and replayed for the same payload; a different payload is a
-422 conflict; a key whose first request is still running is a 409. Failures are
-never stored, and a stored key expires after 24 hours on the sandbox clock, after
-which the same key creates a new order: exactly the hazard a client must avoid.
+Keys per path, from the ``Idempotency-Key`` header or ``request_meta.idempotency_key``: a stored
+success replays for the same payload, another payload is a 422, a running one a 409; failures
+are never stored, and a key expires after 24 hours on the sandbox clock (then it creates anew).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""The refund operations: ``/refunds/create`` and ``/refunds/cancel`` (``/refunds/lookup`` and
-``/refunds/page`` are served by ``service`` like every other lookup and page).
+"""The refund operations: ``/refunds/create`` and ``/refunds/cancel`` (lookup and page are served
+by ``service`` like every other lookup and page).
 
-Shapes are the provider's, as its SDK decodes them (``inttegro.refund.Refund``,
-``inttegro.resources.refunds.Refunds``): create answers ``{"refund": {...}}`` pending; the
-checks the provider makes are made here against the stored order, in the transaction that
-stores the refund: the order is paid or completed, every line is one of its lines, in its
-currency, and within that line's refundable remainder (paid minus the refunds pending,
-processing or succeeded). Keys work as for order creates (``Idempotency-Key`` header, else
-``request_meta.idempotency_key``; replay, 409 while running, 422 on another payload).
+The provider's checks are made against the stored order, in the transaction that stores the
+refund (paid or completed, its lines, its currency, each line's refundable remainder); keys work
+as for order creates. See docs/architecture/sandbox.md ("Refunds").
 """
 
 from __future__ import annotations

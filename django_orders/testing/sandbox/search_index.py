@@ -1,13 +1,8 @@
 """The search index's storage: each order's and customer's ``updated_at`` and its past versions.
 
-The provider's search sorts by ``updated_at``, a moment its records do not carry on the wire
-(orders have no ``updated_at`` field). So the sandbox keeps it beside each stored record, in the
-``updated_ms`` column (epoch milliseconds, the precision the wire shows), and bumps it on every
-change through :func:`rewrite`. The version a change replaces goes to ``search_history``, so a
-delayed index can answer with the state as of N seconds ago (:func:`select_page`).
-
-Ordering is ``(updated_ms, id)`` both ways: ids break ties, so a keyset cursor that resumes after
-``(updated_ms, id)`` never skips nor repeats a record.
+Records carry no ``updated_at`` on the wire, so the sandbox keeps it beside each record
+(``updated_ms``), bumps it on every change (:func:`rewrite`) and keeps the replaced version, so a
+delayed index can answer as of N seconds ago. Ordered ``(updated_ms, id)``: a cursor never skips.
 """
 
 from __future__ import annotations

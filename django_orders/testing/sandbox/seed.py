@@ -1,13 +1,8 @@
 """Generation of realistic, deterministic records for the sandbox store.
 
-Seeded data has to exercise everything a client may meet in the wild: guest and
-registered customers, names in many scripts, every timestamp form the spec allows
-(``Z`` or offsets, 0 to 7 fractional digits), every status of the provider's
-contract and fields the spec does not list, all in the shapes the provider's SDK
-decodes. It also has to be fast (100,000 orders in a few seconds): the JSON
-encoder costs more than everything else together, so records are written straight
-into JSON text from templates, with only the free-text pieces (names) escaped, and
-that text is stored and served verbatim.
+Seeded data exercises what a client may meet in the wild (guests, names in many scripts, every
+timestamp form and status the spec allows, fields it does not list), and fast: records are
+written straight into JSON text from templates (the JSON encoder would cost more than the rest).
 """
 
 from __future__ import annotations
