@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import requests
+from inttegro import InttegroClient
 
 from django_orders.testing.sandbox import SandboxServer
 from tests.fixtures.payloads import order_payload
@@ -70,3 +71,19 @@ def api(sandbox: SandboxServer) -> Iterator[Api]:
     client = Api(sandbox)
     yield client
     client.session.close()
+
+
+@pytest.fixture
+def sdk(sandbox) -> InttegroClient:
+    """The provider's SDK, pointed at the sandbox."""
+    return InttegroClient(
+        api_key=sandbox.api_key, base_url=sandbox.url, timeout=10, telemetry_enabled=False
+    )
+
+
+@pytest.fixture
+def order(api, sandbox):
+    """A paid order of the sandbox (``refund_helpers.paid_order``)."""
+    from tests.sandbox.refund_helpers import paid_order  # it imports this module
+
+    return paid_order(api, sandbox)

@@ -18,11 +18,6 @@ RECEIPT = "/orders/send_receipt"
 INVOICE = "/orders/send_invoice"
 
 
-@pytest.fixture
-def order(api, sandbox):
-    return paid_order(api, sandbox)
-
-
 def send(api, path, order_id, key, **extra):
     return api.post(path, {"order_id": order_id, **extra}, headers={"Idempotency-Key": key})
 

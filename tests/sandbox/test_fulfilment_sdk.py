@@ -6,7 +6,6 @@ their errors into the SDK's error model."""
 from __future__ import annotations
 
 import pytest
-from inttegro import InttegroClient
 from inttegro.errors import APIError
 from inttegro.order.document_delivery_failure import DocumentDeliveryFailure
 from inttegro.order.document_delivery_result import DocumentDeliveryResult
@@ -15,18 +14,6 @@ from inttegro.shared.error import Error
 
 from .refund_helpers import paid_order
 from .test_sdk_contract import assert_error, assert_typed
-
-
-@pytest.fixture
-def sdk(sandbox) -> InttegroClient:
-    return InttegroClient(
-        api_key=sandbox.api_key, base_url=sandbox.url, timeout=10, telemetry_enabled=False
-    )
-
-
-@pytest.fixture
-def order(api, sandbox):
-    return paid_order(api, sandbox)
 
 
 def test_complete_decodes_a_completed_order(sdk, sandbox, order):

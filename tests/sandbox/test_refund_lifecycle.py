@@ -17,11 +17,6 @@ from .refund_helpers import CANCEL, CREATE, create_refund, paid_order, refund_bo
 
 
 @pytest.fixture
-def order(api, sandbox):
-    return paid_order(api, sandbox)
-
-
-@pytest.fixture
 def refund(api, order):
     response = create_refund(api, refund_body(order, (0, 2500)))
     assert response.status_code == 200, response.text

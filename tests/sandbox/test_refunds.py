@@ -11,11 +11,6 @@ from .conftest import error_of, named_field
 from .refund_helpers import CREATE, create_refund, line_ids, paid_order, refund_body
 
 
-@pytest.fixture
-def order(api, sandbox):
-    return paid_order(api, sandbox)
-
-
 def _refunds(sandbox) -> int:
     return sandbox.store.count("refunds")
 

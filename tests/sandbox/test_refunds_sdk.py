@@ -5,7 +5,6 @@ refund answer, through ``client.refunds`` and embedded in orders, with nothing l
 from __future__ import annotations
 
 import pytest
-from inttegro import InttegroClient
 from inttegro.errors import APIError
 from inttegro.money import Currency
 from inttegro.order.order import Order
@@ -26,18 +25,6 @@ from inttegro.refund.page import Page as RefundPage
 
 from .refund_helpers import CREATE, line_ids, paid_order, refund_body
 from .test_sdk_contract import assert_error, assert_typed
-
-
-@pytest.fixture
-def sdk(sandbox) -> InttegroClient:
-    return InttegroClient(
-        api_key=sandbox.api_key, base_url=sandbox.url, timeout=10, telemetry_enabled=False
-    )
-
-
-@pytest.fixture
-def order(api, sandbox):
-    return paid_order(api, sandbox)
 
 
 def _request(order, *amounts, **extra):

@@ -93,13 +93,6 @@ def assert_error(exc: APIError, status: int, code: str | None) -> Error:
 
 
 @pytest.fixture
-def sdk(sandbox) -> InttegroClient:
-    return InttegroClient(
-        api_key=sandbox.api_key, base_url=sandbox.url, timeout=10, telemetry_enabled=False
-    )
-
-
-@pytest.fixture
 def seeded(sandbox):
     sandbox.seed(300)  # 12 pages of 25 orders: past the 10-page window
     return sandbox

@@ -5,7 +5,6 @@ and decodes its search errors into the SDK's error model."""
 from __future__ import annotations
 
 import pytest
-from inttegro import InttegroClient
 from inttegro.errors import APIError
 from inttegro.money import Amount
 from inttegro.search import (
@@ -24,13 +23,6 @@ from inttegro.search import (
 from .test_sdk_contract import assert_error, assert_typed
 
 ASC = Sort(field=SortField.UPDATED_AT, direction=SortDirection.ASC)
-
-
-@pytest.fixture
-def sdk(sandbox) -> InttegroClient:
-    return InttegroClient(
-        api_key=sandbox.api_key, base_url=sandbox.url, timeout=10, telemetry_enabled=False
-    )
 
 
 @pytest.fixture
