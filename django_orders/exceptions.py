@@ -1,13 +1,9 @@
-"""Exceptions raised by django-orders.
+"""Exceptions raised by django-orders: each one a caller branches on. No message or attribute
+ever holds the API key.
 
-Every class here is one a caller branches on: the services decide between "failed", "pending"
-and "needs review" from them, and the commands choose their exit status from them. Like
-django-anymail, API errors are also ``requests.HTTPError``, network errors the matching
-``requests`` exception (``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``; see "Transport"
-below) and the configuration error an ``ImproperlyConfigured``, so code written against those
-standard types keeps working.
-
-No message or attribute ever holds the API key.
+API errors are also ``requests.HTTPError``, network errors the matching ``requests`` exception
+and the configuration error an ``ImproperlyConfigured``, so code written against those standard
+types keeps working (as django-anymail does).
 """
 
 from __future__ import annotations

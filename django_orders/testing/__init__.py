@@ -1,12 +1,8 @@
 """The test kit that ships with django-orders, for a shop's own tests and local development.
 
-- ``django_orders.testing.sandbox``: a local stand-in of the order service over loopback HTTP
-  (standard library only), with the provider's shapes and page window, fault switches and a
-  clock. ``python -m django_orders.testing.sandbox`` or ``manage.py orders_sandbox`` runs it.
-- ``django_orders.testing.pytest_plugin``: the ``orders_sandbox`` fixture (pytest-django).
-- ``reset_clients()``: drop the API clients the app keeps, so the next is built anew.
-
-Nothing here is imported by the app itself.
+``testing.sandbox``: a local stand-in of the order service over loopback HTTP (``manage.py
+orders_sandbox``); ``testing.pytest_plugin``: the ``orders_sandbox`` fixture; ``reset_clients()``
+drops the app's API clients. Nothing here is imported by the app itself.
 """
 
 

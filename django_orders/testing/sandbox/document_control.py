@@ -1,11 +1,8 @@
-"""Control endpoints for document deliveries, under ``/__sandbox__/deliveries`` (control
-enabled only).
+"""Control endpoints for document deliveries, under ``/__sandbox__/deliveries`` (control enabled).
 
-- ``POST /__sandbox__/deliveries`` ``{"order_id"?}``: ``{"deliveries": [...]}``, every receipt
-  and invoice sent (of one order), oldest first.
-- ``POST /__sandbox__/deliveries/failures`` ``{"channel", "error"?, "times"?}``: sends on
-  ``channel`` (``email`` or ``sms``) fail with ``error`` (the provider's error for that
-  channel), ``times`` sends or until cleared; ``.../failures/clear`` makes every channel work.
+``POST /__sandbox__/deliveries`` lists the receipts and invoices sent; ``.../failures`` makes a
+channel's sends fail (``.../failures/clear`` undoes it). Bodies and answers:
+docs/architecture/sandbox.md ("Document deliveries").
 """
 
 from __future__ import annotations
