@@ -111,7 +111,9 @@ class TestSeparateProcesses:
 
     def test_exactly_one_of_two_concurrent_runs_walks(self, sandbox_no_cap, run_manage):
         sandbox_no_cap.seed(60)
-        sandbox_no_cap.add_fault("slow", path="/orders/page", times=None, seconds=0.3)
+        # The first page is held long enough for a second process to start and be refused, even
+        # on a loaded machine (a process boots Django in a few seconds there).
+        sandbox_no_cap.add_fault("slow", path="/orders/page", times=1, seconds=8)
         args = ("sync_orders", "--page-size", "10")
         first = run_manage(*args, server=sandbox_no_cap, background=True)
         try:
