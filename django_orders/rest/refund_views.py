@@ -35,6 +35,7 @@ from ..exceptions import (
     RefundRejected,
     RefundRequestPending,
 )
+from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..models import Order, OrderRequest, Refund
 from ..services import stored_error
 from . import refund_keys
@@ -270,6 +271,8 @@ class OrderRefundViewSet(
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         order_id = self.kwargs["order_id"]
+        if len(order_id) > MAX_ORDER_ID_LENGTH:
+            raise NotFound()  # names no order (and would not fit the key's row)
         key = parse_key(request.headers.get(HEADER))
         body = RefundRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -168,3 +168,13 @@ def test_a_key_held_by_a_request_that_died_is_taken_over_once_its_claim_expires(
     assert while_held.status_code == 409
     assert after.status_code == 201, after.content
     assert len(live_orders.refunds_created_via_api()) == 1
+
+
+def test_an_order_id_too_long_to_name_an_order_is_404_and_takes_no_key(refunder, paid_order):
+    body = shipping_body(paid_order)
+    response = refunder.post(
+        f"/api/orders/or_{'x' * 70}/refunds/", body, format="json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+
+    assert response.status_code == 404
+    assert not RefundApiKey.objects.exists()
