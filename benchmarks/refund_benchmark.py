@@ -20,7 +20,7 @@ mirror shows them paid, as a shop's would), then the run alternates, on the same
 - measured: ``refund_order`` of one line of one of those orders (two calls).
 
 Target: the median local work of ``refund_order`` at most 10 ms. The SQL statements of one
-call of each are printed too (``tests/refunds/test_refund_e2e.py`` asserts the count).
+call of each are printed too (``tests/refunds/test_refund_queries.py`` asserts the count).
 """
 
 from __future__ import annotations
