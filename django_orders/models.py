@@ -523,3 +523,36 @@ class PaymentWatch(models.Model):
 
     def __str__(self) -> str:
         return f"payment watch of {self.order_id}"
+
+
+class RefundApiKey(models.Model):
+    """An ``Idempotency-Key`` of the REST API's refund POST, bound to the request it came with.
+
+    Kept here and never sent: the key and who sent it are the shop's business, not the
+    provider's (the refund's own ``reference`` is what the provider sees). The row is taken
+    with one INSERT before ``refund_order`` runs, so two requests with one key never both
+    refund: the second finds the row (another body: a conflict; the same body while the first
+    is running: in progress, ``claimed_until``).
+    """
+
+    #: The caller-scoped key (``rest.idempotency.scoped_reference``).
+    key = models.CharField(_("idempotency key"), max_length=255)
+    #: The refund's reference: one key per reference.
+    reference = models.CharField(_("reference"), max_length=256)
+    order_id = models.CharField(_("order id"), max_length=64)
+    #: SHA-256 of the request (order and body) the key was first used with.
+    fingerprint = models.CharField(_("request fingerprint"), max_length=64)
+    claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("refund API key")
+        verbose_name_plural = _("refund API keys")
+        # Constraints, not unique=True: no PostgreSQL prefix-search ("_like") index beside.
+        constraints = [
+            models.UniqueConstraint(fields=["key"], name="orders_refund_api_key_uniq"),
+            models.UniqueConstraint(fields=["reference"], name="orders_refund_api_ref_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund API key for {self.reference}"

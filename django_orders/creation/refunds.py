@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..client.factory import get_client
@@ -40,7 +41,6 @@ from .records import (
     State,
     claim,
     claim_duration,
-    insert_request,
     key_expired,
     mark_expired,
     send_and_record,
@@ -104,10 +104,17 @@ def refund_order(
     order_id = arguments["order_id"]
     if not Order.objects.using(using).filter(pk=order_id).exists():
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
-    with order_claim(order_id, using):
-        request = _prepare(client, arguments, using)
+    with order_claim(order_id, using) as held:
+        request, store = _prepare(client, arguments, using)
         try:
-            insert_request(request, using)
+            # One commit: the request (committed before its send), the lookup's order and
+            # refunds, and the claim's release (the next staff member's lookup may start).
+            with transaction.atomic(using=using):
+                # First, so that a duplicate reference rolls back nothing but this block.
+                request.save(using=using, force_insert=True)
+                store()
+                held.release()
+            held.released = True
         except IntegrityError:
             # The same reference, stored by another process since the read above.
             existing = requests.get(reference=arguments["reference"])
@@ -116,9 +123,13 @@ def refund_order(
     return _result(send_and_record(client, request, using))
 
 
-def _prepare(client: OrdersClient, arguments: dict[str, Any], using: str) -> OrderRequest:
+def _prepare(
+    client: OrdersClient, arguments: dict[str, Any], using: str
+) -> tuple[OrderRequest, Callable[[], object]]:
     """Under the order's claim: the request to store, its amounts checked against a fresh
-    lookup of the order and the requests still in flight (module docstring)."""
+    lookup of the order and the requests still in flight (module docstring), and the write
+    of that lookup into the mirror, for the caller's transaction. A refusal stores the lookup
+    at once (the mirror learns what the service said, an order no longer paid included)."""
     order_id = arguments["order_id"]
     in_flight = list(
         OrderRequest.objects.using(using)
@@ -132,21 +143,28 @@ def _prepare(client: OrdersClient, arguments: dict[str, Any], using: str) -> Ord
         if exc.status_code == 404:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.") from exc
         raise
-    # The lookup path of confirm/refresh: the order, its refunds, the requests they settle.
-    store_answer(order_id, record, what="lookup", sent_at=sent_at)
-    status = record.get("status")
-    if status not in REFUNDABLE:
-        raise OrderNotRefundable(order_id, str(status))
-    refunds = embedded_refunds(record)
-    shown = {refund.get("reference") for refund in refunds}
-    used = refunded_by_line(refunds) + in_flight_by_line(
-        [payload for reference, payload in in_flight if reference not in shown]
-    )
-    currency = order_currency(record) or ""
-    wire_lines = refund_lines(arguments, order_lines(record), used, currency)
+
+    def store() -> object:
+        # The lookup path of confirm/refresh: the order, its refunds, the requests they settle.
+        return store_answer(order_id, record, what="lookup", sent_at=sent_at)
+
+    try:
+        status = record.get("status")
+        if status not in REFUNDABLE:
+            raise OrderNotRefundable(order_id, str(status))
+        refunds = embedded_refunds(record)
+        shown = {refund.get("reference") for refund in refunds}
+        used = refunded_by_line(refunds) + in_flight_by_line(
+            [payload for reference, payload in in_flight if reference not in shown]
+        )
+        currency = order_currency(record) or ""
+        wire_lines = refund_lines(arguments, order_lines(record), used, currency)
+    except Exception:
+        store()  # an InvalidRecord here names what is wrong with the answer
+        raise
     now = timezone.now()
     key = str(uuid.uuid4())
-    return OrderRequest(
+    request = OrderRequest(
         kind=KIND,
         idempotency_key=key,
         reference=arguments["reference"],
@@ -158,6 +176,7 @@ def _prepare(client: OrdersClient, arguments: dict[str, Any], using: str) -> Ord
         updated_at=now,
         claimed_until=now + claim_duration(),
     )
+    return request, store
 
 
 def _repeat(

@@ -2,8 +2,8 @@
 ``refunds/`` and ``refunds/<id>/`` (GET).
 
 Two idempotency scopes: the body's ``reference`` names the refund, the ``Idempotency-Key``
-header this HTTP request. The statuses and the conflicts: docs/architecture/interfaces.md
-("Refunds in the API").
+header this HTTP request (a local row, never sent to the provider). The statuses and the
+conflicts: docs/architecture/interfaces.md ("Refunds in the API").
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from ..exceptions import (
     RefundRejected,
     RefundRequestPending,
 )
+from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..models import Order, OrderRequest, Refund
 from ..services import stored_error
+from . import refund_keys
 from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
 from .idempotency import HEADER, parse_key, scoped_reference
 from .serializers import ErrorSerializer
@@ -45,8 +47,6 @@ from .views import (
 
 KIND = OrderRequest.Kind.REFUND_CREATE
 State = OrderRequest.State
-#: The ``custom_data`` entry that carries the caller-scoped Idempotency-Key.
-API_REQUEST = "api_request"
 REFERENCE_CONFLICT = "reference_conflict"
 
 
@@ -263,68 +263,81 @@ class OrderRefundViewSet(
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         order_id = self.kwargs["order_id"]
+        if len(order_id) > MAX_ORDER_ID_LENGTH:
+            raise NotFound()  # names no order (and would not fit the key's row)
         key = parse_key(request.headers.get(HEADER))
         body = RefundRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        scoped = scoped_reference(request.user, key)
-        conflict = self._key_conflict(scoped, data["reference"])
-        if conflict is not None:
-            return conflict
+        arguments = {
+            "reference": data["reference"],
+            "reason": data["reason"],
+            "lines": [dict(line) for line in data["lines"]] if data.get("lines") else None,
+            "reason_details": data.get("reason_details"),
+        }
+        held = refund_keys.take(
+            scoped_reference(request.user, key),
+            data["reference"],
+            order_id,
+            refund_keys.fingerprint(order_id, arguments),
+        )
+        if isinstance(held, str):
+            return self._refused_key(held)
         try:
-            refund = services.refund_order(
-                order_id,
-                reference=data["reference"],
-                reason=data["reason"],
-                lines=[dict(line) for line in data["lines"]] if data.get("lines") else None,
-                reason_details=data.get("reason_details"),
-                custom_data={API_REQUEST: scoped},
+            refund = services.refund_order(order_id, **arguments)
+        except (InvalidRefundRequest, OrderNotRefundable, Order.DoesNotExist) as exc:
+            held.forget()  # nothing was stored: the key may be sent again, with any body
+            return self._refused(exc)
+        except (RefundRejected, RefundRequestPending) as exc:
+            held.release()
+            return self._refused(exc)
+        except BaseException:
+            held.release()
+            raise
+        held.release()
+        headers = {"Location": api_url(request, "refund-detail", refund.pk)}
+        return Response(
+            RefundSerializer(refund).data, status=status.HTTP_201_CREATED, headers=headers
+        )
+
+    def _refused(self, exc: Exception) -> Response:
+        """``refund_order``'s outcomes other than a refund, as the answers DESIGN.md lists."""
+        if isinstance(exc, ReferenceConflict):
+            return self._refused_key(refund_keys.REFERENCE_CONFLICT)
+        if isinstance(exc, InvalidRefundRequest):
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        if isinstance(exc, OrderNotRefundable):
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_refundable", str(exc)
             )
-        except ReferenceConflict:
+        if isinstance(exc, RefundRejected):
+            return rejected(exc)
+        if isinstance(exc, RefundRequestPending):
+            if in_flight(exc):  # type: ignore[arg-type]  # the same fields as a checkout's
+                return self._refused_key(refund_keys.IN_PROGRESS)
+            return refund_pending(self.request, exc.order_request)
+        raise exc  # Order.DoesNotExist: the exception handler's 404
+
+    @staticmethod
+    def _refused_key(why: str) -> Response:
+        if why == refund_keys.KEY_CONFLICT:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                IDEMPOTENCY_KEY_CONFLICT,
+                "This Idempotency-Key was already used with a different request body. Send a "
+                "new key for a new refund.",
+            )
+        if why == refund_keys.REFERENCE_CONFLICT:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY,
                 REFERENCE_CONFLICT,
                 "This reference was already used for another refund request: send a new "
                 "reference for a new refund.",
             )
-        except InvalidRefundRequest as exc:
-            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-        except OrderNotRefundable as exc:
-            return error_response(
-                status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_refundable", str(exc)
-            )
-        except RefundRejected as exc:
-            return rejected(exc)
-        except RefundRequestPending as exc:
-            if in_flight(exc):  # type: ignore[arg-type]  # the same fields as a checkout's
-                return error_response(
-                    status.HTTP_409_CONFLICT,
-                    IN_PROGRESS,
-                    "A request with this Idempotency-Key is still being processed; retry "
-                    "later with the same key and body.",
-                    headers={"Retry-After": str(PENDING_RETRY_AFTER)},
-                )
-            return refund_pending(request, exc.order_request)
-        headers = {"Location": api_url(request, "refund-detail", refund.pk)}
-        return Response(
-            RefundSerializer(refund).data, status=status.HTTP_201_CREATED, headers=headers
-        )
-
-    @staticmethod
-    def _key_conflict(scoped: str, reference: str) -> Response | None:
-        """422 when this caller's key already named a refund request with another reference
-        (the same reference with another body is the service's ReferenceConflict)."""
-        used = (
-            OrderRequest.objects.using(app_database())
-            .filter(kind=KIND, **{f"arguments__custom_data__{API_REQUEST}": scoped})
-            .exclude(reference=reference)
-            .exists()
-        )
-        if not used:
-            return None
         return error_response(
-            status.HTTP_422_UNPROCESSABLE_ENTITY,
-            IDEMPOTENCY_KEY_CONFLICT,
-            "This Idempotency-Key was already used with a different request body. Send a new "
-            "key for a new refund.",
+            status.HTTP_409_CONFLICT,
+            IN_PROGRESS,
+            "A request with this Idempotency-Key is still being processed; retry later with "
+            "the same key and body.",
+            headers={"Retry-After": str(PENDING_RETRY_AFTER)},
         )

@@ -65,3 +65,45 @@ def test_processes_refunding_at_once_never_exceed_what_was_paid(
     refunded = sum(live_orders.refund(row["refund_id"])["total"]["value"] for row in upstream)
     paid = PAID["product"] + PAID["shipping"]
     assert refunded == (6000 if lines_given else paid)
+
+
+def test_processes_sending_one_reference_at_once_make_one_upstream_refund(
+    postgres_only, live_orders, paid_order, lines
+):
+    # Slow lookups keep every process inside refund_order at the same time.
+    live_orders.add_fault("slow", "/orders/lookup", times=PROCESSES, seconds=0.3)
+    env = child_env(ORDERS_API_KEY=live_orders.api_key, ORDERS_API_BASE_URL=live_orders.url)
+    kwargs = {
+        "order_id": paid_order.pk,
+        "reference": "one-reference",
+        "reason": "item_returned",
+        "lines": [{"line_item_id": lines["product"], "amount": 1000}],
+    }
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.refunds.crash_runner", "none", json.dumps(kwargs)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(PROCESSES)
+    ]
+    for child in children:
+        assert child.stdout.readline().strip() == "READY"
+    for child in children:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    outputs = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        outputs.append(out.strip())
+
+    [upstream] = live_orders.refunds_created_via_api()
+    # Each process got that refund, or was told its request is stored and being sent.
+    for line in outputs:
+        assert line in (f"DONE {upstream['refund_id']} 1000", "REFUSED RefundRequestPending")
+    assert f"DONE {upstream['refund_id']} 1000" in outputs

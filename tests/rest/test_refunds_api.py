@@ -168,12 +168,13 @@ def test_pending_is_202_with_a_status_url_and_in_flight_is_409(refunder, paid_or
         raise next(outcomes)
 
     monkeypatch.setattr(refund_views.services, "refund_order", refund_order)
-    pending = post(refunder, paid_order, shipping_body(paid_order, "ret-p"))
+    key = str(uuid.uuid4())
+    pending = post(refunder, paid_order, shipping_body(paid_order, "ret-p"), key=key)
     from django.utils import timezone
 
     request.claimed_until = timezone.now() + timezone.timedelta(minutes=1)
     request.save()
-    busy = post(refunder, paid_order, shipping_body(paid_order, "ret-p"))
+    busy = post(refunder, paid_order, shipping_body(paid_order, "ret-p"), key=key)
     status = refunder.get(pending.json()["status_url"])
 
     assert pending.status_code == 202

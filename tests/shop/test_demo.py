@@ -59,11 +59,25 @@ def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
     with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
         orders = db.execute("select count(*) from django_orders_order").fetchone()[0]
         requests = db.execute("select count(*) from django_orders_orderrequest").fetchone()[0]
-    # 120 seeded + 3 created through create_order, all synced into the mirror.
+    # 120 seeded + 3 created through create_order, all synced into the mirror; the 3 order
+    # requests and the demo refund's.
     assert orders == 123
-    assert requests == 3
+    assert requests == 4
 
     assert first.stdout.count(" created (") == 3 and "already existed" not in first.stdout
+    # One line of the first order refunded through refund_order, settled in the sandbox,
+    # refreshed: the refund and what is left of the order.
+    with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
+        [(refund_id, status, total, order_id)] = db.execute(
+            "select id, status, total, order_id from django_orders_refund"
+        ).fetchall()
+        order_total = db.execute(
+            "select total from django_orders_order where id = ?", [order_id]
+        ).fetchone()[0]
+    assert status == "succeeded" and 0 < total < order_total
+    assert f"Refund {refund_id} (demo-refund-1) of " in first.stdout
+    assert f"refund {refund_id} succeeded; order {order_id} (paid)" in first.stdout
+    assert "remainder EUR " in first.stdout
 
     second = _run_demo(tmp_path, port)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -71,9 +85,12 @@ def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
         assert f"for {reference} already existed (" in second.stdout
     with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
         assert db.execute("select count(*) from django_orders_order").fetchone()[0] == 123
-        assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 3
+        assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 4
+        assert db.execute("select count(*) from django_orders_refund").fetchone()[0] == 1
+    assert f"refund {refund_id} succeeded" in second.stdout
     with sqlite3.connect(tmp_path / "sandbox.sqlite3") as db:
         assert db.execute("select count(*) from orders").fetchone()[0] == 123
+        assert db.execute("select count(*) from refunds").fetchone()[0] == 1
     assert "sk_test_demo_key_for_this_test_only" not in first.stdout + first.stderr
 
 

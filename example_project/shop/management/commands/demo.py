@@ -1,15 +1,19 @@
 """``manage.py demo``: the whole main job on SQLite against the local sandbox.
 
 Starts the sandbox (in a thread of this process, so nothing is left running afterwards), seeds
-it, creates a few orders through ``create_order``, syncs every page with progress shown, then
+it, creates a few orders through ``create_order``, pays the first in the sandbox and refunds one
+of its lines through ``refund_order`` (settled in the sandbox, then refreshed into the mirror),
+syncs every page with progress shown, then
 serves the shop and the admin with a task worker beside them (``manage.py db_worker``, a child
 process stopped with the demo): it runs the payment watcher of each order the shop creates.
-Re-running it duplicates nothing: the sandbox's seeding is idempotent, the demo orders use fixed
-references (one upstream order per reference), and the sync leaves unchanged records alone.
+Re-running it duplicates nothing: the sandbox's seeding is idempotent, the demo orders and the
+demo refund use fixed references (one upstream order, one upstream refund per reference), and
+the sync leaves unchanged records alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -24,9 +28,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from django_orders.conf import orders_settings
-from django_orders.exceptions import OrdersError
-from django_orders.models import OrderRequest
-from django_orders.services import create_order
+from django_orders.exceptions import OrderNotRefundable, OrdersError
+from django_orders.models import Order, OrderRequest, Refund
+from django_orders.money import format_money
+from django_orders.services import create_order, refresh_orders, refund_order
 from django_orders.testing.sandbox.server import SandboxServer
 
 from ...catalogue import PRODUCTS
@@ -59,6 +64,8 @@ DEMO_ORDERS = [
         ["espresso-beans"],
     ),
 ]
+#: The demo refund: the first line of the first demo order, whole, once per database.
+DEMO_REFUND = "demo-refund-1"
 
 
 def _line_items(slugs: list[str]) -> list[dict]:
@@ -121,7 +128,8 @@ class Command(BaseCommand):
                 f"({added} seeded now)."
             )
             self._ensure_demo_user()
-            self._create_demo_orders()
+            orders = self._create_demo_orders()
+            self._refund_one_line(sandbox, orders[0])
             self.stdout.write("Syncing the mirror from the sandbox:")
             call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
             if not serve:
@@ -161,7 +169,8 @@ class Command(BaseCommand):
             user.save()
         self.stdout.write(f"Admin user {DEMO_USER!r} {'created' if created else 'exists'}.")
 
-    def _create_demo_orders(self) -> None:
+    def _create_demo_orders(self) -> list[Order]:
+        orders = []
         for reference, customer, slugs in DEMO_ORDERS:
             existed = OrderRequest.objects.filter(reference=reference, order__isnull=False).exists()
             try:
@@ -179,6 +188,47 @@ class Command(BaseCommand):
                 )
             else:
                 self.stdout.write(f"Order {order.id} for {reference} created ({order.status}).")
+            orders.append(order)
+        return orders
+
+    def _refund_one_line(self, sandbox: SandboxServer, order: Order) -> None:
+        """Pay ``order`` in the sandbox, refund its first line through ``refund_order``, settle
+        the refund in the sandbox, refresh the order, and print the refund and what is left."""
+        # As the payer would on the hosted page; a ValueError: paid by an earlier run (or no
+        # longer payable, which refund_order then says).
+        with contextlib.suppress(ValueError):
+            sandbox.pay_order(order.pk)
+        item = order.raw["line_item_group"]["line_items"][0]
+        line = item[item["type"]]
+        amount = int(line["price"]["value"]) * int(line.get("quantity") or 1)
+        try:
+            refund = refund_order(
+                order.pk,
+                reference=DEMO_REFUND,
+                reason="item_returned",
+                lines=[{"line_item_id": line["id"], "amount": amount}],
+            )
+        except OrderNotRefundable as exc:
+            self.stdout.write(f"No demo refund: {exc}")
+            return
+        except OrdersError as exc:
+            raise CommandError(f"Refunding a line of {order.pk} failed: {exc}") from exc
+        self.stdout.write(
+            f"Refund {refund.pk} ({refund.reference}) of {line['name']} on order {order.pk}: "
+            f"{format_money(refund.total, refund.currency)}, {refund.status}."
+        )
+        with contextlib.suppress(ValueError):  # settled by an earlier run
+            sandbox.settle_refund(refund.pk)  # the provider moves the money
+        refresh_orders([order.pk])  # one lookup: the order and the refunds it embeds
+        refund = Refund.objects.get(pk=refund.pk)
+        order = Order.objects.get(pk=order.pk)
+        refunded = order.refunded_total
+        self.stdout.write(
+            f"After settling and refreshing: refund {refund.pk} {refund.status}; order "
+            f"{order.pk} ({order.status}): total {format_money(order.total, order.currency)}, "
+            f"refunded {format_money(refunded, order.currency)}, remainder "
+            f"{format_money((order.total or 0) - refunded, order.currency)}."
+        )
 
 
 def _require_free_port(host: str, port: int, variable: str, what: str) -> None:
