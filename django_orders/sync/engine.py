@@ -25,6 +25,7 @@ from ..mirror.resources import RESOURCE_NAME, Resource, resource_for
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
+from .feed import read_change_feed
 from .lease import Lease
 from .pagewrite import MALFORMED, set_aside, write_page
 from .progress import (
@@ -144,11 +145,18 @@ def _close_abandoned_runs(resource: str) -> int:
 
 def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
     seen_ids: set[str] = set()
+    walk_began = time.monotonic()
     with walk_write_settings(Order):
         nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
-        if kind.refreshed:
+        feed = None
+        if kind.search_type is not None and orders_settings.CHANGE_FEED:
+            feed = read_change_feed(
+                run, lease, kind.name, kind.search_type, seen_ids, walk_began, progress
+            )
+        # A current index read back to its watermark saw every change: no refresh needed.
+        if kind.refreshed and (feed is None or not feed.replaces_refresh):
             refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
