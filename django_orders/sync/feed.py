@@ -173,11 +173,16 @@ def _first_answer(
             candidate = min(candidate, indexed)
     elif state == "delayed":
         candidate = indexed
+        outcome.warning = "the search index is delayed"
         if indexed is None:
-            outcome.warning = "the search index is delayed and does not say how far"
+            outcome.warning += " and does not say how far"
+        else:
+            outcome.warning += f" (last indexed at {indexed:%Y-%m-%d %H:%M:%S} UTC)"
     else:
         outcome.warning = f"the search index is {state}"
-    if outcome.warning:
+    if state == "delayed" and indexed is not None:
+        outcome.warning += ": the watermark stops there and open orders are refreshed by lookup"
+    elif outcome.warning:
         outcome.warning += ": the watermark is kept and open orders are refreshed by lookup"
     before = outcome.watermark_before
     if candidate is not None:
