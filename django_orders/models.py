@@ -509,6 +509,17 @@ class SyncRun(models.Model):
     def duration(self):
         return (self.finished_at - self.started_at) if self.finished_at else None
 
+    @property
+    def standing(self) -> str:
+        """The provider's count beside the mirror's ("service: at least 48,210 orders; mirror:
+        48,207"), when the change feed read one; else ``""``."""
+        if self.service_total is None or self.mirror_total is None:
+            return ""
+        bound = "" if self.service_total_exact else "at least "
+        return (
+            f"service: {bound}{self.service_total:,} {self.resource}; mirror: {self.mirror_total:,}"
+        )
+
 
 class SyncLease(models.Model):
     """Who may walk a resource now; taken and renewed with single atomic UPDATEs."""

@@ -76,8 +76,11 @@ class ProgressDisplay:
 class Command(BaseCommand):
     help = (
         "Walk the service's /page endpoint of a resource into the local mirror: new and changed "
-        "records are written page by page, unchanged ones are left alone, and for orders the "
-        "non-terminal orders that the page window hides are then refreshed by lookup. One run "
+        "records are written page by page, unchanged ones are left alone. For orders, the "
+        "change feed then reads /orders/search back to its watermark and looks up what "
+        "changed outside the page window (CHANGE_FEED); when the search index is not current, "
+        "the non-terminal orders the window hides are refreshed by lookup too, and a warning "
+        "says why (exit status 0). One run "
         "per resource at a time across all hosts (a lease in the database). Exit status: 0 "
         f"done; {EXIT_FAILED} failed (the error is also recorded on the sync run); "
         f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
@@ -168,6 +171,9 @@ class Command(BaseCommand):
         display.end_line()
         if verbosity >= 1:
             self.stdout.write(self.style.SUCCESS(self.summary(run, time.monotonic() - started)))
+        if run.warning:
+            # Exit status 0: the run did what it could (window walk, open-order refresh).
+            self.stderr.write(self.style.WARNING(f"Warning (sync run {run.pk}): {run.warning}."))
         if run.skipped:
             # On stderr, which cron mails: the walk went on, but these records are missing.
             self.stderr.write(
@@ -200,8 +206,31 @@ class Command(BaseCommand):
             lines.append(
                 (WINDOW_ORDERS if is_orders else WINDOW_RECORDS).format(resource=run.resource)
             )
+        if run.index_freshness:
+            lines.append(feed_summary(run))
         lines.append(f"{seconds:,.1f} seconds.")
         return " ".join(lines)
+
+
+def feed_summary(run: SyncRun) -> str:
+    """The change feed's part of the summary: what it read and looked up, how fresh the index
+    was, where the watermark stands, and the service's count beside the mirror's."""
+    text = (
+        f"Change feed: {plural(run.feed_read, 'change', 'changes')} read back to the "
+        f"watermark, {run.feed_lookups:,} looked up; search index {run.index_freshness}"
+    )
+    before, after = run.watermark_before, run.watermark_after
+    if before is None and after is not None:
+        text += f"; first watermark {after:%Y-%m-%d %H:%M:%S} UTC"
+    elif before is not None and after is not None and after > before:
+        text += f"; watermark {before:%Y-%m-%d %H:%M:%S} -> {after:%Y-%m-%d %H:%M:%S} UTC"
+    elif before is not None:
+        text += f"; watermark kept at {before:%Y-%m-%d %H:%M:%S} UTC"
+    if run.standing:
+        text += f"; {run.standing}"
+    if run.index_freshness == "current" and run.watermark_before is not None:
+        text += "; it stood in for the refresh of open orders"
+    return text + "."
 
 
 def plural(count: int, singular: str, plural: str) -> str:
@@ -216,10 +245,11 @@ END_REASONS = {
     "": "The walk ended.",
 }
 WINDOW_ORDERS = (
-    "The service lists no older orders there and does not say how many there are. The mirror "
-    "keeps every order it has seen, and open orders outside the window stay correct through "
-    "the lookups above; run the sync at least as often as a window of new orders arrives. "
-    "Where the service serves deeper pages, --max-pages N walks past the window."
+    "The service lists no older orders there. The mirror keeps every order it has seen, and "
+    "orders outside the window stay correct through the change feed (or, when the search "
+    "index cannot be trusted, the refresh of open orders); run the sync at least as often as "
+    "a window of new orders arrives. Where the service serves deeper pages, --max-pages N "
+    "walks past the window."
 )
 WINDOW_RECORDS = (
     "The service lists no older {resource} there and does not say how many there are. The "
