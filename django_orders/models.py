@@ -521,6 +521,30 @@ class SyncRun(models.Model):
         )
 
 
+class SyncCheckpoint(models.Model):
+    """Where a ``sync_orders --backfill`` of a resource stands, saved after each search answer
+    it finished, so a killed backfill goes on from there; deleted when it finishes."""
+
+    resource = models.CharField(_("resource"), max_length=64, primary_key=True)
+    #: The search's opaque cursor after the last finished answer ("": from the top).
+    cursor = models.TextField(_("cursor"), blank=True)
+    done = models.PositiveIntegerField(_("results read"), default=0)
+    looked_up = models.PositiveIntegerField(_("looked up"), default=0)
+    #: What the feed's watermark becomes when it finishes (the first answer's freshness says).
+    watermark = models.DateTimeField(_("watermark to leave"), null=True, blank=True)
+    index_freshness = models.CharField(_("search index"), max_length=16, blank=True)
+    total = models.PositiveIntegerField(_("service's count"), null=True, blank=True)
+    total_exact = models.BooleanField(_("exact count"), null=True, blank=True)
+    started_at = models.DateTimeField(_("started"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("backfill checkpoint")
+        verbose_name_plural = _("backfill checkpoints")
+
+    def __str__(self) -> str:
+        return f"{self.resource} backfill ({self.done:,} read)"
+
+
 class SyncLease(models.Model):
     """Who may walk a resource now; taken and renewed with single atomic UPDATEs."""
 

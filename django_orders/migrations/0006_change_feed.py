@@ -1,3 +1,4 @@
+import django.utils.timezone
 from django.db import migrations, models
 
 
@@ -7,6 +8,46 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.CreateModel(
+            name="SyncCheckpoint",
+            fields=[
+                (
+                    "resource",
+                    models.CharField(
+                        max_length=64, primary_key=True, serialize=False, verbose_name="resource"
+                    ),
+                ),
+                ("cursor", models.TextField(blank=True, verbose_name="cursor")),
+                ("done", models.PositiveIntegerField(default=0, verbose_name="results read")),
+                ("looked_up", models.PositiveIntegerField(default=0, verbose_name="looked up")),
+                (
+                    "watermark",
+                    models.DateTimeField(blank=True, null=True, verbose_name="watermark to leave"),
+                ),
+                (
+                    "index_freshness",
+                    models.CharField(blank=True, max_length=16, verbose_name="search index"),
+                ),
+                (
+                    "total",
+                    models.PositiveIntegerField(
+                        blank=True, null=True, verbose_name="service's count"
+                    ),
+                ),
+                (
+                    "total_exact",
+                    models.BooleanField(blank=True, null=True, verbose_name="exact count"),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(default=django.utils.timezone.now, verbose_name="started"),
+                ),
+            ],
+            options={
+                "verbose_name": "backfill checkpoint",
+                "verbose_name_plural": "backfill checkpoints",
+            },
+        ),
         migrations.AddField(
             model_name="order",
             name="search_updated_at",

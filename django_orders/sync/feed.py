@@ -98,7 +98,7 @@ def read_change_feed(
         _read(client, outcome, resource, search_type, walked, walk_began)
     lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
-        stamp = _stamp(lookup.order_id, outcome.changed[lookup.order_id])
+        stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
         result = store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp)
         if result is not None and progress is not None:
             progress(run)
@@ -142,17 +142,17 @@ def _read(
             return
         if first is None:
             first = page
-            walk_seen_at = _first_answer(outcome, page, search_type, time.monotonic() - walk_began)
+            walk_seen_at = first_answer(outcome, page, search_type, time.monotonic() - walk_began)
         if floor is None:
             return
-        _decide(outcome, page.results, floor, decided, walked, walk_seen_at)
+        decide(outcome, page.results, floor, decided, walked, walk_seen_at)
         if not page.has_more or (page.results and page.results[-1].updated_at < floor):
             break
         cursor = page.next_cursor
     outcome.read = len(decided)
 
 
-def _first_answer(
+def first_answer(
     outcome: FeedOutcome, page: SearchPage, search_type: str, since_walk: float
 ) -> datetime | None:
     """Take the freshness, the total and the new watermark from the read's first answer;
@@ -201,15 +201,21 @@ def _untrusted(outcome: FeedOutcome, state: str, why: str) -> None:
     outcome.warning = f"{why}; the watermark is kept and open orders are refreshed by lookup"
 
 
-def _decide(
+def decide(
     outcome: FeedOutcome,
     results: list[SearchResult],
     floor: datetime,
     decided: dict[str, datetime],
     walked: set[str],
     walk_seen_at: datetime | None,
+    *,
+    compare: bool = False,
 ) -> None:
-    """Sort one answer's projections into to look up, settled by the walk, and unchanged."""
+    """Sort one answer's projections into to look up, settled, and unchanged.
+
+    ``compare`` (the backfill): an order the feed never settled but the mirror holds with the
+    projection's status and amount is settled without a lookup.
+    """
     fresh = [
         r
         for r in results
@@ -217,28 +223,36 @@ def _decide(
     ]
     if not fresh:
         return
-    stored = dict(
-        Order.objects.using(app_database())
+    stored = {
+        row[0]: row[1:]
+        for row in Order.objects.using(app_database())
         .filter(pk__in={r.id for r in fresh})
-        .values_list("id", "search_updated_at")
-    )
+        .values_list("id", "search_updated_at", "status", "total", "currency")
+    }
     settled: dict[str, datetime] = {}
     for result in fresh:
         decided[result.id] = result.updated_at
-        known = stored.get(result.id)
-        if known is not None and result.updated_at <= known:
+        row = stored.get(result.id)
+        if row is not None and row[0] is not None and result.updated_at <= row[0]:
             continue  # the mirror settled this version, or a newer one
-        if (
-            result.id in stored
-            and result.id in walked
-            and walk_seen_at is not None
-            and result.updated_at < walk_seen_at
+        if row is not None and (
+            (result.id in walked and walk_seen_at is not None and result.updated_at < walk_seen_at)
+            or (compare and row[0] is None and _same(result, row[1:]))
         ):
-            settled[result.id] = result.updated_at  # the walk just read it, changed or not
+            settled[result.id] = result.updated_at  # the walk just read it, or holds it so
             continue
         outcome.changed[result.id] = result.updated_at
     if settled:
         _settle(settled)
+
+
+def _same(result: SearchResult, row: tuple) -> bool:
+    """Whether the mirror's status and amount are the projection's."""
+    status, total, currency = row
+    if result.status != status:
+        return False
+    amount = result.amount
+    return amount is None or (amount.value == total and amount.currency == currency)
 
 
 def _newer(order_id: str, moment: datetime) -> Q:
@@ -253,7 +267,7 @@ def _settle(moments: dict[str, datetime]) -> None:
     )
 
 
-def _stamp(order_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
+def stamp_settled(order_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
     """Inside a looked-up order's transaction: the projection it answered is settled."""
 
     def stamp(result: MirrorResult) -> None:

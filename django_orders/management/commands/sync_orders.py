@@ -51,6 +51,10 @@ class ProgressDisplay:
         if self.verbosity < 1:
             return
         elapsed = max(time.monotonic() - self.started, 1e-6)
+        if run.end_reason == "backfill":
+            text = f"{run.resource} backfill: {backfill_done(run)}"
+            self._show(text, new_step=True)
+            return
         text = (
             f"{run.resource}: page {run.pages}, {run.seen:,} records, "
             f"{run.seen / elapsed:,.0f} records/s"
@@ -59,11 +63,14 @@ class ProgressDisplay:
             text += f", {run.refreshed:,} refreshed by lookup"
         new_page = run.pages != self.last_pages
         self.last_pages = run.pages
+        self._show(text, new_step=new_page and run.pages % PLAIN_PROGRESS_EVERY == 0)
+
+    def _show(self, text: str, *, new_step: bool) -> None:
         if self.tty:
             self.width = max(self.width, len(text))
             self.stdout.write("\r" + text.ljust(self.width), ending="")
             self.stdout.flush()
-        elif self.verbosity >= 2 or (new_page and run.pages % PLAIN_PROGRESS_EVERY == 0):
+        elif self.verbosity >= 2 or new_step:
             self.stdout.write(text)
 
     def end_line(self) -> None:
@@ -131,6 +138,16 @@ class Command(BaseCommand):
             f"{DEFAULTS['REFRESH_LIMIT']:,} unless set).",
         )
 
+        parser.add_argument(
+            "--backfill",
+            action="store_true",
+            help="Instead of the page walk, read the whole history of orders through "
+            "/orders/search and look up every order the mirror lacks or holds at an older "
+            "state. Saves a checkpoint after each search answer: killed, the next --backfill "
+            "goes on from it. When it finishes it leaves the change feed's watermark. Progress: "
+            '"done / at least N". Orders only (default: off).',
+        )
+
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         # Kept so that handle() can refuse an option combination the way argparse refuses a
         # bad option: usage and exit status 2 from the command line, CommandError otherwise.
@@ -155,6 +172,7 @@ class Command(BaseCommand):
                 max_pages=options["max_pages"],
                 refresh_limit=options["refresh_limit"],
                 progress=display,
+                backfill=options["backfill"],
             )
         except SyncAlreadyRunning as exc:
             display.end_line()
@@ -187,6 +205,8 @@ class Command(BaseCommand):
     def summary(run: SyncRun, seconds: float) -> str:
         """What the run did, in sentences: counts with thousands separators, plurals agreeing,
         and the walk's end said in words rather than its stored code."""
+        if run.end_reason == "backfill":
+            return backfill_summary(run, seconds)
         kind = RESOURCES.get(run.resource)
         is_orders = kind is not None and kind.refreshed  # open records refreshed by lookup
         noun = kind.noun if kind is not None else ("record", "records")
@@ -210,6 +230,26 @@ class Command(BaseCommand):
             lines.append(feed_summary(run))
         lines.append(f"{seconds:,.1f} seconds.")
         return " ".join(lines)
+
+
+def backfill_done(run: SyncRun) -> str:
+    """ "1,200 / at least 48,210 done, 35 looked up"."""
+    total = "?" if run.service_total is None else f"{run.service_total:,}"
+    bound = "" if run.service_total_exact or run.service_total is None else "at least "
+    return f"{run.feed_read:,} / {bound}{total} done, {run.feed_lookups:,} looked up"
+
+
+def backfill_summary(run: SyncRun, seconds: float) -> str:
+    text = (
+        f"Backfilled {run.resource}: {backfill_done(run)} ({run.created:,} new, "
+        f"{run.updated:,} changed, {run.unchanged:,} unchanged); search index "
+        f"{run.index_freshness or 'unknown'}"
+    )
+    if run.watermark_after is not None and run.watermark_after != run.watermark_before:
+        text += f"; the change feed goes on from {run.watermark_after:%Y-%m-%d %H:%M:%S} UTC"
+    if run.standing:
+        text += f"; {run.standing}"
+    return f"{text}. {seconds:,.1f} seconds."
 
 
 def feed_summary(run: SyncRun) -> str:
