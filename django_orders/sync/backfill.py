@@ -63,7 +63,6 @@ def run_backfill(
     gate = RateGate()
     cursor = point.cursor or None
     restarts = 0
-    decided: dict[str, datetime] = {}
     with new_client(gate=gate) as client:
         while True:
             try:
@@ -79,7 +78,9 @@ def run_backfill(
                 continue
             _first(point, page, search_type, outcome)
             outcome.changed.clear()
-            decide(outcome, page.results, _EVER, decided, set(), None, compare=True)
+            # Per answer, so memory stays flat over a history of millions: what an earlier
+            # answer settled is in the mirror (search_updated_at), which decide reads.
+            decide(outcome, page.results, _EVER, {}, set(), None, compare=True)
             _look_up(run, lease, outcome, gate)
             point.cursor = page.next_cursor or ""
             point.done += len(page.results)

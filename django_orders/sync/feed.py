@@ -95,7 +95,7 @@ def read_change_feed(
     outcome.watermark_after = outcome.watermark_before
     gate = RateGate()  # the searches and the lookups back off together on a 429
     with new_client(gate=gate) as client:
-        _read(client, outcome, resource, search_type, walked, walk_began)
+        _read(client, outcome, resource, search_type, walked, walk_began, lease)
     lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
         stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
@@ -113,6 +113,7 @@ def _read(
     search_type: str,
     walked: set[str],
     walk_began: float,
+    lease: Lease,
 ) -> None:
     """Read the index back to the watermark (the first run: one result, for its freshness)."""
     size = orders_settings.SEARCH_PAGE_SIZE if outcome.watermark_before else 1
@@ -146,6 +147,7 @@ def _read(
         if floor is None:
             return
         decide(outcome, page.results, floor, decided, walked, walk_seen_at)
+        lease.renew()  # a long read (after an outage) holds the lease like a long walk
         if not page.has_more or (page.results and page.results[-1].updated_at < floor):
             break
         cursor = page.next_cursor
