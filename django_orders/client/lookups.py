@@ -103,10 +103,9 @@ def lookup_orders(
     flight are waited for (at most their request deadline) and dropped. Closing the generator
     early does the same. ``heartbeat`` runs in the calling thread whenever ``HEARTBEAT_SECONDS``
     pass with lookups in flight and none finished (the caller renews its lease when it writes a
-    result, and here when there is none to write).
-    ``gate``: a ``RateGate`` shared with the
-    caller's own client (the change feed's searches), so a 429 to either holds both; by
-    default the pool's own.
+    result, and here when there is none to write). ``gate``: a ``RateGate`` shared with the
+    caller's own client (the change feed's searches), so a 429 to either holds both; by default
+    the pool's own.
     """
     ids = list(dict.fromkeys(order_ids))
     if not ids:
