@@ -292,6 +292,14 @@ SETTINGS: dict[str, Setting] = {
     "REFRESH_LIMIT": Setting(2000, whole_number(0)),
     # Lookups in flight at once when refreshing orders (latency bound: one order, one trip).
     "REFRESH_CONCURRENCY": Setting(8, whole_number(1, MAX_REFRESH_CONCURRENCY)),
+    # Each orders sync also reads /orders/search newest change first, back to its watermark,
+    # and looks up what changed: what keeps orders outside the page window current.
+    "CHANGE_FEED": Setting(True, _boolean),
+    # How far behind the stored watermark each feed read starts (the index's clock and a
+    # record's updated_at need not agree to the millisecond).
+    "CHANGE_FEED_OVERLAP": Setting(timedelta(minutes=5), duration(zero=True)),
+    # Results per /orders/search and /customers/search request, 1..256.
+    "SEARCH_PAGE_SIZE": Setting(100, whole_number(1, MAX_PAGE_SIZE)),
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
     # Where a page walk fetches and parses the next page while the current one is written:

@@ -228,6 +228,11 @@ class RequestRejected(OrdersAPIError):
             return False
         return any("page_number" in (text or "").lower() for text in (self.message, self.detail))
 
+    @property
+    def is_cursor_expired(self) -> bool:
+        """400 ``cursor_expired``: a search cursor outlived its lifetime; search again."""
+        return self.status_code == 400 and self.code == "cursor_expired"
+
 
 #: Error codes of a 400 that, naming page_number in its message, rejects a page number.
 PAGE_WINDOW_CODES = frozenset({"parameter_invalid", "invalid_request"})

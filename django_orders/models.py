@@ -157,6 +157,17 @@ class Order(models.Model):
         help_text=_("When the request whose answer this row holds was sent."),
     )
 
+    # The updated_at of the last search projection of this order the change feed settled (by
+    # a lookup, or as written by the same run's window walk): a newer one means the order
+    # changed upstream, even when its status and amount did not (a refund).
+    search_updated_at = models.DateTimeField(
+        _("search updated"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("The provider's updated_at of the last change the change feed settled."),
+    )
+
     objects = OrderQuerySet.as_manager()
 
     class Meta:
@@ -461,6 +472,30 @@ class SyncRun(models.Model):
     )
     error = models.TextField(_("error"), blank=True)
     host = models.CharField(_("host"), max_length=255, blank=True)
+    # The change feed (sync.feed): how far back it read, how far the next run reads back to.
+    watermark_before = models.DateTimeField(_("watermark before"), null=True, blank=True)
+    watermark_after = models.DateTimeField(
+        _("watermark after"),
+        null=True,
+        blank=True,
+        help_text=_("The next run's change feed reads back to here (less the overlap)."),
+    )
+    index_freshness = models.CharField(
+        _("search index"),
+        max_length=16,
+        blank=True,
+        help_text=_("How fresh the provider's search index said it was: current, delayed..."),
+    )
+    feed_read = models.PositiveIntegerField(_("changes read"), default=0)
+    feed_lookups = models.PositiveIntegerField(_("looked up for the feed"), default=0)
+    service_total = models.PositiveIntegerField(_("service's count"), null=True, blank=True)
+    service_total_exact = models.BooleanField(
+        _("exact count"), null=True, blank=True, help_text=_("False: the count is a lower bound.")
+    )
+    mirror_total = models.PositiveIntegerField(_("mirror's count"), null=True, blank=True)
+    warning = models.TextField(
+        _("warning"), blank=True, help_text=_("What the run could not trust (a stale index).")
+    )
 
     class Meta:
         verbose_name = _("sync run")
@@ -473,6 +508,41 @@ class SyncRun(models.Model):
     @property
     def duration(self):
         return (self.finished_at - self.started_at) if self.finished_at else None
+
+    @property
+    def standing(self) -> str:
+        """The provider's count beside the mirror's ("service: at least 48,210 orders; mirror:
+        48,207"), when the change feed read one; else ``""``."""
+        if self.service_total is None or self.mirror_total is None:
+            return ""
+        bound = "" if self.service_total_exact else "at least "
+        return (
+            f"service: {bound}{self.service_total:,} {self.resource}; mirror: {self.mirror_total:,}"
+        )
+
+
+class SyncCheckpoint(models.Model):
+    """Where a ``sync_orders --backfill`` of a resource stands, saved after each search answer
+    it finished, so a killed backfill goes on from there; deleted when it finishes."""
+
+    resource = models.CharField(_("resource"), max_length=64, primary_key=True)
+    #: The search's opaque cursor after the last finished answer ("": from the top).
+    cursor = models.TextField(_("cursor"), blank=True)
+    done = models.PositiveIntegerField(_("results read"), default=0)
+    looked_up = models.PositiveIntegerField(_("looked up"), default=0)
+    #: What the feed's watermark becomes when it finishes (the first answer's freshness says).
+    watermark = models.DateTimeField(_("watermark to leave"), null=True, blank=True)
+    index_freshness = models.CharField(_("search index"), max_length=16, blank=True)
+    total = models.PositiveIntegerField(_("service's count"), null=True, blank=True)
+    total_exact = models.BooleanField(_("exact count"), null=True, blank=True)
+    started_at = models.DateTimeField(_("started"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("backfill checkpoint")
+        verbose_name_plural = _("backfill checkpoints")
+
+    def __str__(self) -> str:
+        return f"{self.resource} backfill ({self.done:,} read)"
 
 
 class SyncLease(models.Model):

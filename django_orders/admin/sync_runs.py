@@ -61,6 +61,7 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "error_column",
         "duration_column",
         *COUNT_COLUMNS,
+        "index_column",
     )
     # Fixed-choice and date filters only: a free-text column would cost a DISTINCT scan.
     list_filter = ("outcome", "started_at")
@@ -83,6 +84,13 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "refreshed",
         "refresh_waiting",
         "end_column",
+        "index_column",
+        "warning",
+        "watermark_before",
+        "watermark_after",
+        "feed_read",
+        "feed_lookups",
+        "standing_column",
         "error",
         "skipped",
         "problems",
@@ -97,6 +105,8 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "unchanged",
         "refreshed",
         "refresh_waiting",
+        "feed_read",
+        "feed_lookups",
         "skipped",
     )
 
@@ -112,6 +122,19 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
     def end_column(self, obj: SyncRun) -> str:
         """The stored code (``page_window``...) in words; an unknown code as it is."""
         return str(WALK_ENDS.get(obj.end_reason, obj.end_reason or "-"))
+
+    @admin.display(description=_("search index"))
+    def index_column(self, obj: SyncRun) -> SafeString | str:
+        """The index's freshness as the change feed read it; a warning's text on hover."""
+        if not obj.index_freshness:
+            return "-"
+        if obj.warning:
+            return format_html('<span title="{}">{} ⚠</span>', obj.warning, obj.index_freshness)
+        return obj.index_freshness
+
+    @admin.display(description=_("service and mirror"))
+    def standing_column(self, obj: SyncRun) -> str:
+        return obj.standing or "-"
 
     @admin.display(description=_("duration"))
     def duration_column(self, obj: SyncRun) -> str:

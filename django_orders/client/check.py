@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..exceptions import OrdersError
 from .factory import get_client
@@ -26,6 +27,11 @@ class ApiCheck:
     request_id: str | None = None
     record_returned: bool = False
     error: OrdersError | None = None
+    #: The orders search index's freshness (``current``, ``delayed``...), as the change feed
+    #: reads it, and its ``last_indexed_at`` if given; ``search_error``: why it could not be read.
+    search_freshness: str | None = None
+    search_last_indexed_at: datetime | None = None
+    search_error: OrdersError | None = None
 
     @property
     def ok(self) -> bool:
@@ -33,7 +39,8 @@ class ApiCheck:
 
 
 def check_api() -> ApiCheck:
-    """Read page 1 of ``/orders/page`` with page size 1, once, with the settings' key.
+    """Read page 1 of ``/orders/page`` with page size 1, once, with the settings' key; then,
+    when that worked, one result of ``/orders/search`` for the index's freshness.
 
     No retries: this verifies a deploy, and a retry loop would hide a flaky network and make a
     failing check slow to say so. Settings errors (no key, a bad URL) are for
@@ -45,12 +52,24 @@ def check_api() -> ApiCheck:
         page = client.fetch_page("orders", 1, 1, retries=0)
     except OrdersError as exc:
         return ApiCheck(client.base_url, _since(started), error=exc)
+    latency = _since(started)
+    freshness, indexed, search_error = None, None, None
+    try:
+        # One result, once: the key is proven by the page; this says whether the change feed
+        # can trust the index.
+        fresh = client.search("orders", page_size=1, retries=0).freshness.of("order")
+        freshness, indexed = fresh.state, fresh.last_indexed_at
+    except OrdersError as exc:
+        search_error = exc
     return ApiCheck(
         client.base_url,
-        _since(started),
+        latency,
         status_code=page.status_code,
         request_id=page.request_id,
         record_returned=bool(page.records),
+        search_freshness=freshness,
+        search_last_indexed_at=indexed,
+        search_error=search_error,
     )
 
 

@@ -87,6 +87,7 @@ def lookup_orders(
     *,
     concurrency: int | None = None,
     heartbeat: Callable[[], None] | None = None,
+    gate: RateGate | None = None,
 ) -> Iterator[Lookup]:
     """Look up each order, ``concurrency`` (default ``REFRESH_CONCURRENCY``) at a time.
 
@@ -95,14 +96,16 @@ def lookup_orders(
     flight are waited for (at most their request deadline) and dropped. Closing the generator
     early does the same. ``heartbeat`` runs in the calling thread whenever ``HEARTBEAT_SECONDS``
     pass with lookups in flight and none finished (the caller renews its lease when it writes a
-    result, and here when there is none to write).
+    result, and here when there is none to write). ``gate``: a ``RateGate`` shared with the
+    caller's own client (the change feed's searches), so a 429 to either holds both; by default
+    the pool's own.
     """
     ids = list(dict.fromkeys(order_ids))
     if not ids:
         return
     if concurrency is None:
         concurrency = orders_settings.REFRESH_CONCURRENCY
-    clients = _ClientPerThread(RateGate())
+    clients = _ClientPerThread(gate or RateGate())
     executor = ThreadPoolExecutor(
         max_workers=min(concurrency, len(ids)), thread_name_prefix="django-orders-lookup"
     )

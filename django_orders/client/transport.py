@@ -41,6 +41,7 @@ from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for
 from .rate_gate import RateGate
 from .refunds import RefundCalls
+from .search import SearchCalls
 
 __all__ = ["USER_AGENT", "OrdersClient"]
 
@@ -55,7 +56,7 @@ BACKOFF_CAP = 8.0
 T = TypeVar("T")
 
 
-class OrdersClient(RefundCalls):
+class OrdersClient(RefundCalls, SearchCalls):
     """A client for one API key and base URL.
 
     The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds

@@ -25,6 +25,8 @@ from ..mirror.resources import RESOURCE_NAME, Resource, resource_for
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
+from .backfill import run_backfill
+from .feed import read_change_feed
 from .lease import Lease
 from .pagewrite import MALFORMED, set_aside, write_page
 from .progress import (
@@ -56,8 +58,12 @@ def sync_orders(
     max_pages: int | None = None,
     refresh_limit: int | None = None,
     progress: ProgressCallback | None = None,
+    backfill: bool = False,
 ) -> SyncRun:
     """Walk ``/<resource>/page`` into the mirror and return the finished ``SyncRun``.
+
+    ``backfill``: instead of the walk, read the resource's whole history through its search
+    index, from the saved checkpoint if a backfill was stopped (``sync.backfill``).
 
     The engine is generic: ``collection`` is the property of the page that holds the records
     (``transactions`` for ``balance_transactions``); by default the known one for ``resource``,
@@ -79,6 +85,10 @@ def sync_orders(
     """
     refuse_outer_transaction(app_database())
     kind = resource_for(resource, collection)
+    if backfill and kind.search_type is None:
+        raise ValueError(
+            f"--backfill reads the search index: {resource} has none here (backfill orders)"
+        )
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
     if isinstance(refresh_limit, bool) or not isinstance(refresh_limit, int) or refresh_limit < 0:
@@ -103,7 +113,10 @@ def sync_orders(
             _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
             try:
-                _run(kind, walk, run, lease, refresh_limit, progress)
+                if backfill:
+                    _backfill(kind, run, lease, progress)
+                else:
+                    _run(kind, walk, run, lease, refresh_limit, progress)
             except BaseException as exc:
                 _record_failure(run, exc)
                 raise
@@ -144,11 +157,18 @@ def _close_abandoned_runs(resource: str) -> int:
 
 def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
     seen_ids: set[str] = set()
+    walk_began = time.monotonic()
     with walk_write_settings(Order):
         nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
-        if kind.refreshed:
+        feed = None
+        if kind.search_type is not None and orders_settings.CHANGE_FEED:
+            feed = read_change_feed(
+                run, lease, kind.name, kind.search_type, seen_ids, walk_began, progress
+            )
+        # A current index read back to its watermark saw every change: no refresh needed.
+        if kind.refreshed and (feed is None or not feed.replaces_refresh):
             refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
@@ -156,6 +176,15 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
     run.save(
         update_fields=["outcome", "finished_at", "refresh_waiting", "problems", *PROGRESS_FIELDS]
     )
+
+
+def _backfill(kind: Resource, run: SyncRun, lease: Lease, progress) -> None:
+    assert kind.search_type is not None
+    with walk_write_settings(Order):
+        run_backfill(run, lease, kind.name, kind.search_type, progress)
+    run.outcome = SyncRun.Outcome.SUCCEEDED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["outcome", "finished_at", "problems", *PROGRESS_FIELDS])
 
 
 def _walk(

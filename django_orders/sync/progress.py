@@ -11,7 +11,16 @@ from ..models import SyncRun
 #: Called with the run after each page and each refresh lookup has committed.
 ProgressCallback = Callable[[SyncRun], None]
 
-PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed", "skipped"]
+PROGRESS_FIELDS = [
+    "pages",
+    "seen",
+    "created",
+    "updated",
+    "unchanged",
+    "refreshed",
+    "feed_lookups",
+    "skipped",
+]
 
 
 def add_counts(run: SyncRun, result: MirrorResult) -> None:

@@ -8,7 +8,7 @@ lease renewal in that same transaction when a sync run does the refresh.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -71,7 +71,7 @@ def refresh_outside_walk(
                     break
     unknown: list[str] = []
     for lookup in lookup_orders(candidates, heartbeat=lease.renew):
-        result = _store_for_run(lookup, run, lease)
+        result = store_for_run(lookup, run, lease)
         if result is None:
             unknown.append(lookup.order_id)
         elif progress is not None:
@@ -121,17 +121,28 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     return summary
 
 
-def _store_for_run(lookup: Lookup, run: SyncRun, lease: Lease) -> MirrorResult | None:
+def store_for_run(
+    lookup: Lookup,
+    run: SyncRun,
+    lease: Lease,
+    *,
+    counter: str = "refreshed",
+    also: Callable[[MirrorResult], None] | None = None,
+) -> MirrorResult | None:
     """``store_lookup`` with the run's counts and the lease renewal in the order's transaction.
 
-    A record the database refuses, or a malformed one, is set aside as a page's record is
-    (``pagewrite``), and the order goes to the back of the refresh queue.
+    ``counter``: the run's count of these lookups (``refreshed``, or ``feed_lookups`` for the
+    change feed's); ``also`` runs in the same transaction after a stored order. A record the
+    database refuses, or a malformed one, is set aside as a page's record is (``pagewrite``),
+    and the order goes to the back of the refresh queue.
     """
 
     def count(result: MirrorResult | None, now: datetime) -> None:
         if result is not None:
-            run.refreshed += 1
+            setattr(run, counter, getattr(run, counter) + 1)
             add_counts(run, result)
+            if also is not None:
+                also(result)
             SyncRun.objects.filter(pk=run.pk).update(**progress_values(run))
         lease.renew(now=now)
 

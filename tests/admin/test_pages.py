@@ -315,6 +315,7 @@ def test_sync_run_history(admin_client):
         "Updated",
         "Unchanged",
         "Refreshed",
+        "Search index",
     ]
     assert sortable_headers(response) == ["Started"]
     assert filter_titles(response) == ["By outcome", "By started"]
@@ -341,3 +342,28 @@ def test_sync_run_history(admin_client):
     assert listed_pks(filtered) == [str(slow.pk)]
     detail = admin_client.get(admin_url(SyncRun, "change", slow.pk)).content.decode()
     assert "x" * 200 in detail  # the whole error on the detail page
+
+
+def test_a_sync_run_shows_where_the_mirror_stands(admin_client):
+    """The change feed's watermark, the index's freshness with its warning, and the service's
+    count beside the mirror's."""
+    stale = make_sync_run(
+        index_freshness="delayed",
+        warning="the search index is delayed (last indexed at 2026-03-14 09:20:00 UTC)",
+        watermark_before=BASE_TIME - timedelta(minutes=30),
+        watermark_after=BASE_TIME - timedelta(minutes=10),
+        feed_read=1234,
+        feed_lookups=56,
+        service_total=48210,
+        service_total_exact=False,
+        mirror_total=48207,
+    )
+    plain = make_sync_run(started_at=BASE_TIME - timedelta(hours=1))
+    rows = result_rows(admin_client.get(admin_url(SyncRun, "changelist")))
+    assert text(rows[str(stale.pk)]["index_column"]) == "delayed ⚠"
+    assert 'title="the search index is delayed' in rows[str(stale.pk)]["index_column"]
+    assert text(rows[str(plain.pk)]["index_column"]) == "-"
+    detail = admin_client.get(admin_url(SyncRun, "change", stale.pk)).content.decode()
+    assert "service: at least 48,210 orders; mirror: 48,207" in detail
+    assert "1,234" in detail and "56" in detail
+    assert "2026-03-14 09:00" in detail and "2026-03-14 09:20" in detail  # the watermarks

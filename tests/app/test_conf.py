@@ -34,6 +34,9 @@ def test_defaults(mocked_settings):
     assert orders_settings.CURRENCIES == ("ghs", "usd", "gbp", "eur", "cny")
     assert timedelta(seconds=5) == orders_settings.CONFIRM_WAIT
     assert (orders_settings.REFRESH_LIMIT, orders_settings.REFRESH_CONCURRENCY) == (2000, 8)
+    assert orders_settings.CHANGE_FEED is True
+    assert timedelta(minutes=5) == orders_settings.CHANGE_FEED_OVERLAP
+    assert orders_settings.SEARCH_PAGE_SIZE == 100
     for name in ("SYNC_LEASE", "RESUME_BACKOFF"):
         assert getattr(orders_settings, name) == DEFAULTS[name]
 
@@ -174,6 +177,12 @@ INVALID = [
     ("CURRENCIES", ("eur", 978)),
     ("CONFIRM_WAIT", timedelta(seconds=-1)),
     ("CONFIRM_WAIT", 5),
+    ("CHANGE_FEED", "false"),
+    ("CHANGE_FEED", 1),
+    ("CHANGE_FEED_OVERLAP", timedelta(seconds=-1)),
+    ("CHANGE_FEED_OVERLAP", 300),
+    ("SEARCH_PAGE_SIZE", 0),
+    ("SEARCH_PAGE_SIZE", 257),
 ]
 
 
@@ -220,6 +229,10 @@ VALID = [
     ("CURRENCIES", ("eur",)),
     ("CURRENCIES", ("jpy", "usd")),
     ("CONFIRM_WAIT", timedelta(0)),
+    ("CHANGE_FEED", False),
+    ("CHANGE_FEED_OVERLAP", timedelta(0)),
+    ("SEARCH_PAGE_SIZE", 1),
+    ("SEARCH_PAGE_SIZE", 256),
 ]
 
 

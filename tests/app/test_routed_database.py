@@ -136,13 +136,29 @@ class TestBehindAReadReplica:
         assert first.created == stored > 0
         assert (again.created, again.updated, again.unchanged) == (0, 0, stored)
 
-    def test_open_orders_past_the_page_window_are_refreshed(self, capped):
+    def test_open_orders_past_the_page_window_are_refreshed(self, capped, settings):
+        # The refresh the change feed replaces when it can be trusted: the feed is off here.
+        settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "CHANGE_FEED": False}
         capped.seed(60)
         sync_orders(refresh_limit=0)
         capped.store.insert_orders(100, capped.clock.timestamp())  # past page 10 (size 10)
         run = sync_orders(refresh_limit=5)
         assert run.end_reason == "page_window"
         assert run.refreshed == 5
+
+    def test_the_change_feed_reads_its_watermark_and_the_mirror_where_it_writes(self, capped):
+        capped.seed(60)
+        first = sync_orders(refresh_limit=0)
+        capped.store.insert_orders(100, capped.clock.timestamp())  # past page 10 (size 10)
+        capped.advance_clock(600)  # past the overlap: only what changes next is read again
+        sync_orders(refresh_limit=0)
+        outside = Order.objects.using(APP_DATABASE).filter(status="requires_payment")
+        order_id = outside.exclude(pk__in=capped.store.newest_order_ids(100)).first().pk
+        capped.pay_order(order_id)
+        run = sync_orders(refresh_limit=0)
+        assert run.watermark_before is not None and run.watermark_before > first.watermark_after
+        assert (run.index_freshness, run.feed_lookups) == ("current", 1)
+        assert Order.objects.using(APP_DATABASE).get(pk=order_id).status == "paid"
 
     def test_other_backends_read_the_stored_rows_where_the_mirror_is_written(self, monkeypatch):
         """``read_by_ids`` falls back to the ORM on a backend it has no SQL for (MySQL...)."""

@@ -39,6 +39,9 @@ BAD = {
     "CHECKOUT_BUILDER": "build_order",
     "ALLOWED_REDIRECT_HOSTS": "shop.example.com",
     "WATCH_PAYMENTS": "false",
+    "CHANGE_FEED": "false",
+    "CHANGE_FEED_OVERLAP": timedelta(seconds=-1),
+    "SEARCH_PAGE_SIZE": 0,
 }
 
 

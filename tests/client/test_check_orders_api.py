@@ -146,7 +146,28 @@ def test_against_the_sandbox_with_the_right_key(live_orders):
     assert "HTTP status: 200" in out
     assert "Request id: req_" in out
     assert "Record returned: yes" in out
+    assert "Search index (orders): current, last indexed at " in out
     assert live_orders.api_key not in out
+
+
+@pytest.mark.parametrize(
+    ("switches", "said"),
+    [
+        ({"lag_seconds": 30}, "Search index (orders): delayed, last indexed at "),
+        ({"state": "unknown"}, "Search index (orders): unknown\n"),
+        ({"state": "unavailable", "error": True}, "Search index (orders): could not be read"),
+    ],
+    ids=["delayed", "unknown", "503"],
+)
+def test_a_search_index_the_feed_cannot_trust_is_a_warning_not_a_failure(
+    live_orders, switches, said
+):
+    live_orders.configure_search(**switches)
+    out, err = run()  # no CommandError: the key works
+    assert said in out
+    assert "Warning: " in err and "refreshes open orders by lookup" in err
+    assert "OK:" in out
+    assert live_orders.api_key not in out + err
 
 
 def test_against_the_sandbox_with_a_wrong_key(sandbox, orders_settings_for):

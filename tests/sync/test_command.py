@@ -35,6 +35,28 @@ def run_command(*args, stdout=None, **options):
     return out.getvalue()
 
 
+def test_the_change_feed_says_how_fresh_the_index_is_and_where_the_watermark_stands(uncapped):
+    uncapped.seed(25)
+    first = run_command("--page-size", "10")
+    assert "Change feed: 0 changes read back to the watermark, 0 looked up; search index " in first
+    assert "current; first watermark " in first
+    second = run_command("--page-size", "10")
+    assert "; service: 25 orders; mirror: 25; it stood in for the refresh of open orders." in (
+        second
+    )
+    uncapped.configure_search(state="partial")
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("sync_orders", "--page-size", "10", stdout=out, stderr=err)  # exit status 0
+    run = SyncRun.objects.order_by("-started_at", "-id").first()
+    assert "search index partial; watermark kept at " in out.getvalue()
+    assert "service: at least 25 orders; mirror: 25." in out.getvalue()
+    assert err.getvalue().strip() == (
+        f"Warning (sync run {run.pk}): the search index is partial: the watermark is kept and "
+        "open orders are refreshed by lookup."
+    )
+
+
 def test_summary_line_after_a_run(uncapped):
     uncapped.seed(25)
     output = run_command("--page-size", "10")
@@ -80,8 +102,9 @@ def test_the_page_window_is_explained_in_words(capped):
     output = run_command("--refresh-limit", "0")
     assert SUMMARY.search(output).groups()[:3] == ("10", "100", "100")
     assert "The walk ended at the provider's page window, after page 10." in output
-    assert "does not say how many there are" in output
-    assert "open orders outside the window stay correct through the lookups" in output
+    assert "orders outside the window stay correct through the change feed" in output
+    # The change feed's search total says how many the window hides.
+    assert "service: 150 orders; mirror: 100." in output
     assert "--max-pages N walks past the window" in output
     assert "page_window" not in output and "last_page" not in output
 

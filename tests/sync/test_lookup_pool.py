@@ -55,9 +55,15 @@ def test_refresh_keeps_concurrency_lookups_in_flight(slow, concurrency):
 
 
 def test_the_syncs_refresh_runs_through_the_pool(capped, orders_settings_for):
-    """Orders pushed out of the page window are refreshed four at a time."""
+    """Orders pushed out of the page window are refreshed four at a time (the refresh the
+    change feed replaces when it can be trusted: off here)."""
     orders_settings_for(
-        capped, PAGE_SIZE=10, MAX_PAGE_NUMBER=10, REFRESH_CONCURRENCY=4, **IN_THREAD
+        capped,
+        PAGE_SIZE=10,
+        MAX_PAGE_NUMBER=10,
+        REFRESH_CONCURRENCY=4,
+        CHANGE_FEED=False,
+        **IN_THREAD,
     )
     capped.seed(60)
     sync_orders()

@@ -108,7 +108,11 @@ def test_records_inserted_during_the_walk_are_neither_missed_nor_duplicated(unca
     assert_mirror_matches(uncapped)
 
 
-def test_a_status_change_propagates_on_the_next_run_and_signals_once(uncapped, received):
+def test_a_status_change_propagates_on_the_next_run_and_signals_once(
+    uncapped, received, orders_settings_for
+):
+    # The walk's own counts: the change feed (tests/sync/test_change_feed.py) is off.
+    orders_settings_for(uncapped, PAGE_SIZE=10, MAX_PAGE_NUMBER=None, CHANGE_FEED=False)
     uncapped.seed(40)
     sync_orders()
     target = Order.objects.filter(status="requires_payment").order_by("id").first()

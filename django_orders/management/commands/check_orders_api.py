@@ -22,7 +22,7 @@ from ...exceptions import (
     OutcomeUnknown,
     RequestNotSent,
 )
-from ...services import check_api
+from ...services import ApiCheck, check_api
 
 
 class Command(BaseCommand):
@@ -49,7 +49,31 @@ class Command(BaseCommand):
         self.stdout.write(f"Latency: {check.latency_ms:.0f} ms")
         found = "yes" if check.record_returned else "no (the account has no orders yet)"
         self.stdout.write(f"Record returned: {found}")
+        self._search(check)
         self.stdout.write(self.style.SUCCESS("OK: the service accepted the key at this base URL."))
+
+    def _search(self, check: ApiCheck) -> None:
+        """The search index's freshness (what the change feed of sync_orders relies on)."""
+        if check.search_error is not None:
+            self.stdout.write("Search index (orders): could not be read")
+            self.stderr.write(
+                self.style.WARNING(
+                    f"Warning: POST /orders/search failed ({check.search_error}); sync_orders "
+                    "then refreshes open orders by lookup instead of reading the change feed."
+                )
+            )
+            return
+        text = f"Search index (orders): {check.search_freshness}"
+        if check.search_last_indexed_at is not None:
+            text += f", last indexed at {check.search_last_indexed_at:%Y-%m-%d %H:%M:%S} UTC"
+        self.stdout.write(text)
+        if check.search_freshness != "current":
+            self.stderr.write(
+                self.style.WARNING(
+                    f"Warning: the search index is {check.search_freshness}: sync_orders keeps "
+                    "its watermark and refreshes open orders by lookup until it is current."
+                )
+            )
 
     def _check_settings(self) -> None:
         messages = check_settings()

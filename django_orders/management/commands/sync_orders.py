@@ -51,6 +51,10 @@ class ProgressDisplay:
         if self.verbosity < 1:
             return
         elapsed = max(time.monotonic() - self.started, 1e-6)
+        if run.end_reason == "backfill":
+            text = f"{run.resource} backfill: {backfill_done(run)}"
+            self._show(text, new_step=True)
+            return
         text = (
             f"{run.resource}: page {run.pages}, {run.seen:,} records, "
             f"{run.seen / elapsed:,.0f} records/s"
@@ -59,11 +63,14 @@ class ProgressDisplay:
             text += f", {run.refreshed:,} refreshed by lookup"
         new_page = run.pages != self.last_pages
         self.last_pages = run.pages
+        self._show(text, new_step=new_page and run.pages % PLAIN_PROGRESS_EVERY == 0)
+
+    def _show(self, text: str, *, new_step: bool) -> None:
         if self.tty:
             self.width = max(self.width, len(text))
             self.stdout.write("\r" + text.ljust(self.width), ending="")
             self.stdout.flush()
-        elif self.verbosity >= 2 or (new_page and run.pages % PLAIN_PROGRESS_EVERY == 0):
+        elif self.verbosity >= 2 or new_step:
             self.stdout.write(text)
 
     def end_line(self) -> None:
@@ -76,8 +83,11 @@ class ProgressDisplay:
 class Command(BaseCommand):
     help = (
         "Walk the service's /page endpoint of a resource into the local mirror: new and changed "
-        "records are written page by page, unchanged ones are left alone, and for orders the "
-        "non-terminal orders that the page window hides are then refreshed by lookup. One run "
+        "records are written page by page, unchanged ones are left alone. For orders, the "
+        "change feed then reads /orders/search back to its watermark and looks up what "
+        "changed outside the page window (CHANGE_FEED); when the search index is not current, "
+        "the non-terminal orders the window hides are refreshed by lookup too, and a warning "
+        "says why (exit status 0). One run "
         "per resource at a time across all hosts (a lease in the database). Exit status: 0 "
         f"done; {EXIT_FAILED} failed (the error is also recorded on the sync run); "
         f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
@@ -128,6 +138,16 @@ class Command(BaseCommand):
             f"{DEFAULTS['REFRESH_LIMIT']:,} unless set).",
         )
 
+        parser.add_argument(
+            "--backfill",
+            action="store_true",
+            help="Instead of the page walk, read the whole history of orders through "
+            "/orders/search and look up every order the mirror lacks or holds at an older "
+            "state. Saves a checkpoint after each search answer: killed, the next --backfill "
+            "goes on from it. When it finishes it leaves the change feed's watermark. Progress: "
+            '"done / at least N". Orders only (default: off).',
+        )
+
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         # Kept so that handle() can refuse an option combination the way argparse refuses a
         # bad option: usage and exit status 2 from the command line, CommandError otherwise.
@@ -152,6 +172,7 @@ class Command(BaseCommand):
                 max_pages=options["max_pages"],
                 refresh_limit=options["refresh_limit"],
                 progress=display,
+                backfill=options["backfill"],
             )
         except SyncAlreadyRunning as exc:
             display.end_line()
@@ -168,6 +189,9 @@ class Command(BaseCommand):
         display.end_line()
         if verbosity >= 1:
             self.stdout.write(self.style.SUCCESS(self.summary(run, time.monotonic() - started)))
+        if run.warning:
+            # Exit status 0: the run did what it could (window walk, open-order refresh).
+            self.stderr.write(self.style.WARNING(f"Warning (sync run {run.pk}): {run.warning}."))
         if run.skipped:
             # On stderr, which cron mails: the walk went on, but these records are missing.
             self.stderr.write(
@@ -181,6 +205,8 @@ class Command(BaseCommand):
     def summary(run: SyncRun, seconds: float) -> str:
         """What the run did, in sentences: counts with thousands separators, plurals agreeing,
         and the walk's end said in words rather than its stored code."""
+        if run.end_reason == "backfill":
+            return backfill_summary(run, seconds)
         kind = RESOURCES.get(run.resource)
         is_orders = kind is not None and kind.refreshed  # open records refreshed by lookup
         noun = kind.noun if kind is not None else ("record", "records")
@@ -200,8 +226,51 @@ class Command(BaseCommand):
             lines.append(
                 (WINDOW_ORDERS if is_orders else WINDOW_RECORDS).format(resource=run.resource)
             )
+        if run.index_freshness:
+            lines.append(feed_summary(run))
         lines.append(f"{seconds:,.1f} seconds.")
         return " ".join(lines)
+
+
+def backfill_done(run: SyncRun) -> str:
+    """ "1,200 / at least 48,210 done, 35 looked up"."""
+    total = "?" if run.service_total is None else f"{run.service_total:,}"
+    bound = "" if run.service_total_exact or run.service_total is None else "at least "
+    return f"{run.feed_read:,} / {bound}{total} done, {run.feed_lookups:,} looked up"
+
+
+def backfill_summary(run: SyncRun, seconds: float) -> str:
+    text = (
+        f"Backfilled {run.resource}: {backfill_done(run)} ({run.created:,} new, "
+        f"{run.updated:,} changed, {run.unchanged:,} unchanged); search index "
+        f"{run.index_freshness or 'unknown'}"
+    )
+    if run.watermark_after is not None and run.watermark_after != run.watermark_before:
+        text += f"; the change feed goes on from {run.watermark_after:%Y-%m-%d %H:%M:%S} UTC"
+    if run.standing:
+        text += f"; {run.standing}"
+    return f"{text}. {seconds:,.1f} seconds."
+
+
+def feed_summary(run: SyncRun) -> str:
+    """The change feed's part of the summary: what it read and looked up, how fresh the index
+    was, where the watermark stands, and the service's count beside the mirror's."""
+    text = (
+        f"Change feed: {plural(run.feed_read, 'change', 'changes')} read back to the "
+        f"watermark, {run.feed_lookups:,} looked up; search index {run.index_freshness}"
+    )
+    before, after = run.watermark_before, run.watermark_after
+    if before is None and after is not None:
+        text += f"; first watermark {after:%Y-%m-%d %H:%M:%S} UTC"
+    elif before is not None and after is not None and after > before:
+        text += f"; watermark {before:%Y-%m-%d %H:%M:%S} -> {after:%Y-%m-%d %H:%M:%S} UTC"
+    elif before is not None:
+        text += f"; watermark kept at {before:%Y-%m-%d %H:%M:%S} UTC"
+    if run.standing:
+        text += f"; {run.standing}"
+    if run.index_freshness == "current" and run.watermark_before is not None:
+        text += "; it stood in for the refresh of open orders"
+    return text + "."
 
 
 def plural(count: int, singular: str, plural: str) -> str:
@@ -216,10 +285,11 @@ END_REASONS = {
     "": "The walk ended.",
 }
 WINDOW_ORDERS = (
-    "The service lists no older orders there and does not say how many there are. The mirror "
-    "keeps every order it has seen, and open orders outside the window stay correct through "
-    "the lookups above; run the sync at least as often as a window of new orders arrives. "
-    "Where the service serves deeper pages, --max-pages N walks past the window."
+    "The service lists no older orders there. The mirror keeps every order it has seen, and "
+    "orders outside the window stay correct through the change feed (or, when the search "
+    "index cannot be trusted, the refresh of open orders); run the sync at least as often as "
+    "a window of new orders arrives. Where the service serves deeper pages, --max-pages N "
+    "walks past the window."
 )
 WINDOW_RECORDS = (
     "The service lists no older {resource} there and does not say how many there are. The "

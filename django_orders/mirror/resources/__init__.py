@@ -52,6 +52,9 @@ class Resource:
     noun: tuple[str, str] = ("record", "records")
     #: The ids of the customers a page's records embed (rolled back with the page).
     customers: Callable[[Sequence[Any]], set[str]] = _no_customers
+    #: The search index's resource type (``order``) when each sync also reads the change feed
+    #: of ``/<name>/search`` (``sync.feed``); ``None``: no feed.
+    search_type: str | None = None
 
     @property
     def refreshed(self) -> bool:

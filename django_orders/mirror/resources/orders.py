@@ -69,4 +69,5 @@ ORDERS = Resource(
     is_open=is_open,
     customers=customers,
     noun=("order", "orders"),
+    search_type="order",
 )

@@ -1,0 +1,309 @@
+"""The change feed: what changed upstream since the last run, from the provider's search index.
+
+The page window shows only the newest ``MAX_PAGE_NUMBER`` x ``PAGE_SIZE`` orders, and nothing
+is final (a paid order is later completed or refunded), so after the window walk each orders
+run reads ``/orders/search`` newest ``updated_at`` first, back to the stored watermark less
+``CHANGE_FEED_OVERLAP``, and looks up the orders whose projection is newer than what the
+mirror settled (``Order.search_updated_at``): a refund shows only in ``updated_at``. Orders the
+same run's walk saw after their last change are settled without a lookup.
+
+The watermark (``SyncRun.watermark_after``) advances only as far as the index is known fresh:
+``current``, to where this read started (never past ``last_indexed_at``); ``delayed``, at
+most to ``last_indexed_at``; ``partial``, ``unknown``, ``unavailable``, not at all. Only a
+current index read back to a watermark replaces the open-order refresh. The rules and their
+reasons: docs/architecture/change-feed.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from ..client.factory import new_client
+from ..client.lookups import lookup_orders
+from ..client.rate_gate import RateGate
+from ..client.search_structs import FRESHNESS_STATES, SearchPage, SearchResult
+from ..client.transport import OrdersClient
+from ..conf import orders_settings
+from ..db import app_database
+from ..exceptions import OrdersNetworkError, RequestRejected, ServerError
+from ..mirror.store import MirrorResult
+from ..models import Order, SyncRun
+from .lease import Lease
+from .progress import ProgressCallback
+from .refresh import store_for_run
+
+logger = logging.getLogger("django_orders.sync")
+
+__all__ = ["FeedOutcome", "read_change_feed", "stored_watermark"]
+
+#: Times an expired cursor makes the feed read again from the top before the run gives up on
+#: the feed (and says so): each restart reads back to the same watermark.
+RESTARTS = 3
+
+
+@dataclass
+class FeedOutcome:
+    """What one read of the feed found and decided (also written to the ``SyncRun``)."""
+
+    freshness: str = "unavailable"
+    watermark_before: datetime | None = None
+    watermark_after: datetime | None = None
+    read: int = 0
+    warning: str = ""
+    #: An index known current read back to a stored watermark: nothing outside the window
+    #: changed unseen, so the open-order refresh is not needed.
+    replaces_refresh: bool = False
+    service_total: int | None = None
+    service_total_exact: bool | None = None
+    changed: dict[str, datetime] = field(default_factory=dict)
+
+
+def stored_watermark(resource: str) -> datetime | None:
+    """The watermark the last run of ``resource`` left (``None``: the feed never ran)."""
+    return (
+        SyncRun.objects.using(app_database())
+        .filter(resource=resource, watermark_after__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("watermark_after", flat=True)
+        .first()
+    )
+
+
+def read_change_feed(
+    run: SyncRun,
+    lease: Lease,
+    resource: str,
+    search_type: str,
+    walked: set[str],
+    walk_began: float,
+    progress: ProgressCallback | None,
+) -> FeedOutcome:
+    """Read the feed of ``resource`` after the window walk and look up what changed.
+
+    ``walked``: the ids the walk saw; ``walk_began``: ``time.monotonic()`` when it began. The
+    outcome is stored on ``run`` before this returns. Errors other than an index that cannot
+    answer (5xx, no search endpoint) or cursors that keep expiring propagate and fail the run.
+    """
+    outcome = FeedOutcome(watermark_before=stored_watermark(resource))
+    outcome.watermark_after = outcome.watermark_before
+    gate = RateGate()  # the searches and the lookups back off together on a 429
+    with new_client(gate=gate) as client:
+        _read(client, outcome, resource, search_type, walked, walk_began, lease)
+    lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
+    for lookup in lookups:
+        stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
+        result = store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp)
+        if result is not None and progress is not None:
+            progress(run)
+    _record(run, outcome)
+    return outcome
+
+
+def _read(
+    client: OrdersClient,
+    outcome: FeedOutcome,
+    resource: str,
+    search_type: str,
+    walked: set[str],
+    walk_began: float,
+    lease: Lease,
+) -> None:
+    """Read the index back to the watermark (the first run: one result, for its freshness)."""
+    size = orders_settings.SEARCH_PAGE_SIZE if outcome.watermark_before else 1
+    floor = None
+    if outcome.watermark_before is not None:
+        floor = outcome.watermark_before - orders_settings.CHANGE_FEED_OVERLAP
+    decided: dict[str, datetime] = {}
+    restarts = 0
+    cursor: str | None = None
+    first: SearchPage | None = None
+    walk_seen_at: datetime | None = None
+    while True:
+        try:
+            page = client.search(resource, page_size=size, cursor=cursor)
+        except RequestRejected as exc:
+            if exc.is_cursor_expired and restarts < RESTARTS:
+                restarts += 1
+                logger.info("A search cursor expired; reading the feed again from the top")
+                cursor = None
+                continue
+            if exc.status_code in (404, 405, 501) or exc.is_cursor_expired:
+                _untrusted(outcome, "unavailable", f"the search could not be read: {exc}")
+                return
+            raise
+        except (ServerError, OrdersNetworkError) as exc:
+            _untrusted(outcome, "unavailable", f"the search index did not answer: {exc}")
+            return
+        if first is None:
+            first = page
+            walk_seen_at = first_answer(outcome, page, search_type, time.monotonic() - walk_began)
+        if floor is None:
+            return
+        decide(outcome, page.results, floor, decided, walked, walk_seen_at)
+        lease.renew()  # a long read (after an outage) holds the lease like a long walk
+        if not page.has_more or (page.results and page.results[-1].updated_at < floor):
+            break
+        cursor = page.next_cursor
+    outcome.read = len(decided)
+
+
+def first_answer(
+    outcome: FeedOutcome, page: SearchPage, search_type: str, since_walk: float
+) -> datetime | None:
+    """Take the freshness, the total and the new watermark from the read's first answer;
+    return a moment (on the service's clock) no later than when the walk began: the answer
+    was stamped before it came back, ``since_walk`` seconds after the walk began."""
+    fresh = page.freshness.of(search_type)
+    state = fresh.state if fresh.state in FRESHNESS_STATES else "unknown"
+    outcome.freshness = state
+    if page.total is not None:
+        outcome.service_total = page.total.value
+        outcome.service_total_exact = page.total.exact
+    started = fresh.observed_at or page.freshness.observed_at
+    indexed = fresh.last_indexed_at
+    candidate = None
+    if state == "current":
+        candidate = started or timezone.now()
+        if indexed is not None:
+            candidate = min(candidate, indexed)
+    elif state == "delayed":
+        candidate = indexed
+        outcome.warning = "the search index is delayed"
+        if indexed is None:
+            outcome.warning += " and does not say how far"
+        else:
+            outcome.warning += f" (last indexed at {indexed:%Y-%m-%d %H:%M:%S} UTC)"
+    else:
+        outcome.warning = f"the search index is {state}"
+    if state == "delayed" and indexed is not None:
+        outcome.warning += ": the watermark stops there and open orders are refreshed by lookup"
+    elif outcome.warning:
+        outcome.warning += ": the watermark is kept and open orders are refreshed by lookup"
+    before = outcome.watermark_before
+    if candidate is not None:
+        outcome.watermark_after = candidate if before is None else max(before, candidate)
+    outcome.replaces_refresh = state == "current" and before is not None
+    if started is None:
+        return None  # no clock of the service's to place the walk on: look everything up
+    return started - timedelta(seconds=since_walk)
+
+
+def _untrusted(outcome: FeedOutcome, state: str, why: str) -> None:
+    outcome.freshness = state
+    outcome.watermark_after = outcome.watermark_before
+    outcome.replaces_refresh = False
+    outcome.changed.clear()
+    outcome.warning = f"{why}; the watermark is kept and open orders are refreshed by lookup"
+
+
+def decide(
+    outcome: FeedOutcome,
+    results: list[SearchResult],
+    floor: datetime,
+    decided: dict[str, datetime],
+    walked: set[str],
+    walk_seen_at: datetime | None,
+    *,
+    compare: bool = False,
+) -> None:
+    """Sort one answer's projections into to look up, settled, and unchanged.
+
+    ``compare`` (the backfill): an order the feed never settled but the mirror holds with the
+    projection's status and amount is settled without a lookup.
+    """
+    fresh = [
+        r
+        for r in results
+        if r.updated_at >= floor and (r.id not in decided or r.updated_at > decided[r.id])
+    ]
+    if not fresh:
+        return
+    stored = {
+        row[0]: row[1:]
+        for row in Order.objects.using(app_database())
+        .filter(pk__in={r.id for r in fresh})
+        .values_list("id", "search_updated_at", "status", "total", "currency")
+    }
+    settled: dict[str, datetime] = {}
+    for result in fresh:
+        decided[result.id] = result.updated_at
+        row = stored.get(result.id)
+        if row is not None and row[0] is not None and result.updated_at <= row[0]:
+            continue  # the mirror settled this version, or a newer one
+        if row is not None and (
+            (result.id in walked and walk_seen_at is not None and result.updated_at < walk_seen_at)
+            or (compare and row[0] is None and _same(result, row[1:]))
+        ):
+            settled[result.id] = result.updated_at  # the walk just read it, or holds it so
+            continue
+        outcome.changed[result.id] = result.updated_at
+    if settled:
+        _settle(settled)
+
+
+def _same(result: SearchResult, row: tuple) -> bool:
+    """Whether the mirror's status and amount are the projection's."""
+    status, total, currency = row
+    if result.status != status:
+        return False
+    amount = result.amount
+    return amount is None or (amount.value == total and amount.currency == currency)
+
+
+def _newer(order_id: str, moment: datetime) -> Q:
+    return Q(pk=order_id) & (Q(search_updated_at__isnull=True) | Q(search_updated_at__lt=moment))
+
+
+def _settle(moments: dict[str, datetime]) -> None:
+    """Record the projections the walk settled, in one statement; never moves one back."""
+    whens = [When(_newer(pk, moment), then=Value(moment)) for pk, moment in moments.items()]
+    Order.objects.using(app_database()).filter(pk__in=list(moments)).update(
+        search_updated_at=Case(*whens, default=F("search_updated_at"))
+    )
+
+
+def stamp_settled(order_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
+    """Inside a looked-up order's transaction: the projection it answered is settled."""
+
+    def stamp(result: MirrorResult) -> None:
+        Order.objects.using(app_database()).filter(_newer(order_id, moment)).update(
+            search_updated_at=moment
+        )
+
+    return stamp
+
+
+def _record(run: SyncRun, outcome: FeedOutcome) -> None:
+    run.watermark_before = outcome.watermark_before
+    run.watermark_after = outcome.watermark_after
+    run.index_freshness = outcome.freshness
+    run.feed_read = outcome.read
+    run.warning = outcome.warning
+    run.service_total = outcome.service_total
+    run.service_total_exact = outcome.service_total_exact
+    run.mirror_total = Order.objects.using(app_database()).count()
+    SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
+
+
+def feed_values(run: SyncRun) -> dict[str, object]:
+    return {name: getattr(run, name) for name in FEED_FIELDS}
+
+
+FEED_FIELDS = [
+    "watermark_before",
+    "watermark_after",
+    "index_freshness",
+    "feed_read",
+    "feed_lookups",
+    "warning",
+    "service_total",
+    "service_total_exact",
+    "mirror_total",
+]
