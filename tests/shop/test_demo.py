@@ -28,6 +28,9 @@ def _run_demo(
         "ORDERS_API_KEY": "sk_test_demo_key_for_this_test_only",
         "ORDERS_API_BASE_URL": f"http://127.0.0.1:{port}",
         "DEMO_NO_SERVE": "1",
+        # A page window of 10 x 10 orders: the 120 seeded reach past it, as the demo's 5,000
+        # reach past the window of 10 x 100.
+        "ORDERS_PAGE_SIZE": "10",
         **env_extra,
     }
     env.pop("DJANGO_ORDERS_TEST_DB_NAME", None)
@@ -51,7 +54,7 @@ def _run_demo(
     )
 
 
-def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
+def test_demo_mirrors_past_the_window_and_a_rerun_duplicates_nothing(tmp_path):
     port = _free_port()
 
     first = _run_demo(tmp_path, port)
@@ -59,10 +62,14 @@ def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
     with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
         orders = db.execute("select count(*) from django_orders_order").fetchone()[0]
         requests = db.execute("select count(*) from django_orders_orderrequest").fetchone()[0]
-    # 120 seeded + 3 created through create_order, all synced into the mirror; the 3 order
-    # requests and the demo refund's.
+    # 120 seeded + 3 created through create_order, all mirrored though the page window lists
+    # only 100 (the backfill reads the search index); the 3 order requests and the refund's.
     assert orders == 123
     assert requests == 4
+    assert "(manage.py sync_orders --backfill):" in first.stdout
+    assert "Backfilled orders: 123 / 123 done, 120 looked up (120 new," in first.stdout
+    assert "The walk ended at the provider's page window, after page 10." in first.stdout
+    assert "Mirrored 123 of 123 orders (the page window alone reaches 100)." in first.stdout
 
     assert first.stdout.count(" created (") == 3 and "already existed" not in first.stdout
     # One line of the first order refunded through refund_order, settled in the sandbox,
@@ -83,6 +90,9 @@ def test_demo_syncs_orders_and_a_rerun_duplicates_nothing(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     for reference in ("demo-cart-1", "demo-cart-2", "demo-cart-3"):
         assert f"for {reference} already existed (" in second.stdout
+    # The backfill is done once; the change feed keeps the mirror current after it.
+    assert "backfilled by an earlier run" in second.stdout and "Backfilled" not in second.stdout
+    assert "Mirrored 123 of 123 orders (the page window alone reaches 100)." in second.stdout
     with sqlite3.connect(tmp_path / "demo.sqlite3") as db:
         assert db.execute("select count(*) from django_orders_order").fetchone()[0] == 123
         assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 4

@@ -7,7 +7,9 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import OutputWrapper
 
+from django_orders.management.commands.sync_orders import ProgressDisplay
 from django_orders.models import Order, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
@@ -110,3 +112,19 @@ def test_a_backfill_of_a_resource_without_search_is_refused_naming_it(history):
             stdout=out,
             stderr=err,
         )
+
+
+def test_off_a_terminal_progress_shows_every_tenth_answer_at_verbosity_1():
+    """A backfill of millions reads tens of thousands of answers: a cron log gets the first
+    and every tenth, as a walk's pages; -v 2 gets each one."""
+    shown = {}
+    for verbosity in (1, 2):
+        out = io.StringIO()
+        display = ProgressDisplay(OutputWrapper(out), verbosity)
+        for answer in range(1, 22):
+            display(SyncRun(resource="orders", end_reason="backfill", feed_read=answer * 100))
+        shown[verbosity] = [
+            line.split(": ")[1].split(" /")[0] for line in out.getvalue().split("\n") if line
+        ]
+    assert shown[1] == ["100", "1,100", "2,100"]
+    assert len(shown[2]) == 21

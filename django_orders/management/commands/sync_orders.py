@@ -37,7 +37,8 @@ def resource_name(value: str) -> str:
 class ProgressDisplay:
     """Pages, records and records per second: rewritten in place on a terminal, plain lines
     otherwise (every ``PLAIN_PROGRESS_EVERY``th page at verbosity 1, every page and lookup at
-    verbosity 2+)."""
+    verbosity 2+). A backfill's "done / at least N" likewise, per search answer: the first and
+    every ``PLAIN_PROGRESS_EVERY``th after it at verbosity 1."""
 
     def __init__(self, stdout: OutputWrapper, verbosity: int) -> None:
         self.stdout = stdout
@@ -45,6 +46,7 @@ class ProgressDisplay:
         self.tty = stdout.isatty()
         self.started = time.monotonic()
         self.last_pages = 0
+        self.answers = 0  # a backfill's search answers
         self.width = 0
 
     def __call__(self, run: SyncRun) -> None:
@@ -52,8 +54,9 @@ class ProgressDisplay:
             return
         elapsed = max(time.monotonic() - self.started, 1e-6)
         if run.end_reason == "backfill":
+            self.answers += 1
             text = f"{run.resource} backfill: {backfill_done(run)}"
-            self._show(text, new_step=True)
+            self._show(text, new_step=self.answers % PLAIN_PROGRESS_EVERY == 1)
             return
         text = (
             f"{run.resource}: page {run.pages}, {run.seen:,} records, "
@@ -93,7 +96,8 @@ class Command(BaseCommand):
         f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
         "service rejected the API key (401); 2 invalid options. Progress: one line rewritten "
         "in place on a terminal; elsewhere (cron, logs) a plain line every "
-        f"{PLAIN_PROGRESS_EVERY}th page, every page and lookup with -v 2, none with -v 0."
+        f"{PLAIN_PROGRESS_EVERY}th page or backfill search answer, every page, lookup and "
+        "answer with -v 2, none with -v 0."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

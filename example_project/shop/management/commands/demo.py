@@ -1,14 +1,17 @@
 """``manage.py demo``: the whole main job on SQLite against the local sandbox.
 
 Starts the sandbox (in a thread of this process, so nothing is left running afterwards), seeds
-it, creates a few orders through ``create_order``, pays the first in the sandbox and refunds one
-of its lines through ``refund_order`` (settled in the sandbox, then refreshed into the mirror),
-syncs every page with progress shown, then
-serves the shop and the admin with a task worker beside them (``manage.py db_worker``, a child
-process stopped with the demo): it runs the payment watcher of each order the shop creates.
+it with five times the orders the provider's page window lists, creates a few orders through
+``create_order``, pays the first in the sandbox and refunds one of its lines through
+``refund_order`` (settled in the sandbox, then refreshed into the mirror), mirrors the whole
+history as a project does on install (``sync_orders --backfill`` through the search index, then
+``sync_orders``) and says how many of the service's orders the mirror holds, then serves the
+shop and the admin with a task worker beside them (``manage.py db_worker``, a child process
+stopped with the demo): it runs the payment watcher of each order the shop creates.
 Re-running it duplicates nothing: the sandbox's seeding is idempotent, the demo orders and the
-demo refund use fixed references (one upstream order, one upstream refund per reference), and
-the sync leaves unchanged records alone.
+demo refund use fixed references (one upstream order, one upstream refund per reference), a
+finished backfill is not run again (a stopped one goes on from its checkpoint), and the sync
+leaves unchanged records alone.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrderNotRefundable, OrdersError
-from django_orders.models import Order, OrderRequest, Refund
+from django_orders.models import Order, OrderRequest, Refund, SyncCheckpoint, SyncRun
 from django_orders.money import format_money
 from django_orders.services import create_order, refresh_orders, refund_order
 from django_orders.testing.sandbox.server import SandboxServer
@@ -85,13 +88,17 @@ def _line_items(slugs: list[str]) -> list[dict]:
 
 class Command(BaseCommand):
     help = (
-        "Run the demo: start and seed the sandbox, create orders with create_order, sync all "
-        "pages, then serve the shop and the admin (set DEMO_NO_SERVE=1 to stop after the sync)."
+        "Run the demo: start and seed the sandbox, create orders with create_order, mirror "
+        "every order (sync_orders --backfill, then sync_orders), then serve the shop and the "
+        "admin (set DEMO_NO_SERVE=1 to stop after the sync)."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
-            "--seed", type=int, default=500, help="Orders seeded in the sandbox (default: 500)."
+            "--seed",
+            type=int,
+            default=5000,
+            help="Orders seeded in the sandbox (default: 5000, five times the page window).",
         )
         parser.add_argument(
             "--addr", default="127.0.0.1:8000", help="Where to serve (default: 127.0.0.1:8000)."
@@ -130,8 +137,7 @@ class Command(BaseCommand):
             self._ensure_demo_user()
             orders = self._create_demo_orders()
             self._refund_one_line(sandbox, orders[0])
-            self.stdout.write("Syncing the mirror from the sandbox:")
-            call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
+            self._mirror_everything()
             if not serve:
                 self.stdout.write(self.style.SUCCESS("DEMO_NO_SERVE=1: demo finished."))
                 return
@@ -150,6 +156,24 @@ class Command(BaseCommand):
                 worker.wait(timeout=30)
         finally:
             sandbox.stop()
+
+    def _mirror_everything(self) -> None:
+        """Mirror the sandbox's whole history as a project does on install: ``sync_orders
+        --backfill`` once (the page window shows only the newest orders), then the scheduled
+        ``sync_orders``, whose change feed goes on from where the backfill left it."""
+        if _backfilled():
+            self.stdout.write(
+                "The mirror was backfilled by an earlier run: the change feed keeps it current."
+            )
+        else:
+            self.stdout.write(
+                "Backfilling the mirror through the sandbox's search index "
+                "(manage.py sync_orders --backfill):"
+            )
+            call_command("sync_orders", backfill=True, stdout=self.stdout, stderr=self.stderr)
+        self.stdout.write("Syncing the mirror from the sandbox (manage.py sync_orders):")
+        call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
+        self.stdout.write(self.style.SUCCESS(_standing()))
 
     def _start_worker(self) -> subprocess.Popen:
         """The task worker, in a process of its own, with this process's settings: it watches
@@ -229,6 +253,29 @@ class Command(BaseCommand):
             f"refunded {format_money(refunded, order.currency)}, remainder "
             f"{format_money((order.total or 0) - refunded, order.currency)}."
         )
+
+
+def _backfilled() -> bool:
+    """Whether a backfill of orders finished here: the change feed has a watermark and no
+    backfill was stopped half-way (a killed one left its checkpoint: running it goes on)."""
+    feed_ran = SyncRun.objects.filter(resource="orders", watermark_after__isnull=False).exists()
+    return feed_ran and not SyncCheckpoint.objects.filter(resource="orders").exists()
+
+
+def _standing() -> str:
+    """ "Mirrored 5,003 of 5,003 orders (the page window alone reaches 1,000)." """
+    run = SyncRun.objects.filter(resource="orders", service_total__isnull=False).first()
+    mirrored = Order.objects.count()
+    window = orders_settings.MAX_PAGE_NUMBER
+    reach = (
+        "the page walk has no window here"
+        if window is None
+        else f"the page window alone reaches {window * orders_settings.PAGE_SIZE:,}"
+    )
+    if run is None or run.service_total is None:
+        return f"Mirrored {mirrored:,} orders ({reach})."
+    bound = "" if run.service_total_exact else "at least "
+    return f"Mirrored {mirrored:,} of {bound}{run.service_total:,} orders ({reach})."
 
 
 def _require_free_port(host: str, port: int, variable: str, what: str) -> None:
