@@ -22,11 +22,14 @@ from django_orders.health import (
     SyncFreshness,
 )
 from django_orders.models import OrderRequest, SyncRun
+from django_orders.services import sync_orders
 
 pytestmark = pytest.mark.django_db
 
 
-def finished_run(resource="orders", age=timedelta(minutes=5), outcome="succeeded", error=""):
+def finished_run(
+    resource="orders", age=timedelta(minutes=5), outcome="succeeded", error="", **fields
+):
     now = timezone.now()
     return SyncRun.objects.create(
         resource=resource,
@@ -34,7 +37,15 @@ def finished_run(resource="orders", age=timedelta(minutes=5), outcome="succeeded
         finished_at=now - age,
         outcome=outcome,
         error=error,
+        **fields,
     )
+
+
+def feed_run(age=timedelta(minutes=5), watermark_age=timedelta(minutes=5), **fields):
+    """An orders run whose change feed read the index: ``watermark_age`` behind now."""
+    fields.setdefault("index_freshness", "current")
+    watermark = None if watermark_age is None else timezone.now() - watermark_age
+    return finished_run(age=age, watermark_after=watermark, **fields)
 
 
 def request_row(n, **fields):
@@ -117,18 +128,84 @@ class TestOrderRequests:
         assert failure(OrderRequestsInReview()) is None
 
 
+UNAVAILABLE = (
+    "the search index is unavailable: the watermark is kept and open orders are refreshed by lookup"
+)
+
+
 class TestSearchIndexFreshness:
-    def test_fresh_after_a_recent_sync(self):
-        finished_run(age=timedelta(minutes=10))
+    def test_a_watermark_within_max_age_is_healthy_in_one_query(self, django_assert_num_queries):
+        feed_run(watermark_age=timedelta(minutes=90))
+        finished_run(resource="payouts")  # another resource's runs do not count
 
-        assert failure(SearchIndexFreshness()) is None
+        with django_assert_num_queries(1):
+            assert failure(SearchIndexFreshness(max_age=timedelta(hours=2))) is None
 
-    def test_stale_warns_with_what_to_check(self):
-        finished_run(age=timedelta(hours=5))
+    def test_a_sync_that_stopped_running_leaves_an_old_watermark(self):
+        feed_run(age=timedelta(hours=3), watermark_age=timedelta(hours=3))
 
         error = failure(SearchIndexFreshness(max_age=timedelta(hours=2)))
 
-        assert isinstance(error, ServiceWarning) and "the sync runs" in error.message
+        assert isinstance(error, ServiceWarning)
+        assert "known complete only up to " in error.message and "(180 min ago)" in error.message
+        assert "ago) found it current." in error.message
+        assert "check that the sync runs" in error.message
+
+    def test_an_unavailable_index_warns_once_the_kept_watermark_is_too_old(self):
+        feed_run(age=timedelta(hours=3), watermark_age=timedelta(hours=3))
+        # The latest run could not trust the index: it kept the watermark it found.
+        feed_run(
+            watermark_age=timedelta(hours=3), index_freshness="unavailable", warning=UNAVAILABLE
+        )
+        finished_run(age=timedelta(minutes=1))  # a run that did not read the index: skipped
+
+        error = failure(SearchIndexFreshness(max_age=timedelta(hours=2)))
+
+        assert isinstance(error, ServiceWarning)
+        assert f"warned: {UNAVAILABLE}." in error.message
+        # Within max_age of the watermark, a short outage of the index is not reported.
+        assert failure(SearchIndexFreshness(max_age=timedelta(hours=4))) is None
+
+    def test_no_watermark_yet_warns_whatever_the_max_age(self):
+        feed_run(watermark_age=None, index_freshness="unavailable", warning=UNAVAILABLE)
+
+        error = failure(SearchIndexFreshness(max_age=timedelta(days=365)))
+
+        assert isinstance(error, ServiceWarning)
+        assert error.message.startswith("The change feed has no watermark yet: the last sync")
+        assert UNAVAILABLE in error.message
+
+    def test_no_sync_that_read_the_index_says_to_run_one(self):
+        finished_run()  # CHANGE_FEED off, or a backfill still running
+
+        error = failure(SearchIndexFreshness())
+
+        assert isinstance(error, ServiceWarning)
+        assert "No orders sync has read the search index yet" in error.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_check_reads_what_a_sync_against_a_delayed_index_recorded(
+    sandbox, orders_settings_for, sleeps
+):
+    """End to end: the sandbox's index trails 3 hours, so the sync's watermark stops at its
+    ``last_indexed_at``; once the index is current again the next sync moves it to now."""
+    orders_settings_for(sandbox, PAGE_SIZE=5, MAX_RETRIES=1)
+    sandbox.seed(5, seed=1)
+    sandbox.configure_search(lag_seconds=3 * 3600)
+    check = SearchIndexFreshness(max_age=timedelta(hours=2))
+
+    delayed = sync_orders()
+
+    assert delayed.index_freshness == "delayed" and delayed.watermark_after is not None
+    error = failure(check)
+    assert isinstance(error, ServiceWarning)
+    assert f"warned: {delayed.warning}." in error.message and "delayed" in delayed.warning
+
+    sandbox.configure_search(state="current")
+    sync_orders()
+
+    assert failure(check) is None
 
 
 ALL_CHECKS = [
@@ -152,7 +229,7 @@ def probe(checks) -> tuple[int, dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_view_lists_the_checks_and_a_probe_makes_no_call_to_the_provider(settings):
-    finished_run()
+    feed_run()
     with responses.RequestsMock(assert_all_requests_are_fired=False) as provider:
         status, body = probe(ALL_CHECKS)
 
