@@ -10,12 +10,20 @@ across an HTTP call. This module is the public entry point; the work lives in th
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
 - ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
 - ``client.factory``: ``reset_clients`` (drop the API clients the app keeps)
+- ``mirror.events``: ``prune_order_events`` (the order timeline's retention)
+
+The staff-facing services (``cancel_order``, ``refund_order``, ``cancel_refund``,
+``resend_order_request``) take an optional keyword-only ``actor``: the staff user acting
+(``request.user``, or a username), kept on the order's timeline (``OrderEvent``); ``None``
+for shop code.
 
 The app's own interfaces (admin, REST API, views, commands) and its test kit import nothing
 else of those packages: what they need of them is named here too (``.importlinter`` checks it).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from .client.check import ApiCheck, check_api
 from .client.factory import reset
@@ -25,6 +33,7 @@ from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
 from .creation.refund_input import REASONS as REFUND_REASONS
 from .creation.refunds import cancel_refund, refund_order
+from .mirror.events import prune_events
 from .mirror.resources import COLLECTIONS as COLLECTIONS
 from .mirror.resources import RESOURCE_NAME as RESOURCE_NAME
 from .mirror.resources import RESOURCES as RESOURCES
@@ -47,6 +56,7 @@ __all__ = [
     "check_api",
     "confirm_order",
     "create_order",
+    "prune_order_events",
     "refresh_orders",
     "refund_order",
     "resend_order_request",
@@ -60,3 +70,10 @@ def reset_clients() -> None:
     """Drop the API clients the app keeps, as ``django_orders.testing.reset_clients`` does (which
     calls this): after a change to how clients are built that ``DJANGO_ORDERS`` does not show."""
     reset()
+
+
+def prune_order_events(older_than: timedelta, *, dry_run: bool = False) -> int:
+    """Delete the order timeline's entries recorded more than ``older_than`` ago, in batches
+    that commit one by one; return how many (``dry_run``: how many would be, none deleted).
+    ``ValueError`` unless ``older_than`` is a positive ``timedelta``."""
+    return prune_events(older_than, dry_run=dry_run)

@@ -289,6 +289,7 @@ class OrderRefundViewSet(
                 lines=[dict(line) for line in data["lines"]] if data.get("lines") else None,
                 reason_details=data.get("reason_details"),
                 custom_data={API_REQUEST: scoped},
+                actor=request.user,  # on the order's timeline
             )
         except ReferenceConflict:
             return error_response(
