@@ -128,6 +128,7 @@ def test_the_migrations_are_one_line():
         "0003_refunds",
         "0004_refund_order_permission",
         "0005_payment_watch",
+        "0006_order_events",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
