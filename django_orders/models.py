@@ -525,12 +525,19 @@ class PaymentWatch(models.Model):
         return f"payment watch of {self.order_id}"
 
 
+APPEND_ONLY = (
+    "OrderEvent is append-only: a timeline entry is never changed (old ones are deleted by "
+    "the prune_order_events command)."
+)
+
+
 class OrderEventQuerySet(models.QuerySet):
     def update(self, **kwargs):
-        raise TypeError(
-            "OrderEvent is append-only: a timeline entry is never changed (delete old ones with "
-            "the prune_order_events command)."
-        )
+        raise TypeError(APPEND_ONLY)
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        # Refused before Django's own atomic block: raising inside it would break the caller's.
+        raise TypeError(APPEND_ONLY)
 
 
 class OrderEvent(models.Model):
@@ -620,6 +627,6 @@ class OrderEvent(models.Model):
 
     def save(self, *args, **kwargs):
         if not self._state.adding:
-            raise TypeError("OrderEvent is append-only: an entry is never changed once written.")
+            raise TypeError(APPEND_ONLY)
         kwargs["force_insert"] = True
         super().save(*args, **kwargs)
