@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from django_orders.mirror import events
 from django_orders.mirror.events import LOOKUP, Origin
-from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.refunds import store_refunds
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order, OrderEvent, Refund
@@ -108,11 +107,14 @@ def test_a_rolled_back_write_leaves_no_entry_and_announces_nothing(
     django_capture_on_commit_callbacks, announced
 ):
     store_orders(orders(1), now=timezone.now() - timedelta(hours=1))
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        with pytest.raises(RuntimeError), transaction.atomic():
-            store_orders(paid(1), origin=LOOKUP)
-            assert OrderEvent.objects.count() == 1  # written with the change...
-            raise RuntimeError("the page's transaction fails")
+    with (
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+        pytest.raises(RuntimeError),
+        transaction.atomic(),
+    ):
+        store_orders(paid(1), origin=LOOKUP)
+        assert OrderEvent.objects.count() == 1  # written with the change...
+        raise RuntimeError("the page's transaction fails")
     assert callbacks == []
     assert not OrderEvent.objects.exists()  # ...and taken back with it
     assert announced == []
