@@ -382,8 +382,11 @@ def _write_outcome(rows, request, changes, db_changes, origin, now, using) -> in
     transaction (a failed value rolls back both, and the caller tries again without it)."""
     attempt = copy.copy(request)
     apply(attempt, changes)
+    entry = events.request_attempt(attempt, origin=origin, at=now)
+    if entry is None:  # an order create that failed: no order, its row is the whole record
+        return rows.update(**changes, **db_changes)
     with transaction.atomic(using=using):
         updated = rows.update(**changes, **db_changes)
         if updated:
-            events.record([events.request_attempt(attempt, origin=origin, at=now)], using=using)
+            events.record([entry], using=using)
     return updated
