@@ -104,9 +104,10 @@ class MirrorResult:
     """What a write did.
 
     ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` feeds
-    ``order_first_seen`` (``announce``), ``status_changes`` (instance, previous status) the
-    timeline, whose entries send ``order_status_changed`` (``events``). The instances are built
-    on first access: a first sync with no signal receivers never needs them. ``kept`` counts the
+    ``order_first_seen`` (``announce``); ``status_changes`` (instance, previous status) are the
+    changes also recorded on the timeline, whose entries send ``order_status_changed``
+    (``events``). The instances are built on first access: a first sync with no signal
+    receivers never needs them. ``kept`` counts the
     answers refused because the mirror holds a newer state (``lifecycle``); they count as
     ``unchanged`` too: nothing of them was written.
     """
