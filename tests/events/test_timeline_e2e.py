@@ -162,3 +162,23 @@ def test_a_later_sync_records_and_announces_each_change_once(live_orders, fresh_
     assert timeline(ids[0]) == [("status_changed", "page", "requires_payment", "paid", "")]
     assert OrderEvent.objects.count() == 1
     assert announced == [(ids[0], "requires_payment", "paid")]
+
+
+def test_staff_cancel_of_a_refund_in_the_admin_records_the_user(client, live_orders, fresh_client):
+    order = place_paid_order(live_orders)
+    refund = refund_order(
+        order.pk,
+        reference=new_reference(),
+        reason="duplicate",
+        lines=[{"line_item_id": line_ids(order)["shipping"], "amount": 990}],
+    )
+    codenames = [f"view_{m}" for m in ADMIN_MODELS] + ["view_refund", "refund_order"]
+    client.force_login(staff_user("kofi", *codenames))
+
+    run_action(client, "/admin/django_orders/refund/", "cancel_refunds", [refund.pk], post="yes")
+
+    assert timeline(order.pk)[2:] == [
+        ("refund_status_changed", "shop", None, "pending", ""),
+        ("request", "shop", None, "succeeded", ""),
+        ("refund_status_changed", "staff", "pending", "canceled", "kofi"),
+    ]
