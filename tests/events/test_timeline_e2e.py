@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_orders.exceptions import RefundRequestPending
+from django_orders.exceptions import RefundRejected, RefundRequestPending
 from django_orders.models import Order, OrderEvent
 from django_orders.services import (
     create_order,
@@ -182,3 +182,17 @@ def test_staff_cancel_of_a_refund_in_the_admin_records_the_user(client, live_ord
         ("request", "shop", None, "succeeded", ""),
         ("refund_status_changed", "staff", "pending", "canceled", "kofi"),
     ]
+
+
+def test_a_rejected_refund_is_one_failed_attempt_and_no_refund(live_orders, fresh_client):
+    order = place_paid_order(live_orders)
+    live_orders.add_fault("error_before_write", "/refunds/create", status=400)
+    reference = new_reference()
+    with pytest.raises(RefundRejected):
+        refund_order(order.pk, reference=reference, reason="duplicate", actor="ama")
+    with pytest.raises(RefundRejected):  # the stored outcome: nothing sent, nothing recorded
+        refund_order(order.pk, reference=reference, reason="duplicate", actor="ama")
+
+    assert timeline(order.pk)[2:] == [("request", "staff", None, "failed", "ama")]
+    failed = OrderEvent.objects.get(kind="request", to_status="failed")
+    assert failed.detail["status_code"] == 400 and failed.refund_id is None
