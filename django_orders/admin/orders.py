@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 
 from .. import services
 from ..exceptions import OrdersError
-from ..mirror.queries import search_orders
+from ..mirror.queries import order_timeline, search_orders
 from ..models import Order, OrderRequest, OrderStatus
 from ..money import format_money
 from .base import (
@@ -41,6 +41,7 @@ from .dates import PeriodProbingQuerySet
 from .order_cancel import CancelOrdersMixin
 from .order_refund import RefundOrderMixin
 from .refund_lines import order_refunds, refunds_table, remainders_table
+from .timeline import MAX_EVENTS_SHOWN, timeline_table
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
 MAX_REFRESH = 100
@@ -104,6 +105,7 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         ),
         (_("Checkout"), {"fields": ("line_items", "payment_page")}),
         (_("Refunds"), {"fields": ("refunds_list", "refundable_lines")}),
+        (_("Timeline"), {"fields": ("timeline",)}),
         (
             _("Dates"),
             {"fields": ("initiated_at", "paid_at", "completed_at", "canceled_at", "expires_at")},
@@ -194,6 +196,21 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         """Each line's remainder: paid minus the mirrored refunds pending, processing or
         succeeded (the service checks again against a fresh lookup before refunding)."""
         return remainders_table(obj, obj.admin_refunds)  # type: ignore[attr-defined]
+
+    @admin.display(description=_("timeline"))
+    def timeline(self, obj: Order) -> SafeString | str:
+        """What happened to the order, newest first, in one query (``admin.timeline``)."""
+        events = order_timeline(obj.pk, MAX_EVENTS_SHOWN + 1)
+
+        def url_for(model: str, pk: Any) -> str:
+            return reverse(
+                f"admin:django_orders_{model}_change",
+                args=(quote(pk),),
+                current_app=self.admin_site.name,
+            )
+
+        more = len(events) > MAX_EVENTS_SHOWN
+        return timeline_table(events[:MAX_EVENTS_SHOWN], url_for, more=more)
 
     @admin.display(description=_("payment page"))
     def payment_page(self, obj: Order) -> SafeString | str:

@@ -1,8 +1,9 @@
 """Refund records into the mirror: one write (``store_refunds``) for every answer with refunds.
 
-Rows keyed by the remote id, the raw record kept whole, ``refund_status_changed`` sent once per
-real change after commit. Only forward: answers arrive out of order, so a record further back
-than the stored row never replaces it (docs/architecture/checkout.md, "Refunds").
+Rows keyed by the remote id, the raw record kept whole; each real change (a refund first seen
+included) is recorded on its order's timeline, which sends ``refund_status_changed`` once after
+commit. Only forward: a record further back than the stored row never replaces it
+(docs/architecture/checkout.md, "Refunds").
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -21,7 +21,8 @@ from ..client.refund_structs import RefundStruct, decode_refund, embedded_refund
 from ..db import app_database
 from ..exceptions import InvalidRecord
 from ..models import OrderRequest, Refund, RefundStatus
-from ..signals import refund_status_changed
+from . import events
+from .events import LOOKUP, Origin
 from .timestamps import parse_optional_timestamp, parse_timestamp
 
 logger = logging.getLogger("django_orders.refunds")
@@ -94,14 +95,19 @@ _COPIED = [
 
 
 def store_refunds(
-    records: Iterable[Any], *, now: datetime | None = None, settle: bool = True
+    records: Iterable[Any],
+    *,
+    now: datetime | None = None,
+    settle: bool = True,
+    origin: Origin = LOOKUP,
 ) -> StoredRefunds:
     """Upsert refund records (dicts as the service sent them) and announce their changes.
 
     Runs in the caller's transaction when there is one (an order lookup's write), else in its
-    own; the signal goes out after that transaction commits. The rows are read with one query
-    (locked, so two writers never both announce one change) and only rows that change are
-    written. ``InvalidRecord`` for a record the app cannot use; nothing is written then.
+    own; each change goes on the order's timeline with ``origin`` (who or what saw it), in one
+    statement, and its signal out after that transaction commits. The rows are read with one
+    query (locked, so two writers never both announce one change) and only rows that change
+    are written. ``InvalidRecord`` for a record the app cannot use; nothing is written then.
 
     ``settle``: a refund request of this shop whose outcome was unknown (pending, or in
     review) and whose ``reference`` a record carries is recorded as succeeded with that
@@ -137,20 +143,14 @@ def store_refunds(
             current.save(using=using, update_fields=[*_COPIED, "changed_at"])
         if settle:
             settle_requests(rows.values(), now, using)
-        if result.changes:
-            transaction.on_commit(
-                partial(_announce, list(result.changes)), using=using, robust=True
-            )
+        events.record(
+            (
+                events.refund_status_change(refund, previous, origin=origin, at=now)
+                for refund, previous in result.changes
+            ),
+            using=using,
+        )
     return result
-
-
-def _announce(changes: list[tuple[Refund, str | None]]) -> None:
-    for refund, previous in changes:
-        for receiver, response in refund_status_changed.send_robust(
-            sender=Refund, refund=refund, previous_status=previous, status=refund.status
-        ):
-            if isinstance(response, Exception):
-                logger.error("Signal receiver %r failed: %r", receiver, response)
 
 
 _UNSETTLED = (OrderRequest.State.PENDING, OrderRequest.State.NEEDS_REVIEW)
@@ -183,7 +183,7 @@ def settle_requests(refunds: Iterable[Refund], now: datetime, using: str) -> int
 
 
 def store_embedded_refunds(
-    order_id: str, order_record: Any, *, now: datetime | None = None
+    order_id: str, order_record: Any, *, now: datetime | None = None, origin: Origin = LOOKUP
 ) -> StoredRefunds:
     """The ``refunds[]`` of one order record into the mirror (``InvalidRecord`` naming the
     order for a refund the app cannot use, or one of another order)."""
@@ -193,6 +193,6 @@ def store_embedded_refunds(
             refund_id = record.get("id")
             raise InvalidRecord(f"order {order_id} embeds refund {refund_id!r} of another order")
     try:
-        return store_refunds(records, now=now)
+        return store_refunds(records, now=now, origin=origin)
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
