@@ -332,6 +332,14 @@ def read_deferred(orders: list[Any]) -> None:
         orders[0]._page.read()
 
 
+def page_body(orders: list[Any]) -> bytes | None:
+    """The body a page parsed with ``deferred=True`` was read from; ``None`` for any other
+    page (its orders hold their records decoded)."""
+    if orders and type(orders[0]) is _DeferredOrder:
+        return orders[0]._page.body
+    return None
+
+
 def reparse_deferred(orders: list[Any]) -> LenientPage:
     """The page of ``orders`` (parsed with ``deferred=True``), whose deferred read raised
     ``InvalidRecord``, parsed record by record with its malformed records set aside."""

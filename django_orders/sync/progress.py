@@ -11,7 +11,17 @@ from ..models import SyncRun
 #: Called with the run after each page and each refresh lookup has committed.
 ProgressCallback = Callable[[SyncRun], None]
 
-PROGRESS_FIELDS = ["pages", "seen", "created", "updated", "unchanged", "refreshed", "skipped"]
+PROGRESS_FIELDS = [
+    "pages",
+    "seen",
+    "created",
+    "updated",
+    "unchanged",
+    "refreshed",
+    "skipped",
+    "refunds_refreshed",
+    "refunds_changed",
+]
 
 
 def add_counts(run: SyncRun, result: MirrorResult) -> None:

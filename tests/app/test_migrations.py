@@ -120,7 +120,7 @@ def back_to_latest():
 def test_the_migrations_are_one_line():
     """Squashed before the first release: a new database runs the initial migration and the
     ones added since (0002: Order.observed_at; 0003: refunds; 0004: the refund_order
-    permission; 0005: PaymentWatch), in one line."""
+    permission; 0005: PaymentWatch; 0006: the refunds' sync), in one line."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
     names = [
         "0001_initial",
@@ -128,6 +128,7 @@ def test_the_migrations_are_one_line():
         "0003_refunds",
         "0004_refund_order_permission",
         "0005_payment_watch",
+        "0006_refund_sync",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
