@@ -198,7 +198,8 @@ class Command(BaseCommand):
                 f"{plural(run.refreshed, 'open order', 'open orders')} outside the walk "
                 f"refreshed by lookup, {run.refresh_waiting:,} waiting for a later run."
             )
-        if kind is not None and kind.refresh_refunds:
+        if run.refunds_refreshed or run.refunds_waiting:
+            # Only when there were refunds to refresh: most runs of most shops have none.
             lines.append(
                 f"{plural(run.refunds_refreshed, 'refund', 'refunds')} still pending or "
                 f"processing refreshed by lookup ({run.refunds_changed:,} changed), "
