@@ -82,6 +82,9 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "unchanged",
         "refreshed",
         "refresh_waiting",
+        "refunds_refreshed",
+        "refunds_changed",
+        "refunds_waiting",
         "end_column",
         "error",
         "skipped",
@@ -97,6 +100,9 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "unchanged",
         "refreshed",
         "refresh_waiting",
+        "refunds_refreshed",
+        "refunds_changed",
+        "refunds_waiting",
         "skipped",
     )
 
