@@ -23,7 +23,6 @@ __all__ = [
     "RefundStruct",
     "decode_refund",
     "embedded_refunds",
-    "page_refunds",
 ]
 
 
@@ -77,34 +76,3 @@ def embedded_refunds(order_record: Any) -> list[Any]:
     if not isinstance(refunds, list):
         raise InvalidRecord("order refunds must be an array")
     return refunds
-
-
-class _OrderRefunds(Struct, gc=False):
-    id: Any = None
-    refunds: Any = None
-
-
-class _OrdersOfPage(Struct, gc=False):
-    orders: list[_OrderRefunds]
-
-
-class _PageOfOrders(Struct, gc=False):
-    page: _OrdersOfPage
-
-
-_PAGE_REFUNDS = msgspec.json.Decoder(_PageOfOrders)
-#: What an order record carrying refunds must contain; a body without it has none to read.
-_REFUNDS_KEY = b'"refunds"'
-
-
-def page_refunds(body: bytes) -> list[tuple[Any, Any]]:
-    """``(order id, refunds)`` of each order of an ``/orders/page`` body whose ``refunds`` is
-    present and not null, read in one pass in C (every other field skipped). A body without
-    the key costs one search at memory speed: most pages carry no refund."""
-    if _REFUNDS_KEY not in body:
-        return []
-    try:
-        orders = _PAGE_REFUNDS.decode(body).page.orders
-    except (msgspec.DecodeError, ValueError):
-        raise InvalidRecord("an orders page whose orders' refunds cannot be read") from None
-    return [(order.id, order.refunds) for order in orders if order.refunds is not None]

@@ -9,9 +9,11 @@ import json
 import pytest
 from django.utils import timezone
 
-from django_orders.client.refund_structs import page_refunds
+from django_orders.client.order_structs import decode_light_page
+from django_orders.mirror.deferred_pages import DeferredPage, carried_refunds, light_orders
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import resource_for
+from django_orders.mirror.resources.orders import page_refunds
 from django_orders.models import Order, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer, use_hostile_server
@@ -67,12 +69,18 @@ def test_a_pages_refunds_take_the_same_statements_however_many(
     assert not Refund.objects.filter(refreshed_at__isnull=True).exists()  # read with the page
 
 
-def test_page_refunds_reads_only_the_orders_that_carry_them():
+def test_a_light_page_keeps_each_orders_refunds_as_bytes_and_decodes_only_those():
+    carried = [refund("rf_a", "or_2")]
     body = json.dumps(
-        {"page": {"orders": [order(1), order(2, [refund("rf_a", "or_2")]), order(3, None)]}}
+        {"page": {"orders": [order(1), order(2, carried), {**order(3), "refunds": None}]}}
     ).encode()
-    assert page_refunds(body) == [("or_2", [refund("rf_a", "or_2")])]
-    assert page_refunds(json.dumps({"page": {"orders": [order(1)]}}).encode()) == []
+    light = decode_light_page(body)
+    assert light is not None
+    orders = light_orders(light.page.orders, DeferredPage(1, "orders", body))
+    assert orders is not None
+    assert [bytes(o.refunds_bytes) for o in orders] == [b"", json.dumps(carried).encode(), b"null"]
+    assert [carried_refunds(o) for o in orders] == [None, carried, None]
+    assert page_refunds(orders) == carried
 
 
 def test_an_order_whose_refunds_cannot_be_stored_is_set_aside_and_the_page_goes_on(

@@ -12,11 +12,16 @@ from typing import Any
 from django.db import DataError
 
 from ...client.pages import COLLECTIONS
-from ...client.refund_structs import embedded_refunds, page_refunds
+from ...client.refund_structs import embedded_refunds
 from ...exceptions import InvalidRecord
 from ...models import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..deferred_pages import page_body, read_deferred, reparse_deferred
+from ..deferred_pages import (
+    carried_refunds,
+    may_carry_refunds,
+    read_deferred,
+    reparse_deferred,
+)
 from ..parsing import ParsedOrder, parse_order
 from ..refunds import store_refunds
 from ..store import MirrorResult, store_orders
@@ -40,7 +45,7 @@ def store_page(
     and by the refunds' own rule (only forward, one signal per real change)."""
     result = store_orders(orders, now=now, sent_at=sent_at, known_customers=known_customers)
     try:
-        records = carried_refunds(orders)
+        records = page_refunds(orders)
         if records:
             # Read from the service with the page: the refresh of open refunds skips them.
             store_refunds(records, now=now, confirmed=True)
@@ -49,24 +54,20 @@ def store_page(
     return result
 
 
-def carried_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
-    """The refund records the ``orders`` embed, each checked to be of its order. A light page
-    (the walk's) is searched once for the key, and decoded for it only where it is found."""
-    body = page_body(list(orders))
-    if body is not None:
-        wanted = {order.id for order in orders}
-        pairs = [(oid, refunds) for oid, refunds in page_refunds(body) if oid in wanted]
-    else:
-        pairs = [(order.id, order.raw.get("refunds")) for order in orders]
+def page_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
+    """The refund records the ``orders`` (of one page) carry, each checked to be of its order."""
     records: list[Any] = []
-    for order_id, refunds in pairs:
+    if not may_carry_refunds(orders):
+        return records
+    for order in orders:
+        refunds = carried_refunds(order)
         if not refunds:
             continue
         for record in embedded_refunds({"refunds": refunds}):
-            if not isinstance(record, dict) or record.get("order_id") != order_id:
+            if not isinstance(record, dict) or record.get("order_id") != order.id:
                 refund_id = record.get("id") if isinstance(record, dict) else None
                 raise InvalidRecord(
-                    f"order {order_id} embeds refund {refund_id!r} of another order"
+                    f"order {order.id} embeds refund {refund_id!r} of another order"
                 )
             records.append(record)
     return records
