@@ -261,6 +261,15 @@ class Refund(models.Model):
     raw = models.JSONField(_("raw record"), default=dict)
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+    refreshed_at = models.DateTimeField(
+        _("confirmed by the service"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "When a lookup or a page of refunds last read it from the service: the sync's "
+            "refresh of refunds still moving takes the longest unconfirmed first."
+        ),
+    )
 
     class Meta:
         verbose_name = _("refund")
@@ -458,6 +467,13 @@ class SyncRun(models.Model):
     unchanged = models.PositiveIntegerField(_("unchanged"), default=0)
     refreshed = models.PositiveIntegerField(_("refreshed by lookup"), default=0)
     refresh_waiting = models.PositiveIntegerField(_("waiting for refresh"), default=0)
+    refunds_refreshed = models.PositiveIntegerField(
+        _("refunds refreshed by lookup"),
+        default=0,
+        help_text=_("Refunds still pending or processing, looked up after the walk."),
+    )
+    refunds_changed = models.PositiveIntegerField(_("refunds changed by the refresh"), default=0)
+    refunds_waiting = models.PositiveIntegerField(_("refunds waiting for refresh"), default=0)
     skipped = models.PositiveIntegerField(
         _("set aside"),
         default=0,

@@ -132,6 +132,7 @@ def test_the_migrations_are_one_line():
         "0006_refund_api_keys",
         "0007_change_feed",
         "0008_order_events",
+        "0009_refund_sync",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]

@@ -2,7 +2,8 @@
 
 Each resource is one entry (``Resource``): how its records are parsed and stored, and which
 walk features it has. The sync engine, the refresh and the admin ask the registry instead of
-branching on names; a new resource (refunds) is one module and one ``register`` call.
+branching on names; a new resource is one module and one ``register`` call (refunds:
+``refunds.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Resource:
     fields read later (``read_deferred``, ``reparse`` record by record), a page that changes
     nothing counted without a transaction (``quiet``), work done on the parsing thread
     (``prepare``), and a lifecycle whose open records are refreshed by lookup (``is_open``).
+    ``refresh_refunds``: its walk ends with the refresh of the refunds still moving (pending,
+    processing), which no webhook reports: orders carry refunds, and refunds are that.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Resource:
     quiet: Callable[[list, set[str]], MirrorResult | None] | None = None
     prepare: Callable[[list, bool], None] | None = None
     is_open: Callable[[Any], bool] | None = None
+    refresh_refunds: bool = False
     #: What one record and several are called in messages.
     noun: tuple[str, str] = ("record", "records")
     #: The ids of the customers a page's records embed (rolled back with the page).
@@ -125,12 +129,15 @@ def raw_resources() -> list[str]:
 
 
 def _register_builtin() -> None:
-    """Orders, and the spec's other known resources (``client.pages.COLLECTIONS``) raw."""
+    """Orders, refunds, and the spec's other known resources (``client.pages.COLLECTIONS``)
+    raw."""
     from ...client.pages import COLLECTIONS as SPEC_COLLECTIONS
     from .orders import ORDERS
     from .raw import raw_resource
+    from .refunds import REFUNDS
 
     register(ORDERS)
+    register(REFUNDS)
     for name, collection in SPEC_COLLECTIONS.items():
         if name not in RESOURCES:
             register(raw_resource(name, collection))
