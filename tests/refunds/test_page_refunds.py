@@ -14,7 +14,7 @@ from django_orders.mirror.deferred_pages import DeferredPage, carried_refunds, l
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import resource_for
 from django_orders.mirror.resources.orders import page_refunds
-from django_orders.models import Order, Refund, SyncRun
+from django_orders.models import Order, OrderEvent, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer, use_hostile_server
 
@@ -62,10 +62,12 @@ def test_a_pages_refunds_take_the_same_statements_however_many(
         for n in range(1, 6)
     ]
     # The orders' 3; the refunds' locked read and insert; the reference read is skipped
-    # (none carries one); SAVEPOINT and RELEASE around the refunds' write.
-    with django_assert_num_queries(7):
+    # (none carries one); SAVEPOINT and RELEASE around the refunds' write; one INSERT of
+    # their timeline entries (a refund first seen is an entry, as it is a signal).
+    with django_assert_num_queries(8):
         resource_for("orders").store(orders, now=timezone.now())
     assert Refund.objects.count() == 5 * refunds_per_order
+    assert OrderEvent.objects.filter(source="page").count() == 5 * refunds_per_order
     assert not Refund.objects.filter(refreshed_at__isnull=True).exists()  # read with the page
 
 
