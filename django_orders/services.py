@@ -7,6 +7,8 @@ across an HTTP call. This module is the public entry point; the work lives in th
 - ``creation.refunds``: ``refund_order``, ``cancel_refund`` (resumed by ``resume_order_requests``)
 - ``creation.checkout``: ``confirm_order`` (the customer is back from the payment page),
   ``cancel_order``
+- ``creation.fulfilment``: ``complete_order`` (journaled, resumed by ``resume_order_requests``);
+  ``creation.documents``: ``send_receipt``, ``send_invoice`` (deliveries, never resent)
 - ``sync.engine``: ``sync_orders``; ``sync.refresh``: ``refresh_orders``
 - ``client.check``: ``check_api`` (one read that proves the key and the base URL work)
 - ``client.factory``: ``reset_clients`` (drop the API clients the app keeps)
@@ -20,7 +22,9 @@ from __future__ import annotations
 from .client.check import ApiCheck, check_api
 from .client.factory import reset
 from .creation.checkout import cancel_order, confirm_order
+from .creation.documents import send_invoice, send_receipt
 from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
+from .creation.fulfilment import complete_order
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
 from .creation.refund_input import REASONS as REFUND_REASONS
@@ -45,6 +49,7 @@ __all__ = [
     "cancel_order",
     "cancel_refund",
     "check_api",
+    "complete_order",
     "confirm_order",
     "create_order",
     "refresh_orders",
@@ -52,6 +57,8 @@ __all__ = [
     "resend_order_request",
     "reset_clients",
     "resume_order_requests",
+    "send_invoice",
+    "send_receipt",
     "sync_orders",
 ]
 
