@@ -50,9 +50,7 @@ def test_a_failed_channel_is_reported_with_the_providers_error(orders_sandbox, p
     assert delivery.state == State.PARTLY_DELIVERED
 
 
-def test_every_channel_failed_is_not_delivered_with_the_providers_error(
-    orders_sandbox, paid_order
-):
+def test_every_channel_failed_is_not_delivered_with_the_providers_error(orders_sandbox, paid_order):
     orders_sandbox.fail_channel("email")
     orders_sandbox.fail_channel("sms")
 
@@ -91,7 +89,7 @@ def test_a_dropped_answer_is_kept_unknown_and_never_resent(orders_sandbox, paid_
 def test_a_receipt_of_an_unpaid_order_is_refused_before_anything_is_stored(
     orders_sandbox, unpaid_order
 ):
-    with pytest.raises(DocumentNotSendable, match="receipt.*requires_payment.*paid or completed"):
+    with pytest.raises(DocumentNotSendable, match=r"receipt.*requires_payment.*paid or completed"):
         send_receipt(unpaid_order.pk)
 
     assert not DocumentDelivery.objects.exists()
@@ -105,7 +103,7 @@ def test_an_invoice_of_an_unpaid_order_goes_out(orders_sandbox, unpaid_order):
 def test_an_invoice_of_a_canceled_order_is_refused(orders_sandbox, unpaid_order):
     cancel_order(unpaid_order.pk)
 
-    with pytest.raises(DocumentNotSendable, match="invoice.*canceled"):
+    with pytest.raises(DocumentNotSendable, match=r"invoice.*canceled"):
         send_invoice(unpaid_order.pk)
     assert orders_sandbox.deliveries() == []
 
