@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from django.utils import timezone
 
@@ -143,7 +144,7 @@ def _record_result(delivery: DocumentDelivery, result: DeliveryResult) -> Docume
 
 
 def _record_error(delivery: DocumentDelivery, error: Exception, state: str) -> None:
-    changes = {
+    changes: dict[str, Any] = {
         "state": state,
         "error_code": column_text("last_error_code", getattr(error, "code", None)),
         "error": column_text("last_error", f"{error_name(error)}: {error}"),
@@ -154,7 +155,7 @@ def _record_error(delivery: DocumentDelivery, error: Exception, state: str) -> N
     _save(delivery, changes)
 
 
-def _save(delivery: DocumentDelivery, changes: dict) -> None:
+def _save(delivery: DocumentDelivery, changes: dict[str, Any]) -> None:
     # Guarded by the state: an answer is recorded once, over the "unknown" it was stored as.
     rows = DocumentDelivery.objects.using(app_database()).filter(
         pk=delivery.pk, state=State.UNKNOWN

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -160,6 +161,7 @@ def send_complete_request(
     """Send one claimed completion and record its outcome (``records.send_and_record``)."""
     sent_at = fixed_now or timezone.now()
     order_id = str(request.order_id or json.loads(request.payload)["order_id"])
+    record: dict[str, Any] | None
     try:
         record = client.complete_order(request.payload, idempotency_key=request.idempotency_key)
     except RequestRejected as exc:
@@ -183,7 +185,7 @@ def send_complete_request(
         return records._record_error(request, error, State.PENDING, sent_at, using, fixed_now)
 
 
-def _lookup(client: OrdersClient, order_id: str) -> dict | None:
+def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
     """The order after ``order_already_completed``; ``None`` when it cannot be looked up now
     (the completion is still a success; the next sync brings the mirror up to date)."""
     try:
