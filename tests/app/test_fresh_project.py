@@ -77,6 +77,7 @@ def test_a_fresh_project_checks_and_migrates(tmp_path):
         "Applying django_orders.0003_refunds... OK",
         "Applying django_orders.0004_refund_order_permission... OK",
         "Applying django_orders.0005_payment_watch... OK",
+        "Applying django_orders.0006_fulfilment... OK",
     ]
 
     with sqlite3.connect(project / "db.sqlite3") as db:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_orders.models import (
     Customer,
+    DocumentDelivery,
     Order,
     OrderClaim,
     OrderRequest,
@@ -34,6 +35,7 @@ TABLES = {
     model._meta.db_table
     for model in (
         Customer,
+        DocumentDelivery,
         Order,
         OrderClaim,
         OrderRequest,
@@ -120,7 +122,8 @@ def back_to_latest():
 def test_the_migrations_are_one_line():
     """Squashed before the first release: a new database runs the initial migration and the
     ones added since (0002: Order.observed_at; 0003: refunds; 0004: the refund_order
-    permission; 0005: PaymentWatch), in one line."""
+    permission; 0005: PaymentWatch; 0006: document deliveries, the fulfilment permissions),
+    in one line."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
     names = [
         "0001_initial",
@@ -128,6 +131,7 @@ def test_the_migrations_are_one_line():
         "0003_refunds",
         "0004_refund_order_permission",
         "0005_payment_watch",
+        "0006_fulfilment",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
