@@ -114,3 +114,32 @@ def test_a_completed_order_gets_its_receipt(orders_sandbox, paid_order):
     complete_order(paid_order.pk)
 
     assert send_receipt(paid_order.pk).state == State.DELIVERED
+
+
+def test_a_garbled_answer_after_the_send_is_an_unknown_outcome(orders_sandbox, paid_order):
+    orders_sandbox.add_fault("malformed_json", "/orders/send_invoice")
+
+    with pytest.raises(DeliveryOutcomeUnknown):
+        send_invoice(paid_order.pk)
+
+    assert DocumentDelivery.objects.get().state == State.UNKNOWN
+    assert len(orders_sandbox.deliveries(paid_order.pk)) == 1
+
+
+def test_a_send_that_never_reached_the_service_is_recorded_not_sent(
+    orders_sandbox, paid_order, settings
+):
+    from django_orders.exceptions import RequestNotSent
+    from django_orders.testing import reset_clients
+
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "BASE_URL": "http://127.0.0.1:9"}
+    reset_clients()
+
+    with pytest.raises(RequestNotSent):
+        send_receipt(paid_order.pk)
+
+    delivery = DocumentDelivery.objects.get()
+    assert delivery.state == State.FAILED
+    assert delivery.get_state_display() == "Not sent"
+    assert delivery.error.startswith("RequestNotSent: ")
+    assert orders_sandbox.deliveries() == []
