@@ -10,10 +10,15 @@ no), so a stale mirror never sends what the service would refuse.
 
 A send whose answer was lost is shown as "Outcome unknown" on the order's page, and nothing
 ever resends it: staff check with the customer before sending again (a new delivery).
+
+Each confirmation page carries a token made when it is rendered; the session remembers the
+tokens posted, so a double submit of one confirmation sends nothing twice (a send is not
+idempotent: every one is a new delivery).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +44,9 @@ from .base import action_confirmation, badge
 
 #: Each order acted on is one HTTP call (or two) inside the web request.
 MAX_SELECTED = 20
+#: The session key of the confirmation tokens already posted, and how many it keeps.
+USED_CONFIRMATIONS = "django_orders_used_confirmations"
+MAX_REMEMBERED = 50
 #: Deliveries listed on an order's page, newest first.
 MAX_DELIVERIES_SHOWN = 50
 RECEIPT_STATUSES = frozenset({OrderStatus.PAID, OrderStatus.COMPLETED})
@@ -149,6 +157,13 @@ class FulfilmentActionsMixin(_ModelAdmin):
         if not accepted:
             return None
         if request.POST.get("post") == "yes":
+            if not _first_submit(request):
+                self.message_user(
+                    request,
+                    _("This confirmation was already submitted: nothing was sent again."),
+                    messages.WARNING,
+                )
+                return None
             for order in accepted:
                 run(request, order)
             return None
@@ -161,6 +176,7 @@ class FulfilmentActionsMixin(_ModelAdmin):
             action=action,
             orders=accepted,
             refused=refused,
+            confirmation=uuid.uuid4().hex,
         )
 
     def _complete(self, request: HttpRequest, order: Order) -> None:
@@ -210,6 +226,19 @@ class FulfilmentActionsMixin(_ModelAdmin):
                 self.message_user(request, delivery_summary(delivery), delivery_level(delivery))
 
         return run
+
+
+def _first_submit(request: HttpRequest) -> bool:
+    """False when this confirmation's token was posted before (module docstring); a post
+    without a token (not from the confirmation page) is let through."""
+    token = request.POST.get("confirmation")
+    if not token:
+        return True
+    used = list(request.session.get(USED_CONFIRMATIONS, []))
+    if token in used:
+        return False
+    request.session[USED_CONFIRMATIONS] = [*used, token][-MAX_REMEMBERED:]
+    return True
 
 
 def delivery_level(delivery: DocumentDelivery) -> int:

@@ -4,6 +4,7 @@ deliveries (outcome per channel, unknown outcomes shown; constant queries)."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -188,3 +189,20 @@ def test_an_order_without_deliveries_says_so(client):
     order = make_order("or_none", make_customer("cu_none"), status="paid")
 
     assert "No receipt or invoice sent from this shop." in order_page(client, order.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_double_submit_of_one_confirmation_sends_once(client, shop_orders, live_orders):
+    paid, _unpaid = shop_orders
+    login(client, "send_receipt")
+    page = run_action(client, ORDERS, "send_receipts", [paid.pk]).content.decode()
+    token = re.search(r'name="confirmation" value="([0-9a-f]{32})"', page).group(1)
+
+    first = run_action(client, ORDERS, "send_receipts", [paid.pk], post="yes", confirmation=token)
+    second = run_action(client, ORDERS, "send_receipts", [paid.pk], post="yes", confirmation=token)
+
+    assert messages_of(first)[0][0] == "success"
+    assert messages_of(second) == [
+        ("warning", "This confirmation was already submitted: nothing was sent again.")
+    ]
+    assert len(live_orders.deliveries(paid.pk)) == 1
