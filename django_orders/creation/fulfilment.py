@@ -89,6 +89,8 @@ def complete_order(order_id: str) -> Order:
     if created:  # stored with this process's claim
         return _result(client, order_id, records.send_and_record(client, request, using))
     if request.state == State.SUCCEEDED:
+        # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
+        refresh_order(client, order_id)
         return stored_order(order_id)
     if request.state != State.PENDING:
         raise OrderRequestPending(request)  # in review: staff settle it

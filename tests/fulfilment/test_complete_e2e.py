@@ -129,3 +129,22 @@ def test_a_repeat_after_a_dropped_answer_resends_the_same_key(orders_sandbox, pa
     assert order.status == "completed"
     [request] = OrderRequest.objects.filter(kind=KIND)
     assert (request.state, request.attempts) == (State.SUCCEEDED, 2)
+
+
+def test_a_completion_whose_answer_the_mirror_missed_is_looked_up(orders_sandbox, paid_order):
+    # Completed upstream, its request recorded succeeded, but the lookup after the provider's
+    # "already completed" failed: the mirror still says paid.
+    orders_sandbox.set_order_status(paid_order.pk, "completed")
+    OrderRequest.objects.create(
+        kind=KIND,
+        idempotency_key=f"complete-{paid_order.pk}",
+        payload="{}",
+        order=paid_order,
+        state=State.SUCCEEDED,
+    )
+    wire = tripwire(orders_sandbox, "/orders/complete")
+
+    order = complete_order(paid_order.pk)
+
+    assert order.status == "completed"
+    assert wire.fired == 0
