@@ -64,7 +64,7 @@ def test_each_permission_exists_with_a_readable_name():
     }
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 @pytest.mark.parametrize("action, codename", ACTIONS.items())
 def test_each_action_is_offered_only_with_its_own_permission(
     client, shop_orders, live_orders, action, codename
@@ -84,7 +84,7 @@ def test_each_action_is_offered_only_with_its_own_permission(
     assert f'value="{action}"' in client.get(ORDERS).content.decode()
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_mark_fulfilled_confirms_then_completes_the_paid_order_only(
     client, shop_orders, live_orders
 ):
@@ -108,7 +108,7 @@ def test_mark_fulfilled_confirms_then_completes_the_paid_order_only(
     assert Order.objects.get(pk=paid.pk).status == "completed"
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_send_receipt_reports_a_failed_channel_and_the_page_shows_it(
     client, shop_orders, live_orders
 ):
@@ -132,7 +132,7 @@ def test_send_receipt_reports_a_failed_channel_and_the_page_shows_it(
     assert "<div>sms: sms_undeliverable: carrier said no.</div>" in page
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_an_unknown_outcome_is_shown_to_staff_and_not_resent(client, shop_orders, live_orders):
     paid, _unpaid = shop_orders
     live_orders.add_fault("drop_after_commit", "/orders/send_invoice", times=None)
@@ -191,7 +191,7 @@ def test_an_order_without_deliveries_says_so(client):
     assert "No receipt or invoice sent from this shop." in order_page(client, order.pk)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_double_submit_of_one_confirmation_sends_once(client, shop_orders, live_orders):
     paid, _unpaid = shop_orders
     login(client, "send_receipt")

@@ -10,7 +10,7 @@ from tests.fulfilment.conftest import place_order
 
 from .conftest import client_for, make_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 ENDPOINTS = {"complete": "complete_order", "receipt": "send_receipt", "invoice": "send_invoice"}
 
 
