@@ -180,6 +180,11 @@ class Order(models.Model):
             ("cancel_order", _("Can cancel orders upstream")),
             # Refunding (and cancelling a pending refund) sends money back upstream.
             ("refund_order", _("Can refund orders and cancel pending refunds")),
+            # Fulfilment and documents reach the customer or change refund eligibility
+            # upstream: each its own permission.
+            ("complete_order", _("Can mark orders fulfilled upstream")),
+            ("send_receipt", _("Can send receipts to customers")),
+            ("send_invoice", _("Can send invoices to customers")),
         ]
         indexes = [
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
@@ -324,6 +329,8 @@ class OrderRequest(models.Model):
     class Kind(models.TextChoices):
         ORDER_CREATE = "order_create", _("Order create")
         REFUND_CREATE = "refund_create", _("Refund create")
+        #: ``complete_order``: idempotent upstream, so ``resume_order_requests`` resends it.
+        ORDER_COMPLETE = "order_complete", _("Order complete")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -446,6 +453,70 @@ class OrderClaim(models.Model):
 
     def __str__(self) -> str:
         return self.order_id
+
+
+class DocumentDelivery(models.Model):
+    """One send of an order's receipt or invoice (``send_receipt``, ``send_invoice``).
+
+    Stored with its own key BEFORE it is sent, so a send whose answer is lost stays visible as
+    ``unknown``. Unlike ``OrderRequest`` rows, a delivery is never resent automatically: a
+    second send may reach the customer twice, so staff decide (a new send is a new delivery).
+    """
+
+    class Document(models.TextChoices):
+        RECEIPT = "receipt", _("Receipt")
+        INVOICE = "invoice", _("Invoice")
+
+    class State(models.TextChoices):
+        UNKNOWN = "unknown", _("Outcome unknown")
+        DELIVERED = "delivered", _("Delivered")
+        PARTLY_DELIVERED = "partly_delivered", _("Partly delivered")
+        NOT_DELIVERED = "not_delivered", _("Not delivered")
+        FAILED = "failed", _("Not sent")
+
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="deliveries", verbose_name=_("order")
+    )
+    document = models.CharField(_("document"), max_length=16, choices=Document.choices)
+    idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True)
+    state = models.CharField(
+        _("state"),
+        max_length=32,
+        choices=State.choices,
+        default=State.UNKNOWN,
+        help_text=_(
+            "Unknown until the provider answers; a send with no answer stays unknown (check "
+            "with the customer before sending again)."
+        ),
+    )
+    sent_channels = models.JSONField(_("sent channels"), default=list, blank=True)
+    failures = models.JSONField(
+        _("failed channels"),
+        default=list,
+        blank=True,
+        help_text=_("[{channel, error}]: each failed channel with the provider's error."),
+    )
+    document_url = models.URLField(_("document link"), max_length=2048, blank=True, default="")
+    error_code = models.CharField(_("error code"), max_length=128, blank=True, default="")
+    error = models.TextField(_("error"), blank=True, default="")
+    request_id = models.CharField(_("upstream request id"), max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("document delivery")
+        verbose_name_plural = _("document deliveries")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["order", "-created_at"], name="orders_delivery_order_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} of {self.order_id} ({self.state})"
+
+    @property
+    def failed_channels(self) -> list[str]:
+        return [str(f.get("channel")) for f in self.failures if isinstance(f, dict)]
 
 
 class SyncRun(models.Model):

@@ -14,7 +14,9 @@ from datetime import timedelta
 from .client.check import ApiCheck, check_api
 from .client.factory import reset
 from .creation.checkout import cancel_order, confirm_order
+from .creation.documents import send_invoice, send_receipt
 from .creation.flow import ResumeSummary, create_order, resend_order_request, resume_order_requests
+from .creation.fulfilment import complete_order
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
 from .creation.refund_input import REASONS as REFUND_REASONS
@@ -40,6 +42,7 @@ __all__ = [
     "cancel_order",
     "cancel_refund",
     "check_api",
+    "complete_order",
     "confirm_order",
     "create_order",
     "prune_order_events",
@@ -48,6 +51,8 @@ __all__ = [
     "resend_order_request",
     "reset_clients",
     "resume_order_requests",
+    "send_invoice",
+    "send_receipt",
     "sync_orders",
 ]
 

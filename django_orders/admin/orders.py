@@ -39,6 +39,7 @@ from .base import (
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
 from .order_cancel import CancelOrdersMixin
+from .order_fulfilment import FulfilmentActionsMixin, deliveries_table, order_deliveries
 from .order_refund import RefundOrderMixin
 from .refund_lines import order_refunds, refunds_table, remainders_table
 from .timeline import MAX_EVENTS_SHOWN, timeline_table
@@ -60,7 +61,7 @@ def status_badge(order: Order) -> SafeString:
 
 
 @admin.register(Order)
-class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
+class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, FulfilmentActionsMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "number_column",
@@ -97,7 +98,13 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         "An order id, the shop's order number, a customer id or e-mail address (exact), "
         "or words of the customer's name."
     )
-    actions = ("refresh_from_api", "cancel_orders")
+    actions = (
+        "refresh_from_api",
+        "cancel_orders",
+        "mark_fulfilled",
+        "send_receipts",
+        "send_invoices",
+    )
     fieldsets = (
         (
             None,
@@ -106,6 +113,7 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         (_("Checkout"), {"fields": ("line_items", "payment_page")}),
         (_("Refunds"), {"fields": ("refunds_list", "refundable_lines")}),
         (_("Timeline"), {"fields": ("timeline",)}),
+        (_("Receipts and invoices"), {"fields": ("deliveries_list",)}),
         (
             _("Dates"),
             {"fields": ("initiated_at", "paid_at", "completed_at", "canceled_at", "expires_at")},
@@ -143,6 +151,8 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         order.raw = bounded_json(order.raw_text)
         # Both refund displays read this one list: one query, whatever the number of refunds.
         order.admin_refunds = order_refunds(order)
+        # The deliveries table reads this list: one query, whatever their number.
+        order.admin_deliveries = order_deliveries(order)
         return order
 
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
@@ -190,6 +200,12 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
             )
 
         return refunds_table(obj.admin_refunds, change_url)  # type: ignore[attr-defined]
+
+    @admin.display(description=_("sent"))
+    def deliveries_list(self, obj: Order) -> SafeString | str:
+        """Each receipt and invoice sent: the outcome per channel; one with no answer shows as
+        "Outcome unknown" (never resent)."""
+        return deliveries_table(obj.admin_deliveries)  # type: ignore[attr-defined]
 
     @admin.display(description=_("refundable"))
     def refundable_lines(self, obj: Order) -> SafeString | str:

@@ -198,6 +198,10 @@ def send_and_record(
     Each recorded outcome of a request of an order goes on its timeline with ``origin`` (who
     sent it: checkout, staff, a resume), in the outcome's transaction.
     """
+    if request.kind == OrderRequest.Kind.ORDER_COMPLETE:
+        from .fulfilment import send_complete_request  # it imports this module
+
+        return send_complete_request(client, request, using, fixed_now=fixed_now)
     if request.kind != OrderRequest.Kind.ORDER_CREATE:
         # Every kind of journaled write shares the claim, the key lifetime and the error
         # records of this module; what is sent and how its answer is stored is the kind's own.

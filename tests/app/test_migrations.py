@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_orders.models import (
     Customer,
+    DocumentDelivery,
     Order,
     OrderClaim,
     OrderRequest,
@@ -35,6 +36,7 @@ TABLES = {
     model._meta.db_table
     for model in (
         Customer,
+        DocumentDelivery,
         Order,
         OrderClaim,
         OrderRequest,
@@ -133,6 +135,7 @@ def test_the_migrations_are_one_line():
         "0007_change_feed",
         "0008_order_events",
         "0009_refund_sync",
+        "0010_fulfilment",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
