@@ -34,8 +34,9 @@ def test_a_first_refund_of_an_order_costs_a_fixed_list_of_statements(
     # The reference's request, the order in the mirror; the claim (one statement, the row
     # created on the way); the requests in flight; in one block: the request, the lookup's
     # order (read, stamped), the claim freed; after the send, in one block: the refund read
-    # and inserted with its timeline entry, the request recorded with its entry. (The test's own transaction turns each block's
-    # BEGIN/COMMIT into a SAVEPOINT/RELEASE, the last block's into nothing: it is durable.)
+    # and inserted with its timeline entry, the request recorded with its entry. (The test's
+    # own transaction turns each block's BEGIN/COMMIT into a SAVEPOINT/RELEASE, the last
+    # block's into nothing: it is durable.)
     assert verbs(captured) == [
         "SELECT",
         "SELECT",
