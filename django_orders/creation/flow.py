@@ -45,9 +45,9 @@ from .records import (
     key_expired,
     mark_expired,
     record_unexpected,
-    send_and_record,
     stored_error,
 )
+from .sending import send_and_record
 from .validation import validate_order_input
 
 __all__ = [

@@ -87,7 +87,7 @@ def complete_order(order_id: str) -> Order:
             raise OrderNotCompletable(order_id, order.status)
     request, created = _stored_request(order_id, using)
     if created:  # stored with this process's claim
-        return _result(client, order_id, records.send_and_record(client, request, using))
+        return _result(client, order_id, send_complete_request(client, request, using))
     if request.state == State.SUCCEEDED:
         # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
         refresh_order(client, order_id)
@@ -101,7 +101,7 @@ def complete_order(order_id: str) -> Order:
     claimed = records.claim(request.pk, now, using)
     if claimed is None:
         raise OrderRequestPending(request)  # being sent by another process right now
-    return _result(client, order_id, records.send_and_record(client, claimed, using))
+    return _result(client, order_id, send_complete_request(client, claimed, using))
 
 
 def complete_key(order_id: str, attempt: int = 1) -> str:
@@ -160,7 +160,7 @@ def send_complete_request(
     *,
     fixed_now: datetime | None = None,
 ) -> Outcome:
-    """Send one claimed completion and record its outcome (``records.send_and_record``)."""
+    """Send one claimed completion and record its outcome (``sending.send_and_record``)."""
     sent_at = fixed_now or timezone.now()
     order_id = str(request.order_id or json.loads(request.payload)["order_id"])
     record: dict[str, Any] | None

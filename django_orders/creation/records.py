@@ -180,7 +180,7 @@ def record_send_failure(
     return _record_error(request, error, State.PENDING, sent_at, using, fixed_now, origin)
 
 
-def send_and_record(
+def send_order_create(
     client: OrdersClient,
     request: OrderRequest,
     using: str,
@@ -188,7 +188,7 @@ def send_and_record(
     fixed_now: datetime | None = None,
     origin: Origin = RESUME,
 ) -> Outcome:
-    """Send the stored payload (this process holds the claim) and record what came back.
+    """Send a stored order create (this process holds the claim) and record what came back.
 
     Once the send may have reached the service, whatever happens next ends in a recorded
     outcome with ``first_sent_at`` set: an answer that cannot be parsed or stored (a timestamp
@@ -198,16 +198,6 @@ def send_and_record(
     Each recorded outcome of a request of an order goes on its timeline with ``origin`` (who
     sent it: checkout, staff, a resume), in the outcome's transaction.
     """
-    if request.kind == OrderRequest.Kind.ORDER_COMPLETE:
-        from .fulfilment import send_complete_request  # it imports this module
-
-        return send_complete_request(client, request, using, fixed_now=fixed_now)
-    if request.kind != OrderRequest.Kind.ORDER_CREATE:
-        # Every kind of journaled write shares the claim, the key lifetime and the error
-        # records of this module; what is sent and how its answer is stored is the kind's own.
-        from .refund_records import send_refund_request  # it imports this module
-
-        return send_refund_request(client, request, using, fixed_now=fixed_now, origin=origin)
     sent_at = fixed_now or timezone.now()
     record = (sent_at, using, fixed_now, origin)
     try:
@@ -234,7 +224,7 @@ def send_and_record(
 def record_unexpected(
     request: OrderRequest, exc: Exception, using: str, *, fixed_now: datetime | None = None
 ) -> None:
-    """Record an error that escaped ``send_and_record`` (the database failing under it) on
+    """Record an error that escaped ``sending.send_and_record`` (the database failing under it) on
     the request, pending, its claim released; logged, never raised, if that fails too."""
     logger.error("Order request %s failed unexpectedly", request.pk, exc_info=exc)
     sent_at = fixed_now or timezone.now()

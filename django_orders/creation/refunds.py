@@ -44,7 +44,6 @@ from .records import (
     claim_duration,
     key_expired,
     mark_expired,
-    send_and_record,
     stored_error,
 )
 from .refund_input import (
@@ -57,6 +56,7 @@ from .refund_input import (
     refund_lines,
     refunded_by_line,
 )
+from .refund_records import send_refund_request
 
 __all__ = ["cancel_refund", "refund_order"]
 
@@ -127,7 +127,7 @@ def refund_order(
             existing = requests.get(reference=arguments["reference"])
     if existing is not None:
         return _repeat(client, existing, arguments, using, origin)
-    return _result(send_and_record(client, request, using, origin=origin))
+    return _result(send_refund_request(client, request, using, origin=origin))
 
 
 def _prepare(
@@ -210,7 +210,7 @@ def _repeat(
     if claimed is None:
         mark_expired(existing, timezone.now(), using)
         raise RefundRequestPending(existing)  # being sent by another process right now
-    return _result(send_and_record(client, claimed, using, origin=origin))
+    return _result(send_refund_request(client, claimed, using, origin=origin))
 
 
 def _result(outcome: Outcome) -> Refund:

@@ -26,7 +26,7 @@ from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
 from ..refunds import store_refunds
 from ..store import MirrorResult, store_orders
-from . import Resource
+from .registry import Resource
 
 
 class RefundsNotStorable(DataError):

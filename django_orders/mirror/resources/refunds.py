@@ -23,7 +23,7 @@ from ...models import Refund
 from ..events import PAGE
 from ..refunds import refund_row, store_refunds
 from ..store import MirrorResult
-from . import Resource
+from .registry import Resource
 
 #: The property of ``/refunds/page`` answers that holds the records.
 COLLECTION = "refunds"
