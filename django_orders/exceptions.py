@@ -15,7 +15,7 @@ import requests
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
-    from .models import OrderRequest, Refund
+    from .models import DocumentDelivery, OrderRequest, Refund
 
 
 class OrdersError(Exception):
@@ -444,4 +444,58 @@ class RefundNotCancelable(OrdersError):
         super().__init__(
             f"Refund {refund.pk} cannot be canceled: it is {refund.status}; only pending "
             "refunds can be canceled."
+        )
+
+
+# --- fulfilment and documents -------------------------------------------------------------------
+
+
+class OrderNotCompletable(OrdersError):
+    """``complete_order`` refused: only a paid order can be marked fulfilled. Nothing was sent
+    when ``error`` is ``None`` (the order, looked up, is not paid); else the service refused."""
+
+    def __init__(self, order_id: str, status: str, error: OrdersAPIError | None = None) -> None:
+        self.order_id = order_id
+        self.status = status
+        self.error = error
+        super().__init__(
+            f"Order {order_id} cannot be marked fulfilled: it is {status}, and only a paid "
+            "order can be completed."
+        )
+
+
+class DocumentNotSendable(OrdersError):
+    """``send_receipt`` / ``send_invoice`` refused for the order's status (a receipt needs a
+    paid or completed order; an invoice a finalized one, not canceled or expired). Nothing
+    went out; ``error`` is the service's refusal when it was the service that refused."""
+
+    def __init__(
+        self, order_id: str, document: str, status: str, error: OrdersAPIError | None = None
+    ) -> None:
+        self.order_id = order_id
+        self.document = document
+        self.status = status
+        self.error = error
+        need = (
+            "only paid or completed orders get one"
+            if document == "receipt"
+            else "only a finalized order that is not canceled or expired has one"
+        )
+        super().__init__(
+            f"The {document} of order {order_id} cannot be sent: it is {status}; {need}."
+        )
+
+
+class DeliveryOutcomeUnknown(OrdersError):
+    """The send reached the service (or may have) but no answer came back: the customer may or
+    may not have been sent the document. ``delivery`` stays ``unknown`` and is never resent
+    automatically; staff check with the customer before sending again."""
+
+    def __init__(self, delivery: DocumentDelivery, cause: BaseException | None = None) -> None:
+        self.delivery = delivery
+        self.cause = cause
+        reason = f": {cause}" if cause else ""
+        super().__init__(
+            f"The {delivery.document} of order {delivery.order_id} may or may not have been "
+            f"sent (delivery {delivery.pk}, outcome unknown){reason}"
         )

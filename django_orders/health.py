@@ -17,11 +17,12 @@ from health_check.base import HealthCheck
 from health_check.exceptions import ServiceUnavailable, ServiceWarning
 
 from .db import app_database
-from .models import OrderRequest, SyncRun
+from .models import OrderRequest, Refund, RefundStatus, SyncRun
 
 __all__ = [
     "OrderRequestsInReview",
     "OrderRequestsStuck",
+    "RefundsStuckProcessing",
     "SearchIndexFreshness",
     "StuckRecords",
     "SyncFreshness",
@@ -137,6 +138,36 @@ class OrderRequestsInReview(StuckRecords):
         return (
             f"{count} order request(s) need review: open Order requests in the admin, filtered "
             'by state "Needs review", and resend or settle each as its error explains.'
+        )
+
+
+@dataclasses.dataclass
+class RefundsStuckProcessing(StuckRecords):
+    """Refunds ``processing`` for longer than ``max_age`` (since they started processing, or
+    since they were created when the provider gave no time): money the customer is waiting
+    for. Either the mirror is stale (nothing refreshes open refunds) or the provider is stuck.
+    """
+
+    max_age: timedelta = timedelta(days=3)
+    #: How many of the oldest refund ids the advice names.
+    named: int = 5
+
+    def stuck(self, now: datetime) -> QuerySet:
+        return (
+            Refund.objects.using(app_database())
+            .filter(status=RefundStatus.PROCESSING)
+            .annotate(since=Coalesce("processing_at", "created_at"))
+            .filter(since__lt=now - self.max_age)
+        )
+
+    def advice(self, count: int) -> str:
+        oldest = self.stuck(timezone.now()).order_by("since").values_list("pk", flat=True)
+        ids = ", ".join(oldest[: self.named]) + (", ..." if count > self.named else "")
+        return (
+            f"{count} refund(s) processing for more than {self.max_age} ({ids}): check that "
+            "manage.py sync_orders runs (it looks open refunds up), then, if they stay "
+            "processing, ask the provider's support about these refund ids; the customer is "
+            "waiting for the money."
         )
 
 

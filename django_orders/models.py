@@ -180,6 +180,11 @@ class Order(models.Model):
             ("cancel_order", _("Can cancel orders upstream")),
             # Refunding (and cancelling a pending refund) sends money back upstream.
             ("refund_order", _("Can refund orders and cancel pending refunds")),
+            # Fulfilment and documents reach the customer or change refund eligibility
+            # upstream: each its own permission.
+            ("complete_order", _("Can mark orders fulfilled upstream")),
+            ("send_receipt", _("Can send receipts to customers")),
+            ("send_invoice", _("Can send invoices to customers")),
         ]
         indexes = [
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
@@ -261,6 +266,15 @@ class Refund(models.Model):
     raw = models.JSONField(_("raw record"), default=dict)
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+    refreshed_at = models.DateTimeField(
+        _("confirmed by the service"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "When a lookup or a page of refunds last read it from the service: the sync's "
+            "refresh of refunds still moving takes the longest unconfirmed first."
+        ),
+    )
 
     class Meta:
         verbose_name = _("refund")
@@ -315,6 +329,8 @@ class OrderRequest(models.Model):
     class Kind(models.TextChoices):
         ORDER_CREATE = "order_create", _("Order create")
         REFUND_CREATE = "refund_create", _("Refund create")
+        #: ``complete_order``: idempotent upstream, so ``resume_order_requests`` resends it.
+        ORDER_COMPLETE = "order_complete", _("Order complete")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -439,6 +455,70 @@ class OrderClaim(models.Model):
         return self.order_id
 
 
+class DocumentDelivery(models.Model):
+    """One send of an order's receipt or invoice (``send_receipt``, ``send_invoice``).
+
+    Stored with its own key BEFORE it is sent, so a send whose answer is lost stays visible as
+    ``unknown``. Unlike ``OrderRequest`` rows, a delivery is never resent automatically: a
+    second send may reach the customer twice, so staff decide (a new send is a new delivery).
+    """
+
+    class Document(models.TextChoices):
+        RECEIPT = "receipt", _("Receipt")
+        INVOICE = "invoice", _("Invoice")
+
+    class State(models.TextChoices):
+        UNKNOWN = "unknown", _("Outcome unknown")
+        DELIVERED = "delivered", _("Delivered")
+        PARTLY_DELIVERED = "partly_delivered", _("Partly delivered")
+        NOT_DELIVERED = "not_delivered", _("Not delivered")
+        FAILED = "failed", _("Not sent")
+
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="deliveries", verbose_name=_("order")
+    )
+    document = models.CharField(_("document"), max_length=16, choices=Document.choices)
+    idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True)
+    state = models.CharField(
+        _("state"),
+        max_length=32,
+        choices=State.choices,
+        default=State.UNKNOWN,
+        help_text=_(
+            "Unknown until the provider answers; a send with no answer stays unknown (check "
+            "with the customer before sending again)."
+        ),
+    )
+    sent_channels = models.JSONField(_("sent channels"), default=list, blank=True)
+    failures = models.JSONField(
+        _("failed channels"),
+        default=list,
+        blank=True,
+        help_text=_("[{channel, error}]: each failed channel with the provider's error."),
+    )
+    document_url = models.URLField(_("document link"), max_length=2048, blank=True, default="")
+    error_code = models.CharField(_("error code"), max_length=128, blank=True, default="")
+    error = models.TextField(_("error"), blank=True, default="")
+    request_id = models.CharField(_("upstream request id"), max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("document delivery")
+        verbose_name_plural = _("document deliveries")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["order", "-created_at"], name="orders_delivery_order_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} of {self.order_id} ({self.state})"
+
+    @property
+    def failed_channels(self) -> list[str]:
+        return [str(f.get("channel")) for f in self.failures if isinstance(f, dict)]
+
+
 class SyncRun(models.Model):
     """One run of the page sync, written as it goes so that a crash leaves an honest record."""
 
@@ -458,6 +538,13 @@ class SyncRun(models.Model):
     unchanged = models.PositiveIntegerField(_("unchanged"), default=0)
     refreshed = models.PositiveIntegerField(_("refreshed by lookup"), default=0)
     refresh_waiting = models.PositiveIntegerField(_("waiting for refresh"), default=0)
+    refunds_refreshed = models.PositiveIntegerField(
+        _("refunds refreshed by lookup"),
+        default=0,
+        help_text=_("Refunds still pending or processing, looked up after the walk."),
+    )
+    refunds_changed = models.PositiveIntegerField(_("refunds changed by the refresh"), default=0)
+    refunds_waiting = models.PositiveIntegerField(_("refunds waiting for refresh"), default=0)
     skipped = models.PositiveIntegerField(
         _("set aside"),
         default=0,
@@ -626,3 +713,110 @@ class RefundApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"refund API key for {self.reference}"
+
+
+APPEND_ONLY = (
+    "OrderEvent is append-only: a timeline entry is never changed (old ones are deleted by "
+    "the prune_order_events command)."
+)
+
+
+class OrderEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError(APPEND_ONLY)
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        # Refused before Django's own atomic block: raising inside it would break the caller's.
+        raise TypeError(APPEND_ONLY)
+
+
+class OrderEvent(models.Model):
+    """One entry of an order's timeline: what happened to it, when, and who or what saw it.
+
+    Append-only: written in the same transaction as the change it records, from one place per
+    kind (``mirror.events``), never updated (``save()`` refuses an existing row, ``update()``
+    raises); only ``prune_order_events`` deletes old entries. A first sync writes none for the
+    orders it discovers: the order's row is that fact. ``order_status_changed`` and
+    ``refund_status_changed`` are sent from these entries after commit.
+    """
+
+    class Kind(models.TextChoices):
+        STATUS_CHANGED = "status_changed", _("Status changed")
+        REFUND_STATUS_CHANGED = "refund_status_changed", _("Refund status changed")
+        #: An attempt of an ``OrderRequest`` (any kind) and its outcome, in ``to_status``.
+        REQUEST = "request", _("Request sent")
+        DOCUMENT_SENT = "document_sent", _("Document sent")
+        STAFF_ACTION = "staff_action", _("Staff action")
+
+    class Source(models.TextChoices):
+        PAGE = "page", _("Sync (page)")
+        FEED = "feed", _("Sync (change feed)")
+        LOOKUP = "lookup", _("Lookup")
+        CHECKOUT = "checkout", _("Checkout")
+        STAFF = "staff", _("Staff")
+        SHOP = "shop", _("Shop code")
+        RESUME = "resume", _("Resumed request")
+
+    id = models.BigAutoField(primary_key=True)
+    # Indexed with the time (orders_event_timeline_idx), not alone.
+    order = models.ForeignKey(
+        Order,
+        on_delete=models.CASCADE,
+        related_name="events",
+        verbose_name=_("order"),
+        db_index=False,
+    )
+    at = models.DateTimeField(_("time"), default=timezone.now)
+    kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices)
+    # NULL: no status before (a refund the mirror had not seen), or no status involved.
+    from_status = models.CharField(_("from"), max_length=64, null=True, blank=True)  # noqa: DJ001
+    to_status = models.CharField(_("to"), max_length=64, blank=True, default="")
+    # The timeline outlives what it mentions and nothing reads it by refund or request: no
+    # constraint, no index (each would slow a page's events), never cascaded.
+    refund = models.ForeignKey(
+        Refund,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+        verbose_name=_("refund"),
+    )
+    order_request = models.ForeignKey(
+        OrderRequest,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+        verbose_name=_("order request"),
+    )
+    # The staff user's username, kept as it was: the entry stays true if the user is renamed
+    # or deleted, and the app needs no dependency on the user model.
+    actor = models.CharField(_("staff user"), max_length=150, blank=True, default="")
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
+
+    objects = OrderEventQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("order event")
+        verbose_name_plural = _("order events")
+        ordering = ["-at", "-id"]
+        indexes = [
+            # The order page's timeline, newest first, in one index range.
+            models.Index(fields=["order", "-at", "-id"], name="orders_event_timeline_idx"),
+            # prune_order_events: the old entries, by time.
+            models.Index(fields=["at"], name="orders_event_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise TypeError(APPEND_ONLY)
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)

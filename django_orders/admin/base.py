@@ -46,6 +46,10 @@ BADGE_COLOURS: dict[str, tuple[str, str]] = {
     "failed": ("#f6d8d8", "#7c1d1d"),
     "needs_review": ("#ffd9b3", "#6b3300"),
     "running": ("#e0ecf8", "#174a7c"),
+    # document deliveries ("unknown", above, is a send with no answer)
+    "delivered": ("#d8f0dc", "#1d5c2a"),
+    "partly_delivered": ("#fff1cc", "#6b4a00"),
+    "not_delivered": ("#f6d8d8", "#7c1d1d"),
 }
 NEUTRAL_BADGE = ("#f0f0f0", "#333333")
 

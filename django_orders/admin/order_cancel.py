@@ -82,7 +82,7 @@ class CancelOrdersMixin(_ModelAdmin):
         done: list[str] = []
         for order in orders:
             try:
-                services.cancel_order(order, reason=reason)
+                services.cancel_order(order, reason=reason, actor=request.user)
             except OrderNotCancellable as refused:
                 self.message_user(request, str(refused), messages.WARNING)
             except OrdersError as error:

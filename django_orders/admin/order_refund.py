@@ -211,6 +211,7 @@ class RefundOrderMixin(_ModelAdmin):
                 reason=data["reason"],
                 lines=data["lines"],
                 reason_details=(data.get("reason_details") or "").strip() or None,
+                actor=request.user,  # on the order's timeline
             )
         except InvalidRefundRequest as error:
             form.add_service_errors(error)

@@ -222,7 +222,7 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
         outcomes: dict[str, list[OrderRequest]] = defaultdict(list)
         for row in pending:
             try:
-                updated = services.resend_order_request(row)
+                updated = services.resend_order_request(row, actor=request.user)
             # OrderRequestPending: another worker is sending it right now; ValueError: it
             # stopped being pending since it was selected. Neither is sent twice.
             except (OrdersError, ValueError) as error:

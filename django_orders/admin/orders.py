@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 
 from .. import services
 from ..exceptions import OrdersError
-from ..mirror.queries import search_orders
+from ..mirror.queries import order_timeline, search_orders
 from ..models import Order, OrderRequest, OrderStatus
 from ..money import format_money
 from .base import (
@@ -39,8 +39,10 @@ from .base import (
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
 from .order_cancel import CancelOrdersMixin
+from .order_fulfilment import FulfilmentActionsMixin, deliveries_table, order_deliveries
 from .order_refund import RefundOrderMixin
 from .refund_lines import order_refunds, refunds_table, remainders_table
+from .timeline import MAX_EVENTS_SHOWN, timeline_table
 
 #: Each refreshed order is one HTTP lookup inside the web request: keep the request short.
 MAX_REFRESH = 100
@@ -59,7 +61,7 @@ def status_badge(order: Order) -> SafeString:
 
 
 @admin.register(Order)
-class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
+class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, FulfilmentActionsMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "number_column",
@@ -96,7 +98,13 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         "An order id, the shop's order number, a customer id or e-mail address (exact), "
         "or words of the customer's name."
     )
-    actions = ("refresh_from_api", "cancel_orders")
+    actions = (
+        "refresh_from_api",
+        "cancel_orders",
+        "mark_fulfilled",
+        "send_receipts",
+        "send_invoices",
+    )
     fieldsets = (
         (
             None,
@@ -104,6 +112,8 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         ),
         (_("Checkout"), {"fields": ("line_items", "payment_page")}),
         (_("Refunds"), {"fields": ("refunds_list", "refundable_lines")}),
+        (_("Timeline"), {"fields": ("timeline",)}),
+        (_("Receipts and invoices"), {"fields": ("deliveries_list",)}),
         (
             _("Dates"),
             {"fields": ("initiated_at", "paid_at", "completed_at", "canceled_at", "expires_at")},
@@ -141,6 +151,8 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
         order.raw = bounded_json(order.raw_text)
         # Both refund displays read this one list: one query, whatever the number of refunds.
         order.admin_refunds = order_refunds(order)
+        # The deliveries table reads this list: one query, whatever their number.
+        order.admin_deliveries = order_deliveries(order)
         return order
 
     def get_search_results(self, request: HttpRequest, queryset, search_term: str):
@@ -189,11 +201,32 @@ class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, ReadOnlyModelAdmin):
 
         return refunds_table(obj.admin_refunds, change_url)  # type: ignore[attr-defined]
 
+    @admin.display(description=_("sent"))
+    def deliveries_list(self, obj: Order) -> SafeString | str:
+        """Each receipt and invoice sent: the outcome per channel; one with no answer shows as
+        "Outcome unknown" (never resent)."""
+        return deliveries_table(obj.admin_deliveries)  # type: ignore[attr-defined]
+
     @admin.display(description=_("refundable"))
     def refundable_lines(self, obj: Order) -> SafeString | str:
         """Each line's remainder: paid minus the mirrored refunds pending, processing or
         succeeded (the service checks again against a fresh lookup before refunding)."""
         return remainders_table(obj, obj.admin_refunds)  # type: ignore[attr-defined]
+
+    @admin.display(description=_("timeline"))
+    def timeline(self, obj: Order) -> SafeString | str:
+        """What happened to the order, newest first, in one query (``admin.timeline``)."""
+        events = order_timeline(obj.pk, MAX_EVENTS_SHOWN + 1)
+
+        def url_for(model: str, pk: Any) -> str:
+            return reverse(
+                f"admin:django_orders_{model}_change",
+                args=(quote(pk),),
+                current_app=self.admin_site.name,
+            )
+
+        more = len(events) > MAX_EVENTS_SHOWN
+        return timeline_table(events[:MAX_EVENTS_SHOWN], url_for, more=more)
 
     @admin.display(description=_("payment page"))
     def payment_page(self, obj: Order) -> SafeString | str:

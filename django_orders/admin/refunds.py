@@ -160,7 +160,7 @@ class RefundAdmin(ReadOnlyModelAdmin):
         done: list[str] = []
         for refund in refunds:
             try:
-                services.cancel_refund(refund.pk, reason=reason)
+                services.cancel_refund(refund.pk, reason=reason, actor=request.user)
             except RefundNotCancelable as refused:
                 self.message_user(request, str(refused), messages.WARNING)
             except OrdersError as error:

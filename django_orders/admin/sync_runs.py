@@ -83,6 +83,9 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "unchanged",
         "refreshed",
         "refresh_waiting",
+        "refunds_refreshed",
+        "refunds_changed",
+        "refunds_waiting",
         "end_column",
         "index_column",
         "warning",
@@ -107,6 +110,9 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "refresh_waiting",
         "feed_read",
         "feed_lookups",
+        "refunds_refreshed",
+        "refunds_changed",
+        "refunds_waiting",
         "skipped",
     )
 

@@ -1,4 +1,5 @@
-"""Order lookups several at a time: the refresh of orders the page walk cannot reach.
+"""Lookups several at a time: the refresh of orders the page walk cannot reach, and of the
+refunds still moving (``lookup_refunds``).
 
 ``REFRESH_CONCURRENCY`` lookups in flight, each worker thread with its own client, all sharing
 one ``RateGate``; only HTTP happens on the workers, the calling thread writes each answer. Why:
@@ -13,7 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 from ..conf import orders_settings
 from ..exceptions import RequestRejected
@@ -21,7 +22,7 @@ from .factory import new_client
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
-__all__ = ["Lookup", "lookup_orders"]
+__all__ = ["Lookup", "RefundLookup", "lookup_orders", "lookup_refunds"]
 
 #: How often, at the longest, the caller's ``heartbeat`` runs while lookups are in flight
 #: (the sync renews its lease there), even when no lookup finishes for a while.
@@ -38,6 +39,15 @@ class Lookup:
     """
 
     order_id: str
+    record: dict[str, Any] | None
+    sent_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RefundLookup:
+    """One finished refund lookup: the record, or ``None`` when the service does not know it."""
+
+    refund_id: str
     record: dict[str, Any] | None
     sent_at: datetime | None = None
 
@@ -71,15 +81,42 @@ class _ClientPerThread:
             client.close()
 
 
-def _lookup(clients: _ClientPerThread, order_id: str) -> Lookup:
-    client = clients.get()
-    sent_at = datetime.now(UTC)
+T = TypeVar("T")
+
+
+def _order(client: OrdersClient, order_id: str, sent_at: datetime) -> Lookup:
     try:
         return Lookup(order_id, client.lookup_order(order_id), sent_at)
     except RequestRejected as exc:
         if exc.status_code != 404:
             raise
         return Lookup(order_id, None, sent_at)
+
+
+def _refund(client: OrdersClient, refund_id: str, sent_at: datetime) -> RefundLookup:
+    try:
+        return RefundLookup(refund_id, client.lookup_refund(refund_id), sent_at)
+    except RequestRejected as exc:
+        if exc.status_code != 404:
+            raise
+        return RefundLookup(refund_id, None, sent_at)
+
+
+def _lookup(
+    clients: _ClientPerThread, call: Callable[[OrdersClient, str, datetime], T], record_id: str
+) -> T:
+    return call(clients.get(), record_id, datetime.now(UTC))
+
+
+def lookup_refunds(
+    refund_ids: Iterable[str],
+    *,
+    concurrency: int | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    gate: RateGate | None = None,
+) -> Iterator[RefundLookup]:
+    """``lookup_orders`` for refunds (``/refunds/lookup``): the same pool, limits and rules."""
+    return _lookup_each(_refund, refund_ids, concurrency, heartbeat, gate)
 
 
 def lookup_orders(
@@ -100,7 +137,17 @@ def lookup_orders(
     caller's own client (the change feed's searches), so a 429 to either holds both; by default
     the pool's own.
     """
-    ids = list(dict.fromkeys(order_ids))
+    return _lookup_each(_order, order_ids, concurrency, heartbeat, gate)
+
+
+def _lookup_each(
+    call: Callable[[OrdersClient, str, datetime], T],
+    record_ids: Iterable[str],
+    concurrency: int | None,
+    heartbeat: Callable[[], None] | None,
+    gate: RateGate | None,
+) -> Iterator[T]:
+    ids = list(dict.fromkeys(record_ids))
     if not ids:
         return
     if concurrency is None:
@@ -113,8 +160,8 @@ def lookup_orders(
     # ``wait`` then watches a handful of futures, not every one of a 2,000-order refresh.
     queue = iter(ids)
     try:
-        pending: set[Future[Lookup]] = {
-            executor.submit(_lookup, clients, i) for i in islice(queue, concurrency)
+        pending: set[Future[T]] = {
+            executor.submit(_lookup, clients, call, i) for i in islice(queue, concurrency)
         }
         while pending:
             done, pending = wait(pending, timeout=HEARTBEAT_SECONDS, return_when=FIRST_COMPLETED)
@@ -122,7 +169,7 @@ def lookup_orders(
                 heartbeat()
             for future in done:
                 lookup = future.result()
-                pending.update(executor.submit(_lookup, clients, i) for i in islice(queue, 1))
+                pending.update(executor.submit(_lookup, clients, call, i) for i in islice(queue, 1))
                 yield lookup
     finally:
         executor.shutdown(wait=True, cancel_futures=True)

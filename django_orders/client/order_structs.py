@@ -178,6 +178,9 @@ class LightOrder(Struct, gc=False):
     initiated_at: Any = None
     #: The customer's bytes exactly as sent (a view of the body); empty when absent.
     customer: msgspec.Raw = msgspec.Raw(b"")
+    #: The refunds it carries, as bytes (a view of the body); empty when absent. Read while the
+    #: record is skipped anyway, so a page without refunds costs nothing to look for them in.
+    refunds: msgspec.Raw = msgspec.Raw(b"")
 
 
 class _LightPage(Struct, gc=False, forbid_unknown_fields=True):

@@ -14,7 +14,13 @@ from msgspec import Struct
 
 from ..exceptions import InvalidRecord
 
-__all__ = ["RefundFailure", "RefundMoney", "RefundStruct", "decode_refund", "embedded_refunds"]
+__all__ = [
+    "RefundFailure",
+    "RefundMoney",
+    "RefundStruct",
+    "decode_refund",
+    "embedded_refunds",
+]
 
 
 class RefundMoney(Struct, frozen=True):

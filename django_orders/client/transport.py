@@ -37,6 +37,7 @@ from .answers import Answer, page_from, request_id_of, unwrap
 from .decoding import decode_answer, why_not_json
 from .errors import error_from_response, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
+from .fulfilment import FulfilmentCalls
 from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for
 from .rate_gate import RateGate
@@ -56,7 +57,7 @@ BACKOFF_CAP = 8.0
 T = TypeVar("T")
 
 
-class OrdersClient(RefundCalls, SearchCalls):
+class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls):
     """A client for one API key and base URL.
 
     The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds

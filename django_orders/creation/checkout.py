@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions import OrderNotCancellable, RequestRejected
+from ..mirror.events import CHECKOUT, LOOKUP, SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer, store_lookup
 from ..mirror.store import MirrorResult
@@ -62,7 +64,7 @@ def confirm_order(order_id: str, *, wait: timedelta | float | None = None) -> Or
             if remaining <= 0:
                 break  # the lookups themselves used up the wait
             sleep(min(pause, remaining))
-        if refresh_order(client, order_id) is None:
+        if refresh_order(client, order_id, origin=CHECKOUT) is None:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
         order = stored_order(order_id)
         if order.status != OrderStatus.REQUIRES_PAYMENT:
@@ -82,7 +84,7 @@ def confirm_delays(seconds: float) -> list[float]:
     return delays
 
 
-def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
+def cancel_order(order: Order | str, *, reason: str | None = None, actor: Any = None) -> Order:
     """Cancel an unpaid order upstream and update the mirror; returns the order.
 
     An order already ``canceled`` (per the mirror) is returned as it is, nothing sent. A paid,
@@ -90,7 +92,11 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
     refusal by the service for an order that turns out (by a lookup) to be paid or otherwise
     closed upstream. An order the service reports canceled is returned. ``Order.DoesNotExist``
     for an id the mirror does not hold. Sends ``order_status_changed`` after commit.
+
+    ``actor``: the staff user cancelling (``request.user``), kept on the order's timeline with
+    the change; ``None`` for shop code (the customer's cancel page included).
     """
+    origin = acting(actor, SHOP)
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         raise ValueError(f"reason must be a non-empty string or None, not {reason!r}")
     order_id = order.pk if isinstance(order, Order) else order
@@ -110,7 +116,7 @@ def cancel_order(order: Order | str, *, reason: str | None = None) -> Order:
         )
     except RequestRejected as exc:
         return _after_refusal(client, order_id, exc)
-    store_answer(order_id, record, what="cancel", sent_at=sent_at)
+    store_answer(order_id, record, what="cancel", sent_at=sent_at, origin=origin)
     return stored_order(order_id)
 
 
@@ -134,7 +140,9 @@ def _after_refusal(client: OrdersClient, order_id: str, error: RequestRejected) 
     raise error
 
 
-def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
+def refresh_order(
+    client: OrdersClient, order_id: str, *, origin: Origin = LOOKUP
+) -> MirrorResult | None:
     """One lookup with ``client``, stored by the sync's own refresh write (``mirror.refresh``:
     one short transaction, signals after commit); ``None`` when the service answers 404.
 
@@ -148,7 +156,7 @@ def refresh_order(client: OrdersClient, order_id: str) -> MirrorResult | None:
         if exc.status_code != 404:
             raise
         record = None
-    return store_lookup(Lookup(order_id, record, sent_at))
+    return store_lookup(Lookup(order_id, record, sent_at), origin=origin)
 
 
 def _wait_seconds(wait: timedelta | float | None) -> float:

@@ -30,6 +30,7 @@ from ..exceptions import (
     OrdersConfigurationError,
     ReferenceConflict,
 )
+from ..mirror.events import CHECKOUT, RESUME, acting
 from ..models import Order, OrderRequest
 from .payloads import encode_payload, request_body, stored_body
 from .records import (
@@ -44,9 +45,9 @@ from .records import (
     key_expired,
     mark_expired,
     record_unexpected,
-    send_and_record,
     stored_error,
 )
+from .sending import send_and_record
 from .validation import validate_order_input
 
 __all__ = [
@@ -120,7 +121,7 @@ def create_order(
             raise
         # The validated (trimmed) reference: the one the INSERT used and collided on.
         return _repeat_reference(client, request.reference, request_body(data), using)
-    outcome = send_and_record(client, request, using)
+    outcome = send_and_record(client, request, using, origin=CHECKOUT)
     if never_reached_the_api(outcome.error):
         # BASE_URL is a web page: no order can exist upstream, so the request is not kept
         # (its reference stays free for the attempt after the setting is fixed).
@@ -131,8 +132,11 @@ def create_order(
     return _result(outcome)
 
 
-def resend_order_request(order_request: OrderRequest) -> OrderRequest:
+def resend_order_request(order_request: OrderRequest, *, actor: Any = None) -> OrderRequest:
     """Resend one pending request now, with its own key and payload; record and return it.
+
+    ``actor``: the staff user who asked for it (``request.user``), kept with the attempt on the
+    order's timeline (``None``: recorded as a resumed request).
 
     The upstream outcome is recorded on the row (state, attempts, last error), never raised,
     401 included. A request whose key expired (``order_requests.key_expired``) is not sent:
@@ -158,7 +162,7 @@ def resend_order_request(order_request: OrderRequest) -> OrderRequest:
         if mark_expired(current, timezone.now(), using):
             return current  # expired between the read and the claim
         raise OrderRequestPending(current)
-    return send_and_record(client, claimed, using).request
+    return send_and_record(client, claimed, using, origin=acting(actor, RESUME)).request
 
 
 @dataclass
@@ -285,7 +289,7 @@ def _repeat_reference(
     if claimed is None:
         mark_expired(existing, timezone.now(), using)  # expired since the read: say so
         raise OrderRequestPending(existing)  # being sent by another process right now
-    return _result(send_and_record(client, claimed, using))
+    return _result(send_and_record(client, claimed, using, origin=CHECKOUT))
 
 
 def _result(outcome: Outcome) -> Order:

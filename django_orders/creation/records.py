@@ -8,6 +8,7 @@ docs/architecture/checkout.md.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from ..exceptions import (
     RequestRejected,
     error_name,
 )
+from ..mirror import events
+from ..mirror.events import RESUME, Origin
 from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import store_created
 from ..models import Order, OrderRequest, Refund
@@ -164,69 +167,64 @@ def record_send_failure(
     sent_at: datetime,
     using: str,
     fixed_now: datetime | None,
+    origin: Origin = RESUME,
 ) -> Outcome:
     """Record what a failed send of any kind of request means: a rejection is final (or, for
     a key conflict, for review); anything else may have reached the service (5xx, 409, 429,
     network, an unreadable answer, 401), so the request stays pending for its key."""
     if isinstance(error, RequestRejected):
         state = State.NEEDS_REVIEW if error.is_idempotency_conflict else State.FAILED
-        return _record_error(request, error, state, sent_at, using, fixed_now)
+        return _record_error(request, error, state, sent_at, using, fixed_now, origin)
     if not isinstance(error, OrdersAPIError) and not hasattr(error, "may_have_reached_server"):
         logger.exception("Unexpected error sending %s request %s", request.kind, request.pk)
-    return _record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+    return _record_error(request, error, State.PENDING, sent_at, using, fixed_now, origin)
 
 
-def send_and_record(
+def send_order_create(
     client: OrdersClient,
     request: OrderRequest,
     using: str,
     *,
     fixed_now: datetime | None = None,
+    origin: Origin = RESUME,
 ) -> Outcome:
-    """Send the stored payload (this process holds the claim) and record what came back.
+    """Send a stored order create (this process holds the claim) and record what came back.
 
     Once the send may have reached the service, whatever happens next ends in a recorded
     outcome with ``first_sent_at`` set: an answer that cannot be parsed or stored (a timestamp
     past year 9999 in UTC, a value the database refuses) is recorded as an
     ``InvalidResponse`` and the request stays pending, resent with its key until
     ``KEY_LIFETIME`` says otherwise. Nothing but a recorded outcome leaves this function.
+    Each recorded outcome of a request of an order goes on its timeline with ``origin`` (who
+    sent it: checkout, staff, a resume), in the outcome's transaction.
     """
-    if request.kind != OrderRequest.Kind.ORDER_CREATE:
-        # Every kind of journaled write shares the claim, the key lifetime and the error
-        # records of this module; what is sent and how its answer is stored is the kind's own.
-        from .refund_records import send_refund_request  # it imports this module
-
-        return send_refund_request(client, request, using, fixed_now=fixed_now)
     sent_at = fixed_now or timezone.now()
+    record = (sent_at, using, fixed_now, origin)
     try:
         answer = client.create_order(request.payload)
     except Exception as exc:
-        return record_send_failure(request, exc, sent_at, using, fixed_now)
+        return record_send_failure(request, exc, *record)
     try:
         parsed = parse_order(answer)
     except InvalidRecord as exc:
         # The order exists upstream but its answer breaks the spec: a person has to look.
-        return _record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+        return _record_error(request, exc, State.NEEDS_REVIEW, *record)
     except Exception as exc:
-        return _record_error(
-            request, _unusable(exc, "parsed"), State.PENDING, sent_at, using, fixed_now
-        )
+        return _record_error(request, _unusable(exc, "parsed"), State.PENDING, *record)
     try:
-        return _record_success(request, parsed, sent_at, using, fixed_now)
+        return _record_success(request, parsed, *record)
     except OrderAnswerMismatch as exc:
         # Not resent (the service answered this key): staff must look; nothing was stored.
-        return _record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+        return _record_error(request, exc, State.NEEDS_REVIEW, *record)
     except Exception as exc:
         # The success's transaction rolled back (nothing of it is stored): record the attempt.
-        return _record_error(
-            request, _unusable(exc, "stored"), State.PENDING, sent_at, using, fixed_now
-        )
+        return _record_error(request, _unusable(exc, "stored"), State.PENDING, *record)
 
 
 def record_unexpected(
     request: OrderRequest, exc: Exception, using: str, *, fixed_now: datetime | None = None
 ) -> None:
-    """Record an error that escaped ``send_and_record`` (the database failing under it) on
+    """Record an error that escaped ``sending.send_and_record`` (the database failing under it) on
     the request, pending, its claim released; logged, never raised, if that fails too."""
     logger.error("Order request %s failed unexpectedly", request.pk, exc_info=exc)
     sent_at = fixed_now or timezone.now()
@@ -272,7 +270,7 @@ def check_answer(request: OrderRequest, parsed: ParsedOrder, using: str) -> None
         raise OrderAnswerMismatch(reason, parsed.id)
 
 
-def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
+def _record_success(request, parsed, sent_at, using, fixed_now, origin) -> Outcome:
     check_answer(request, parsed, using)  # before anything of the answer is written
     now = fixed_now or timezone.now()
     first_sent_db, first_sent = _first_sent(request, sent_at)
@@ -296,6 +294,7 @@ def _record_success(request, parsed, sent_at, using, fixed_now) -> Outcome:
             # Applied BEFORE the block exits: on_commit callbacks run as it exits.
             apply(request, changes)
             request.order = order
+            events.record([events.request_attempt(request, origin=origin, at=now)], using=using)
             transaction.on_commit(
                 lambda: announce_created(order, request), using=using, robust=True
             )
@@ -319,7 +318,7 @@ def announce_created(order: Order, order_request: OrderRequest) -> None:
             )
 
 
-def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
+def _record_error(request, error, state, sent_at, using, fixed_now, origin=RESUME) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
     db_changes: dict[str, Any] = {}
@@ -350,7 +349,7 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     # Guarded by the state: never turn a request another worker completed back into pending.
     rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
     try:
-        updated = rows.update(**changes, **db_changes)
+        updated = _write_outcome(rows, request, changes, db_changes, origin, now, using)
     except DatabaseError:
         # Should a value still be refused, the attempt is recorded without the error's text:
         # first_sent_at and the claim's release are what keep the key's lifecycle moving.
@@ -361,7 +360,7 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
             last_error=error_name(error),
             last_error_body={},
         )
-        updated = rows.update(**changes, **db_changes)
+        updated = _write_outcome(rows, request, changes, db_changes, origin, now, using)
     if updated:
         apply(request, changes)
         request.first_sent_at = request_first_sent
@@ -370,3 +369,18 @@ def _record_error(request, error, state, sent_at, using, fixed_now) -> Outcome:
     log = logger.warning if state == State.PENDING else logger.error
     log("Order request %s (%s) is %s: %s", request.pk, request.reference or "-", state, error)
     return Outcome(request, error=error)
+
+
+def _write_outcome(rows, request, changes, db_changes, origin, now, using) -> int:
+    """The outcome's UPDATE and, for a request of an order, its timeline entry: one
+    transaction (a failed value rolls back both, and the caller tries again without it)."""
+    attempt = copy.copy(request)
+    apply(attempt, changes)
+    entry = events.request_attempt(attempt, origin=origin, at=now)
+    if entry is None:  # an order create that failed: no order, its row is the whole record
+        return rows.update(**changes, **db_changes)
+    with transaction.atomic(using=using):
+        updated = rows.update(**changes, **db_changes)
+        if updated:
+            events.record([entry], using=using)
+    return updated

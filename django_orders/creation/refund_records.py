@@ -16,6 +16,8 @@ from django.utils import timezone
 from ..client.refund_structs import decode_refund
 from ..client.transport import OrdersClient
 from ..exceptions import InvalidRecord, InvalidResponse
+from ..mirror import events
+from ..mirror.events import RESUME, Origin
 from ..mirror.refunds import store_refunds
 from ..models import OrderRequest
 from . import records
@@ -30,14 +32,16 @@ def send_refund_request(
     using: str,
     *,
     fixed_now: datetime | None = None,
+    origin: Origin = RESUME,
 ) -> Outcome:
-    """Send one claimed refund request and record its outcome (``records.send_and_record``)."""
+    """Send one claimed refund request and record its outcome (``sending.send_and_record``)."""
     sent_at = fixed_now or timezone.now()
     record_error = records._record_error
+    record = (sent_at, using, fixed_now, origin)
     try:
         answer = client.create_refund(request.payload, idempotency_key=request.idempotency_key)
     except Exception as exc:
-        return records.record_send_failure(request, exc, sent_at, using, fixed_now)
+        return records.record_send_failure(request, exc, *record)
     try:
         refund = decode_refund(answer)
         if refund.order_id != request.order_id:
@@ -46,19 +50,19 @@ def send_refund_request(
             )
     except InvalidRecord as exc:
         # A refund may exist upstream but its answer breaks the contract: a person looks.
-        return record_error(request, exc, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+        return record_error(request, exc, State.NEEDS_REVIEW, *record)
     try:
-        return _record_success(request, answer, refund.id, sent_at, using, fixed_now)
+        return _record_success(request, answer, refund.id, *record)
     except Exception as exc:
         error = InvalidResponse(
             f"POST /refunds/create answered with a refund that could not be stored "
             f"({type(exc).__name__}: {exc})"
         )
         logger.warning("The answer to refund request %s could not be stored", request.pk)
-        return record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+        return record_error(request, error, State.PENDING, *record)
 
 
-def _record_success(request, answer, refund_id, sent_at, using, fixed_now) -> Outcome:
+def _record_success(request, answer, refund_id, sent_at, using, fixed_now, origin) -> Outcome:
     now = fixed_now or timezone.now()
     first_sent_db, first_sent = records._first_sent(request, sent_at)
     changes = {
@@ -74,11 +78,12 @@ def _record_success(request, answer, refund_id, sent_at, using, fixed_now) -> Ou
     with transaction.atomic(using=using, savepoint=False, durable=True):
         # A replayed answer is as old as the key's first use: the mirror keeps a refund that
         # has moved on since (mirror.refunds only moves forward).
-        refund = store_refunds([answer], now=now, settle=False).refunds[refund_id]
+        refund = store_refunds([answer], now=now, settle=False, origin=origin).refunds[refund_id]
         rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
         if rows.update(**{**changes, "first_sent_at": first_sent_db}):
             records.apply(request, changes)
             request.refund = refund
+            events.record([events.request_attempt(request, origin=origin, at=now)], using=using)
         else:
             # Another worker (or a lookup's refunds[], by reference) recorded it first.
             request.refresh_from_db(using=using)

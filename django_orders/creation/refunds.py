@@ -31,6 +31,7 @@ from ..exceptions import (
     RefundRequestPending,
     RequestRejected,
 )
+from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..mirror.refresh import store_answer
 from ..mirror.refunds import store_refunds
@@ -43,7 +44,6 @@ from .records import (
     claim_duration,
     key_expired,
     mark_expired,
-    send_and_record,
     stored_error,
 )
 from .refund_input import (
@@ -56,6 +56,7 @@ from .refund_input import (
     refund_lines,
     refunded_by_line,
 )
+from .refund_records import send_refund_request
 
 __all__ = ["cancel_refund", "refund_order"]
 
@@ -73,6 +74,7 @@ def refund_order(
     lines: list[dict[str, Any]] | None = None,
     reason_details: str | None = None,
     custom_data: dict[str, str] | None = None,
+    actor: Any = None,
 ) -> Refund:
     """Refund lines of a paid or completed order, exactly once per ``reference``.
 
@@ -85,7 +87,12 @@ def refund_order(
     ``RefundRejected`` (the provider's code and message), ``AuthenticationFailed``,
     ``Order.DoesNotExist`` (an order this shop does not mirror) or
     ``TransactionManagementError`` (inside ``transaction.atomic()``, as ``create_order``).
+
+    ``actor``: the staff user refunding (``request.user``), or ``None`` for shop code: kept on
+    the order's timeline with the request and the refund it creates. Not part of the
+    arguments a repeat is compared on (another user repeating a refund gets the same one).
     """
+    origin = acting(actor, SHOP)  # ValueError for an actor that names no one, before anything
     arguments = check_arguments(
         order_id,
         reference=reference,
@@ -100,7 +107,7 @@ def refund_order(
     requests = OrderRequest.objects.using(using).filter(kind=KIND)
     existing = requests.filter(reference=arguments["reference"]).first()
     if existing is not None:
-        return _repeat(client, existing, arguments, using)
+        return _repeat(client, existing, arguments, using, origin)
     order_id = arguments["order_id"]
     if not Order.objects.using(using).filter(pk=order_id).exists():
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
@@ -119,8 +126,8 @@ def refund_order(
             # The same reference, stored by another process since the read above.
             existing = requests.get(reference=arguments["reference"])
     if existing is not None:
-        return _repeat(client, existing, arguments, using)
-    return _result(send_and_record(client, request, using))
+        return _repeat(client, existing, arguments, using, origin)
+    return _result(send_refund_request(client, request, using, origin=origin))
 
 
 def _prepare(
@@ -180,7 +187,11 @@ def _prepare(
 
 
 def _repeat(
-    client: OrdersClient, existing: OrderRequest, arguments: dict[str, Any], using: str
+    client: OrdersClient,
+    existing: OrderRequest,
+    arguments: dict[str, Any],
+    using: str,
+    origin: Origin,
 ) -> Refund:
     """A reference that already has a request: its stored outcome, or its resend."""
     if existing.arguments != arguments:
@@ -199,7 +210,7 @@ def _repeat(
     if claimed is None:
         mark_expired(existing, timezone.now(), using)
         raise RefundRequestPending(existing)  # being sent by another process right now
-    return _result(send_and_record(client, claimed, using))
+    return _result(send_refund_request(client, claimed, using, origin=origin))
 
 
 def _result(outcome: Outcome) -> Refund:
@@ -218,7 +229,7 @@ def _result(outcome: Outcome) -> Refund:
 # --- cancel -------------------------------------------------------------------------------------
 
 
-def cancel_refund(refund_id: str, *, reason: str | None = None) -> Refund:
+def cancel_refund(refund_id: str, *, reason: str | None = None, actor: Any = None) -> Refund:
     """Cancel a pending refund upstream and update the mirror; returns the refund.
 
     A refund already ``canceled`` (per the mirror) is returned as it is, nothing sent; one the
@@ -227,8 +238,10 @@ def cancel_refund(refund_id: str, *, reason: str | None = None) -> Refund:
     stored first). ``Refund.DoesNotExist`` for a refund the mirror does not hold;
     ``InvalidRefundRequest`` for a reason that is empty or longer than 2,048 characters. An
     unknown outcome (network, 5xx) raises the client's error: calling again is safe (the same
-    refund and reason send the same key).
+    refund and reason send the same key). ``actor``: the staff user cancelling, kept on the
+    order's timeline with the refund's change (``None``: shop code).
     """
+    origin = acting(actor, SHOP)
     if reason is not None and (
         not isinstance(reason, str) or not reason.strip() or len(reason) > DETAILS_MAX_LENGTH
     ):
@@ -259,7 +272,7 @@ def cancel_refund(refund_id: str, *, reason: str | None = None) -> Refund:
         if refund.status != RefundStatus.PENDING:
             raise RefundNotCancelable(refund, exc) from exc
         raise RefundRejected(exc) from exc
-    store_refunds([record])
+    store_refunds([record], origin=origin)
     return Refund.objects.using(using).get(pk=refund_id)
 
 

@@ -1,11 +1,15 @@
-"""The mirror's signals for shop code, sent after the write that caused them has committed."""
+"""``order_first_seen`` for shop code, sent after the write that caused it has committed.
+
+``order_status_changed`` is sent from the timeline's entries instead (``events.announce``):
+one entry, one signal, whatever path saw the change.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from ..models import Order
-from ..signals import order_first_seen, order_status_changed
+from ..signals import order_first_seen
 from .store import MirrorResult
 
 logger = logging.getLogger("django_orders.sync")
@@ -20,11 +24,6 @@ def announce(result: MirrorResult) -> None:
     if order_first_seen.has_listeners(Order):
         for order in result.first_seen:
             responses += order_first_seen.send_robust(sender=Order, order=order)
-    if order_status_changed.has_listeners(Order):
-        for order, previous in result.status_changes:
-            responses += order_status_changed.send_robust(
-                sender=Order, order=order, previous_status=previous, status=order.status
-            )
     for receiver, response in responses:
         if isinstance(response, Exception):
             logger.error("Signal receiver %r failed: %r", receiver, response)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
+
+import msgspec
 
 from ..client.order_structs import (
     CustomerStruct,
@@ -22,6 +25,7 @@ from ..client.order_structs import (
     order_slices,
     to_records,
 )
+from ..exceptions import InvalidRecord
 from .bulk_pages import (
     body_records,
     encode_sorted,
@@ -150,7 +154,7 @@ class _DeferredOrder(ParsedOrder):
     ever being decoded with the order schema.
     """
 
-    __slots__ = ("__weakref__", "_index", "_page")
+    __slots__ = ("__weakref__", "_index", "_page", "refunds_bytes")
 
     def __init__(
         self,
@@ -165,6 +169,8 @@ class _DeferredOrder(ParsedOrder):
         self.status = light.status
         self.customer = customer
         self.wire_fingerprint = wire_fingerprint
+        #: The ``refunds`` it carries, as sent (empty when absent): ``carried_refunds``.
+        self.refunds_bytes = light.refunds
         self._raw = None  # decoded from raw_json if asked for: the same values
         self._page = page
         self._index = index
@@ -194,7 +200,16 @@ class DeferredPage:
     one nobody reads.
     """
 
-    __slots__ = ("_parsed", "_structs", "body", "done", "number", "orders", "resource")
+    __slots__ = (
+        "_parsed",
+        "_structs",
+        "body",
+        "carries_refunds",
+        "done",
+        "number",
+        "orders",
+        "resource",
+    )
 
     def __init__(self, number: int, resource: str, body: bytes) -> None:
         self.number = number
@@ -202,6 +217,8 @@ class DeferredPage:
         self.body = body
         self.orders: list[weakref.ref[_DeferredOrder]] = []
         self.done = False
+        #: Whether any of its orders has a ``refunds`` key (``light_orders`` tells).
+        self.carries_refunds = True
         self._structs: list[OrderStruct] | None = None
         self._parsed: list[ParsedOrder] | None = None
 
@@ -332,6 +349,29 @@ def read_deferred(orders: list[Any]) -> None:
         orders[0]._page.read()
 
 
+def may_carry_refunds(orders: Sequence[Any]) -> bool:
+    """False when ``orders`` (of one page, as a walk stores them) are of a light page none of
+    whose orders has a ``refunds`` key: the light reading told (``light_orders``), so such a
+    page costs nothing more. True for any other page."""
+    first = orders[0] if orders else None
+    return type(first) is not _DeferredOrder or first._page.carries_refunds
+
+
+def carried_refunds(order: ParsedOrder) -> Any:
+    """The ``refunds`` an order's record carries (``None`` when absent or null): an order of a
+    light page from the bytes its light reading kept (most have none: nothing to decode), any
+    other from its decoded record. ``InvalidRecord`` for bytes that are not JSON."""
+    if type(order) is _DeferredOrder:
+        carried = order.refunds_bytes
+        if not carried:
+            return None
+        try:
+            return msgspec.json.decode(carried)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            raise InvalidRecord(f"order {order.id}: refunds are not JSON") from None
+    return order.raw.get("refunds")
+
+
 def reparse_deferred(orders: list[Any]) -> LenientPage:
     """The page of ``orders`` (parsed with ``deferred=True``), whose deferred read raised
     ``InvalidRecord``, parsed record by record with its malformed records set aside."""
@@ -347,6 +387,9 @@ def _wire_hash(data: Any) -> str:
     extensions, ARMv8 crypto), faster for a record of a kilobyte (figures:
     benchmarks/README.md)."""
     return hashlib.sha256(data).digest()[:16].hex()
+
+
+_REFUNDS = attrgetter("refunds")
 
 
 def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_DeferredOrder] | None:
@@ -367,4 +410,6 @@ def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_Deferred
         customer = _DeferredCustomer(customer_id, _wire_hash(order.customer), page, index)
         add(_DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
     page.orders = [weakref.ref(order) for order in parsed]
+    # On the helper thread, in C: the writer then skips a page without refunds at once.
+    page.carries_refunds = any(map(_REFUNDS, orders))
     return parsed

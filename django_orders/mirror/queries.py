@@ -12,7 +12,7 @@ from django.db.models import Lookup, Q, QuerySet
 
 from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
 from ..db import app_database
-from ..models import Customer, Order
+from ..models import Customer, Order, OrderEvent
 
 
 class EqualsAny(Lookup):
@@ -97,3 +97,9 @@ def nests_too_deep(text: str | bytes) -> bool:
     """True when stored JSON text nests deeper than the client accepts (a row stored before that
     limit, or by hand): decoding or indenting it recurses once a level."""
     return nesting_depth_exceeds(text, MAX_JSON_DEPTH)
+
+
+def order_timeline(order_id: str, limit: int) -> list[OrderEvent]:
+    """The order's newest ``limit`` timeline entries, newest first: one query, one range of
+    ``orders_event_timeline_idx``, whatever the number of entries."""
+    return list(OrderEvent.objects.filter(order_id=order_id).order_by("-at", "-id")[:limit])

@@ -21,6 +21,7 @@ from ..db import app_atomic, app_on_commit
 from ..exceptions import InvalidRecord
 from ..models import Order
 from .announce import announce
+from .events import LOOKUP, Origin
 from .parsing import parse_order
 from .refunds import store_embedded_refunds
 from .store import MirrorResult, store_orders
@@ -31,14 +32,22 @@ logger = logging.getLogger("django_orders.sync")
 Within = Callable[[MirrorResult | None, datetime], None]
 
 
-def store_lookup(lookup: Lookup, *, within: Within | None = None) -> MirrorResult | None:
-    """Write one lookup's order in its own short transaction; ``None`` for an unknown order."""
+def store_lookup(
+    lookup: Lookup, *, within: Within | None = None, origin: Origin = LOOKUP
+) -> MirrorResult | None:
+    """Write one lookup's order in its own short transaction; ``None`` for an unknown order.
+    ``origin``: what its timeline entries say looked it up (``store_answer``)."""
     if lookup.record is None:
         logger.info("Order %s is unknown to the service (404); left as it is", lookup.order_id)
         stamp_refreshed(lookup.order_id, within=within)
         return None
     return store_answer(
-        lookup.order_id, lookup.record, what="lookup", sent_at=lookup.sent_at, within=within
+        lookup.order_id,
+        lookup.record,
+        what="lookup",
+        sent_at=lookup.sent_at,
+        within=within,
+        origin=origin,
     )
 
 
@@ -49,13 +58,14 @@ def store_answer(
     what: str,
     sent_at: datetime | None = None,
     within: Within | None = None,
+    origin: Origin = LOOKUP,
 ) -> MirrorResult:
     """Write the order the service answered about ``order_id`` (a lookup's, a cancel's).
 
     ``sent_at``: when the request was sent; the mirror keeps an order it holds from a later
     request, or further along its lifecycle (``lifecycle``). ``InvalidRecord`` names ``what``
     answered and the field, or that the answer was about another order; nothing is written
-    then.
+    then. The changes it writes go on the timeline with ``origin`` (``events.Origin``).
     """
     try:
         parsed = parse_order(record)
@@ -65,9 +75,9 @@ def store_answer(
         raise InvalidRecord(f"{what} of order {order_id} answered with order {parsed.id}")
     now = timezone.now()
     with app_atomic():
-        result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True)
+        result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True, origin=origin)
         # The refunds the order embeds: their rows, signals and the requests they settle.
-        store_embedded_refunds(order_id, record, now=now)
+        store_embedded_refunds(order_id, record, now=now, origin=origin)
         if within is not None:
             within(result, now)
         app_on_commit(partial(announce, result))

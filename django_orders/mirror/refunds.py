@@ -1,27 +1,30 @@
 """Refund records into the mirror: one write (``store_refunds``) for every answer with refunds.
 
-Rows keyed by the remote id, the raw record kept whole, ``refund_status_changed`` sent once per
-real change after commit. Only forward: answers arrive out of order, so a record further back
-than the stored row never replaces it (docs/architecture/checkout.md, "Refunds").
+Rows keyed by the remote id, the raw record kept whole; each real change (a refund first seen
+included) is recorded on its order's timeline, which sends ``refund_status_changed`` once after
+commit. Answers, the pages of ``/refunds/page``, the ``refunds[]`` of orders' pages and the
+refresh of refunds still moving all go through it. Only forward: a record further back than the
+stored row never replaces it (docs/architecture/checkout.md, "Refunds").
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ..client.lookups import RefundLookup
 from ..client.refund_structs import RefundStruct, decode_refund, embedded_refunds
 from ..db import app_database
 from ..exceptions import InvalidRecord
-from ..models import OrderRequest, Refund, RefundStatus
-from ..signals import refund_status_changed
+from ..models import Order, OrderRequest, Refund, RefundStatus
+from . import events
+from .events import LOOKUP, Origin
 from .timestamps import parse_optional_timestamp, parse_timestamp
 
 logger = logging.getLogger("django_orders.refunds")
@@ -43,12 +46,30 @@ def moves_forward(stored: str, incoming: str) -> bool:
     return _RANK.get(incoming, 0.5) > _RANK.get(stored, 0.5)
 
 
+class OrderNotMirrored(IntegrityError):
+    """A refund of an order the mirror does not hold (its foreign key would fail): a page
+    walk sets that refund aside with this reason; the order's next sync brings it along."""
+
+    def __init__(self, refund_id: str, order_id: str) -> None:
+        super().__init__(
+            f"refund {refund_id}: its order {order_id} is not in the mirror yet; syncing the "
+            "orders (or looking the order up) mirrors the refunds it carries"
+        )
+        self.refund_id = refund_id
+        self.order_id = order_id
+
+
 @dataclass
 class StoredRefunds:
-    """What one ``store_refunds`` wrote: the rows by id, and the status changes it announces."""
+    """What one ``store_refunds`` wrote: the rows by id, the status changes it announces, and
+    how many records were new, changed or the same as stored (a record further back than the
+    stored row counts as unchanged: nothing of it was written)."""
 
     refunds: dict[str, Refund] = field(default_factory=dict)
     changes: list[tuple[Refund, str | None]] = field(default_factory=list)
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
 
 
 def refund_row(refund: RefundStruct, raw: Any, now: datetime) -> Refund:
@@ -89,23 +110,36 @@ def _optional(value: str | None, name: str, what: str) -> datetime | None:
 _COPIED = [
     f.attname
     for f in Refund._meta.concrete_fields
-    if f.attname not in ("id", "first_seen_at", "changed_at")
+    if f.attname not in ("id", "first_seen_at", "changed_at", "refreshed_at")
 ]
 
 
 def store_refunds(
-    records: Iterable[Any], *, now: datetime | None = None, settle: bool = True
+    records: Iterable[Any],
+    *,
+    now: datetime | None = None,
+    settle: bool = True,
+    origin: Origin = LOOKUP,
+    confirmed: bool = False,
+    check_orders: bool = False,
 ) -> StoredRefunds:
     """Upsert refund records (dicts as the service sent them) and announce their changes.
 
     Runs in the caller's transaction when there is one (an order lookup's write), else in its
-    own; the signal goes out after that transaction commits. The rows are read with one query
-    (locked, so two writers never both announce one change) and only rows that change are
-    written. ``InvalidRecord`` for a record the app cannot use; nothing is written then.
+    own; each change goes on the order's timeline with ``origin`` (who or what saw it), in one
+    statement, and its signal out after that transaction commits. The rows are read with one
+    query (locked, so two writers never both announce one change) and only rows that change
+    are written. ``InvalidRecord`` for a record the app cannot use; nothing is written then.
 
     ``settle``: a refund request of this shop whose outcome was unknown (pending, or in
     review) and whose ``reference`` a record carries is recorded as succeeded with that
     refund: the refund exists upstream, so it must never be sent again.
+
+    ``confirmed``: the records were just read from the service (a refund lookup, a page):
+    every row is stamped ``refreshed_at``, so the sync's refresh of refunds still moving takes
+    the others first. ``check_orders`` (records that come without their order: a page of
+    refunds): a new refund of an order the mirror does not hold raises ``OrderNotMirrored``
+    before anything is written, rather than a foreign key error at commit.
     """
     now = now or timezone.now()
     rows: dict[str, Refund] = {}
@@ -119,10 +153,17 @@ def store_refunds(
     with transaction.atomic(using=using):
         stored = Refund.objects.using(using).select_for_update().in_bulk(list(rows))
         new = [row for pk, row in rows.items() if pk not in stored]
+        if new and check_orders:
+            _require_orders(new, using)
+        for row in new:
+            row.refreshed_at = now if confirmed else None
         Refund.objects.using(using).bulk_create(new)
+        result.created = len(new)
         for row in new:
             result.changes.append((row, None))
             result.refunds[row.id] = row
+        fields = [*_COPIED, "changed_at", "refreshed_at"] if confirmed else [*_COPIED, "changed_at"]
+        unchanged: list[str] = []
         for pk, current in stored.items():
             row = rows[pk]
             result.refunds[pk] = current
@@ -130,27 +171,38 @@ def store_refunds(
             if moves_forward(previous, row.status):
                 result.changes.append((current, previous))
             elif not (row.status == previous and row.raw != current.raw):
-                continue  # the same record, or one further back than the stored row
+                # The same record, or one further back than the stored row.
+                result.unchanged += 1
+                unchanged.append(pk)
+                continue
+            result.updated += 1
             for name in _COPIED:
                 setattr(current, name, getattr(row, name))
             current.changed_at = now
-            current.save(using=using, update_fields=[*_COPIED, "changed_at"])
+            if confirmed:
+                current.refreshed_at = now
+            current.save(using=using, update_fields=fields)
+        if confirmed and unchanged:
+            Refund.objects.using(using).filter(pk__in=unchanged).update(refreshed_at=now)
         if settle:
             settle_requests(rows.values(), now, using)
-        if result.changes:
-            transaction.on_commit(
-                partial(_announce, list(result.changes)), using=using, robust=True
-            )
+        events.record(
+            (
+                events.refund_status_change(refund, previous, origin=origin, at=now)
+                for refund, previous in result.changes
+            ),
+            using=using,
+        )
     return result
 
 
-def _announce(changes: list[tuple[Refund, str | None]]) -> None:
-    for refund, previous in changes:
-        for receiver, response in refund_status_changed.send_robust(
-            sender=Refund, refund=refund, previous_status=previous, status=refund.status
-        ):
-            if isinstance(response, Exception):
-                logger.error("Signal receiver %r failed: %r", receiver, response)
+def _require_orders(new: list[Refund], using: str) -> None:
+    """``OrderNotMirrored`` for the first new refund whose order the mirror lacks (one query)."""
+    wanted = {row.order_id for row in new}
+    held = set(Order.objects.using(using).filter(pk__in=wanted).values_list("pk", flat=True))
+    for row in new:
+        if row.order_id not in held:
+            raise OrderNotMirrored(row.id, row.order_id)
 
 
 _UNSETTLED = (OrderRequest.State.PENDING, OrderRequest.State.NEEDS_REVIEW)
@@ -183,7 +235,7 @@ def settle_requests(refunds: Iterable[Refund], now: datetime, using: str) -> int
 
 
 def store_embedded_refunds(
-    order_id: str, order_record: Any, *, now: datetime | None = None
+    order_id: str, order_record: Any, *, now: datetime | None = None, origin: Origin = LOOKUP
 ) -> StoredRefunds:
     """The ``refunds[]`` of one order record into the mirror (``InvalidRecord`` naming the
     order for a refund the app cannot use, or one of another order)."""
@@ -193,6 +245,47 @@ def store_embedded_refunds(
             refund_id = record.get("id")
             raise InvalidRecord(f"order {order_id} embeds refund {refund_id!r} of another order")
     try:
-        return store_refunds(records, now=now)
+        return store_refunds(records, now=now, origin=origin)
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
+
+
+#: Called inside a refund lookup's transaction with what was stored (``None``: unknown refund).
+RefundWithin = Callable[[StoredRefunds | None, datetime], None]
+
+
+def store_refund_lookup(
+    lookup: RefundLookup, *, within: RefundWithin | None = None
+) -> StoredRefunds | None:
+    """One looked-up refund into the mirror in its own short transaction, confirmed now;
+    ``None`` for a refund the service does not know (404), which is only stamped, so that it
+    goes to the back of the refresh queue. ``InvalidRecord`` for an answer the app cannot use,
+    or one about another refund; nothing is written then."""
+    record = lookup.record
+    if record is not None and (
+        not isinstance(record, dict) or record.get("id") != lookup.refund_id
+    ):
+        shown = record.get("id") if isinstance(record, dict) else None
+        raise InvalidRecord(f"lookup of refund {lookup.refund_id} answered with refund {shown!r}")
+    now = timezone.now()
+    using = app_database()
+    with transaction.atomic(using=using):
+        result = None
+        if record is None:
+            logger.info(
+                "Refund %s is unknown to the service (404); left as it is", lookup.refund_id
+            )
+            stamp_refund_refreshed(lookup.refund_id, now)
+        else:
+            try:
+                result = store_refunds([record], now=now, confirmed=True)
+            except InvalidRecord as exc:
+                raise InvalidRecord(f"lookup of refund {lookup.refund_id}: {exc}") from None
+        if within is not None:
+            within(result, now)
+    return result
+
+
+def stamp_refund_refreshed(refund_id: str, now: datetime) -> None:
+    """Mark a refund confirmed without a new record (unknown upstream, or set aside)."""
+    Refund.objects.using(app_database()).filter(pk=refund_id).update(refreshed_at=now)

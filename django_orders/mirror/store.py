@@ -21,7 +21,9 @@ from django.utils import timezone
 
 from ..db import app_database
 from ..models import Customer, Order, RemoteRecord
+from . import events
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
+from .events import PAGE, Origin
 from .lifecycle import APPEARING, observed, replaces
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .rows import customer_row as customer_row
@@ -101,9 +103,11 @@ logger = logging.getLogger("django_orders.sync")
 class MirrorResult:
     """What a write did.
 
-    ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` and
-    ``status_changes`` (instance, previous status) feed the signals. The instances are built on
-    first access: a page walk with no signal receivers never needs them. ``kept`` counts the
+    ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` feeds
+    ``order_first_seen`` (``announce``); ``status_changes`` (instance, previous status) are the
+    changes also recorded on the timeline, whose entries send ``order_status_changed``
+    (``events``). The instances are built on first access: a first sync with no signal
+    receivers never needs them. ``kept`` counts the
     answers refused because the mirror holds a newer state (``lifecycle``); they count as
     ``unchanged`` too: nothing of them was written.
     """
@@ -147,6 +151,7 @@ def store_orders(
     refreshed: bool = False,
     compare: bool = True,
     known_customers: set[str] | None = None,
+    origin: Origin = PAGE,
 ) -> MirrorResult:
     """Upsert orders and their customers; records repeated in ``parsed_orders`` count once.
 
@@ -167,6 +172,9 @@ def store_orders(
     Orders embed a customer summary whose optional fields vary from order to order, so letting
     every copy overwrite the row would rewrite it on every run; the newest copy wins instead.
     The ids of this call's customers are added to the set.
+
+    Each status change it writes is recorded on the order's timeline with ``origin`` (a page of
+    a walk by default), in one statement for the call; an order first stored records nothing.
     """
     now = now or timezone.now()
     sent_at = sent_at or now
@@ -237,8 +245,19 @@ def store_orders(
     meanwhile = write_read_rows(
         Order, ORDER_COLUMNS, new_rows, changed_rows, update, keep=APPEARING, guard=True
     )
+    # Taken before _decide_again, which records its own (it decides on rows read absent).
+    changes = [
+        (order.id, previous)
+        for order, previous, _observed in result._written
+        if previous is not None and previous != order.status
+    ]
     if meanwhile:
-        _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed)
+        _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed, origin)
+    if changes:
+        events.record(
+            events.order_status_change(result.orders[pk], previous, origin=origin, at=now)
+            for pk, previous in changes
+        )
     if compare:
         store_new_bytes(comparison)
     if refreshed and unchanged_ids:
@@ -258,7 +277,11 @@ def store_orders(
 
 
 def _decide_again(
-    result: MirrorResult, orders: list[ParsedOrder], sent_at: datetime, refreshed: bool
+    result: MirrorResult,
+    orders: list[ParsedOrder],
+    sent_at: datetime,
+    refreshed: bool,
+    origin: Origin,
 ) -> None:
     """Orders read as absent that another transaction stored before this one's write, which
     left them as stored (``upsert``'s ``insert_only``): stored again, now read and locked as
@@ -267,7 +290,9 @@ def _decide_again(
     logger.info("Orders %s: stored by another process meanwhile; decided again", sorted(ids))
     result._written = [entry for entry in result._written if entry[0].id not in ids]
     result.created -= len(ids)
-    again = store_orders(orders, now=result.now, sent_at=sent_at, refreshed=refreshed)
+    again = store_orders(
+        orders, now=result.now, sent_at=sent_at, refreshed=refreshed, origin=origin
+    )
     result.created += again.created
     result.updated += again.updated
     result.unchanged += again.unchanged

@@ -124,13 +124,13 @@ def upsert(
     target = ", ".join(quote(column_of(model, name)) for name in unique)
     clause = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
     if not insert_only or connection.vendor != "postgresql":
-        _insert(connection, model, fields, rows, clause)
+        insert_rows(connection, model, fields, rows, clause)
         return set()
     # Rows inserted meanwhile are left as they are; RETURNING tells which rows were written.
     pk = f"{table}.{quote(column_of(model, model._meta.pk.name))}"
     guard = f" WHERE NOT ({pk} = ANY(ARRAY(SELECT json_array_elements_text(%s::json))))"
     absent = list(insert_only)
-    written = _insert(
+    written = insert_rows(
         connection, model, fields, rows, clause + guard, extra=[json_text(absent)], returning=pk
     )
     return set(absent) - written
@@ -170,7 +170,7 @@ def write_read_rows(
         if connection.vendor == "sqlite" and any(
             model._meta.get_field(name).is_relation for name in update
         ):
-            _insert(connection, model, fields, absent, "")
+            insert_rows(connection, model, fields, absent, "")
             upsert(model, columns, stored, update, keep=keep)
             return set()
     pk = model._meta.pk.name
@@ -203,7 +203,7 @@ def column_of(model: type[models.Model], name: str) -> str:
     return field.column
 
 
-def _insert(
+def insert_rows(
     connection,
     model,
     fields,
@@ -213,9 +213,10 @@ def _insert(
     extra: Sequence[Any] = (),
     returning: str = "",
 ) -> set[Any]:
-    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text;
-    ``extra``: the clause's parameters; ``returning`` (PostgreSQL): the column whose values of
-    the rows written are returned."""
+    """``INSERT`` the rows with an ``on_conflict`` clause (or none) in one statement text
+    (SQLite or PostgreSQL; also the timeline's, ``events``); ``extra``: the clause's
+    parameters; ``returning`` (PostgreSQL): the column whose values of the rows written are
+    returned."""
     quote = connection.ops.quote_name
     # Only quoted table and column names from the model's _meta go into the statement text;
     # every value is a parameter.

@@ -284,7 +284,7 @@ class OrderRefundViewSet(
         if isinstance(held, str):
             return self._refused_key(held)
         try:
-            refund = services.refund_order(order_id, **arguments)
+            refund = services.refund_order(order_id, **arguments, actor=request.user)
         except (InvalidRefundRequest, OrderNotRefundable, Order.DoesNotExist) as exc:
             held.forget()  # nothing was stored: the key may be sent again, with any body
             return self._refused(exc)

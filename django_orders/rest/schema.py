@@ -6,7 +6,11 @@ from typing import Any
 
 from drf_spectacular.views import SpectacularAPIView
 
-VIEWS_MODULES = (f"{__package__}.views", f"{__package__}.refund_views")
+VIEWS_MODULES = (
+    f"{__package__}.views",
+    f"{__package__}.refund_views",
+    f"{__package__}.fulfilment_views",
+)
 
 
 def only_this_api(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
@@ -23,7 +27,7 @@ class OrdersSchemaView(SpectacularAPIView):
     custom_settings = {
         "TITLE": "django-orders API",
         "DESCRIPTION": "Checkout, order status and confirmation for a shop's own frontends, "
-        "read-only orders and customers, and refunds for staff tools.",
+        "read-only orders and customers, and refunds, fulfilment and documents for staff tools.",
         "VERSION": "1",
         "PREPROCESSING_HOOKS": ["django_orders.rest.schema.only_this_api"],
     }

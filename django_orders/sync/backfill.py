@@ -22,6 +22,7 @@ from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
 from ..exceptions import RequestRejected
+from ..mirror.events import FEED
 from ..models import Order, SyncCheckpoint, SyncRun
 from .feed import (
     RESTARTS,
@@ -121,7 +122,7 @@ def _look_up(run: SyncRun, lease: Lease, outcome: FeedOutcome, gate: RateGate) -
     lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
         stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
-        store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp)
+        store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED)
 
 
 def _finish(run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:

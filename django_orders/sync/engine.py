@@ -38,6 +38,7 @@ from .progress import (
 )
 from .read_ahead import fetched_ahead
 from .refresh import refresh_outside_walk
+from .refund_refresh import refresh_open_refunds
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -67,8 +68,10 @@ def sync_orders(
 
     The engine is generic: ``collection`` is the property of the page that holds the records
     (``transactions`` for ``balance_transactions``); by default the known one for ``resource``,
-    and required for a resource it does not know. Orders go into ``Order`` and ``Customer``,
-    any other resource raw into ``RemoteRecord``.
+    and required for a resource it does not know. Orders go into ``Order`` and ``Customer``
+    (the refunds they carry into ``Refund``), refunds into ``Refund``, any other resource raw
+    into ``RemoteRecord``. A walk of orders or refunds ends with the refresh of the refunds
+    still pending or processing (``refund_refresh``), at most ``refresh_limit`` of them.
 
     ``max_pages`` bounds the pages walked; above ``MAX_PAGE_NUMBER`` it also moves the page
     window, for a service that serves deeper pages (one that refuses them still ends the walk
@@ -170,11 +173,20 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
         # A current index read back to its watermark saw every change: no refresh needed.
         if kind.refreshed and (feed is None or not feed.replaces_refresh):
             refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
+        if kind.refresh_refunds:
+            refresh_open_refunds(run, lease, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
     run.save(
-        update_fields=["outcome", "finished_at", "refresh_waiting", "problems", *PROGRESS_FIELDS]
+        update_fields=[
+            "outcome",
+            "finished_at",
+            "refresh_waiting",
+            "refunds_waiting",
+            "problems",
+            *PROGRESS_FIELDS,
+        ]
     )
 
 

@@ -33,6 +33,7 @@ from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database
 from ..exceptions import OrdersNetworkError, RequestRejected, ServerError
+from ..mirror.events import FEED
 from ..mirror.store import MirrorResult
 from ..models import Order, SyncRun
 from .lease import Lease
@@ -99,7 +100,7 @@ def read_change_feed(
     lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
         stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
-        result = store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp)
+        result = store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED)
         if result is not None and progress is not None:
             progress(run)
     _record(run, outcome)

@@ -20,6 +20,8 @@ PROGRESS_FIELDS = [
     "refreshed",
     "feed_lookups",
     "skipped",
+    "refunds_refreshed",
+    "refunds_changed",
 ]
 
 

@@ -17,6 +17,7 @@ from django.db.models import F
 from ..client.lookups import Lookup, lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions import InvalidRecord
+from ..mirror.events import LOOKUP, Origin
 from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
@@ -128,13 +129,15 @@ def store_for_run(
     *,
     counter: str = "refreshed",
     also: Callable[[MirrorResult], None] | None = None,
+    origin: Origin = LOOKUP,
 ) -> MirrorResult | None:
     """``store_lookup`` with the run's counts and the lease renewal in the order's transaction.
 
     ``counter``: the run's count of these lookups (``refreshed``, or ``feed_lookups`` for the
-    change feed's); ``also`` runs in the same transaction after a stored order. A record the
-    database refuses, or a malformed one, is set aside as a page's record is (``pagewrite``),
-    and the order goes to the back of the refresh queue.
+    change feed's); ``origin``: what the timeline says found a change; ``also`` runs in the same
+    transaction after a stored order. A record the database refuses, or a malformed one, is set
+    aside as a page's record is (``pagewrite``), and the order goes to the back of the refresh
+    queue.
     """
 
     def count(result: MirrorResult | None, now: datetime) -> None:
@@ -148,7 +151,7 @@ def store_for_run(
 
     try:
         with counts_kept_on_commit(run):
-            return store_lookup(lookup, within=count)
+            return store_lookup(lookup, within=count, origin=origin)
     except (*REFUSALS, InvalidRecord) as exc:
         refused = not isinstance(exc, InvalidRecord)
         why = "the database refused it" if refused else MALFORMED

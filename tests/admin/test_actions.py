@@ -164,8 +164,10 @@ def test_resend_of_too_many_at_once_sends_nothing(admin_client, monkeypatch):
 
 def test_resend_reports_each_error_and_goes_on(admin_client, monkeypatch):
     first, second = make_request("key-1", reference="cart-1"), make_request("key-2")
+    actors = []
 
-    def resend(request):
+    def resend(request, *, actor):
+        actors.append(actor.get_username())  # kept on the order's timeline
         if request.pk == first.pk:
             raise OrderRequestPending(request, RuntimeError("another worker holds its claim"))
         request.state = State.SUCCEEDED
@@ -181,6 +183,7 @@ def test_resend_reports_each_error_and_goes_on(admin_client, monkeypatch):
         ),
         ("success", "Succeeded: key-2."),
     ]
+    assert actors == ["admin", "admin"]
 
 
 # -- refresh from the API -----------------------------------------------------------------

@@ -40,6 +40,8 @@ def big_run() -> SyncRun:
         unchanged=2_155_968,
         refreshed=1_234,
         refresh_waiting=56_789,
+        refunds_refreshed=4_321,
+        refunds_waiting=12_000,
         skipped=10_001,
         problems="or_1: value too long",
     )
@@ -62,7 +64,12 @@ def test_sync_run_counts_follow_the_locale(admin_client, settings):
 def test_sync_run_detail_groups_its_counts_and_keeps_their_help(admin_client):
     run = big_run()
     html = admin_client.get(admin_url(SyncRun, "change", run.pk)).content.decode()
-    for name, value in (("seen", "3,158,016"), ("refresh_waiting", "56,789")):
+    for name, value in (
+        ("seen", "3,158,016"),
+        ("refresh_waiting", "56,789"),
+        ("refunds_refreshed", "4,321"),
+        ("refunds_waiting", "12,000"),
+    ):
         assert f'<div class="readonly">{value}</div>' in form_row(html, f"{name}_grouped")
     skipped = form_row(html, "skipped_grouped")
     assert "<label>Set aside:</label>" in skipped

@@ -91,6 +91,9 @@ def test_superuser_sees_the_actions_but_no_delete(admin_client, rows):
     assert action_names(admin_client.get(url(Order, "changelist"))) == [
         "refresh_from_api",
         "cancel_orders",
+        "mark_fulfilled",
+        "send_receipts",
+        "send_invoices",
     ]
 
 

@@ -79,6 +79,9 @@ def test_a_fresh_project_checks_and_migrates(tmp_path):
         "Applying django_orders.0005_payment_watch... OK",
         "Applying django_orders.0006_refund_api_keys... OK",
         "Applying django_orders.0007_change_feed... OK",
+        "Applying django_orders.0008_order_events... OK",
+        "Applying django_orders.0009_refund_sync... OK",
+        "Applying django_orders.0010_fulfilment... OK",
     ]
 
     with sqlite3.connect(project / "db.sqlite3") as db:

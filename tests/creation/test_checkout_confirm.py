@@ -49,9 +49,17 @@ def test_paid_on_the_first_look(http_mock, sleeps, status_changes):
     assert lookups(http_mock) == 1 and sleeps == []
     assert status_changes == [("or_unit1", "requires_payment", "paid")]
     # Read the order; the sync's refresh write: one read of the stored fingerprints, one
-    # upsert of the changed order (the customer is unchanged), in one short transaction; read
-    # the order back with its customer.
-    assert statement_kinds(queries) == ["SELECT", "BEGIN", "SELECT", "INSERT", "COMMIT", "SELECT"]
+    # upsert of the changed order (the customer is unchanged) and its status change's entry on
+    # the timeline, in one short transaction; read the order back with its customer.
+    assert statement_kinds(queries) == [
+        "SELECT",
+        "BEGIN",
+        "SELECT",
+        "INSERT",
+        "INSERT",
+        "COMMIT",
+        "SELECT",
+    ]
 
 
 def test_requires_payment_then_paid_within_the_wait(http_mock, sleeps, status_changes):

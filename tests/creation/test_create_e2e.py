@@ -22,6 +22,7 @@ from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resend_order_request
 from django_orders.signals import order_created
 from tests.creation.conftest import upstream_orders_by_key
+from tests.fixtures.mirror import statement_text
 from tests.fixtures.payloads import new_reference
 
 pytestmark = pytest.mark.django_db
@@ -63,21 +64,31 @@ def test_success_path_statements_in_a_test_transaction(
 ):
     # INSERT request (in a savepoint: under the test's own atomic block a repeated reference's
     # IntegrityError must not poison it); SELECT: no other request holds the answered order;
-    # upsert customer; upsert order; UPDATE request.
-    with django_assert_num_queries(7) as captured:
+    # upsert customer; upsert order; UPDATE request; the request's entry on the timeline.
+    with django_assert_num_queries(8) as captured:
         create_order(**order_input, reference=new_reference())
-    sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["SAVEPOINT", "INSERT", "RELEASE", "SELECT", "INSERT", "INSERT", "UPDATE"]
+    sql = [statement_text(q["sql"]).split()[0].upper() for q in captured.captured_queries]
+    assert sql == [
+        "SAVEPOINT",
+        "INSERT",
+        "RELEASE",
+        "SELECT",
+        "INSERT",
+        "INSERT",
+        "UPDATE",
+        "INSERT",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_success_path_statements_in_autocommit(live_orders, order_input, django_assert_num_queries):
     # As in production (no test transaction), with a reference: the request row commits on
     # its own before the send, then one transaction (Django logs its BEGIN and COMMIT too).
-    with django_assert_num_queries(7) as captured:
+    # The last INSERT: the request's entry on the order's timeline, in the same transaction.
+    with django_assert_num_queries(8) as captured:
         create_order(**order_input, reference="cart-autocommit")
-    sql = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "SELECT", "BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    sql = [statement_text(q["sql"]).split()[0].upper() for q in captured.captured_queries]
+    assert sql == ["INSERT", "SELECT", "BEGIN", "INSERT", "INSERT", "UPDATE", "INSERT", "COMMIT"]
     assert OrderRequest.objects.get().state == State.SUCCEEDED
 
 

@@ -150,10 +150,12 @@ def test_new_and_changed_orders_in_one_call(django_assert_num_queries):
     store_orders(orders(3), now=old)
     changed = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     sqlite = connection.vendor == "sqlite"
-    with django_assert_num_queries(4 if sqlite else 3) as captured:
+    # The last statement is the status change's entry on the order's timeline.
+    with django_assert_num_queries(5 if sqlite else 4) as captured:
         result = store_orders(changed + orders(2, start=1) + orders(2, start=3))
     assert (result.created, result.updated, result.unchanged) == (2, 1, 2)
     texts = [statement_text(q["sql"]) for q in captured.captured_queries]
+    assert texts[-1].startswith('INSERT INTO "django_orders_orderevent"')
     order_writes = [sql for sql in texts if sql.startswith('INSERT INTO "django_orders_order"')]
     if sqlite:
         assert ["ON CONFLICT" in sql for sql in order_writes] == [False, True]

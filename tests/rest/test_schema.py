@@ -37,6 +37,9 @@ def test_schema_lists_exactly_the_api_paths(schema):
         "/api/orders/",
         "/api/orders/{id}/",
         "/api/orders/{id}/confirm/",
+        "/api/orders/{order_id}/complete/",
+        "/api/orders/{order_id}/invoice/",
+        "/api/orders/{order_id}/receipt/",
         "/api/orders/{order_id}/refunds/",
         "/api/refunds/",
         "/api/refunds/{id}/",
@@ -65,6 +68,19 @@ def test_schema_documents_the_refund_endpoints(schema):
     assert sorted(body["required"]) == ["reason", "reference"]
     assert "lines" in body["properties"] and "reason_details" in body["properties"]
     assert "get" in document["paths"]["/api/refunds/{id}/"]
+
+
+def test_schema_documents_the_fulfilment_endpoints(schema):
+    paths = schema.json()["paths"]
+
+    complete = paths["/api/orders/{order_id}/complete/"]["post"]
+    assert sorted(complete["responses"]) == ["200", "202", "403", "404", "422", "503"]
+    for document in ("receipt", "invoice"):
+        post = paths[f"/api/orders/{{order_id}}/{document}/"]["post"]
+        assert sorted(post["responses"]) == ["201", "202", "403", "404", "422", "503"]
+        assert "requestBody" not in post
+    delivery = schema.json()["components"]["schemas"]["Delivery"]["properties"]
+    assert {"state", "sent_channels", "failed_channels", "failures"} <= set(delivery)
 
 
 def test_manage_py_spectacular_validates_with_warnings_as_errors(run_manage, tmp_path):

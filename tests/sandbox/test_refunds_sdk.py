@@ -133,6 +133,22 @@ def test_page_decodes_newest_first(sdk, sandbox, order):
     assert [(refund.id, refund.status) for refund in last.refunds] == [(ids[0], "succeeded")]
 
 
+def test_page_decodes_failures_and_every_status_the_sync_reads(sdk, sandbox, order):
+    # What ``sync_orders --resource refunds`` walks: failed refunds with their reason, detail
+    # and retryable, processing and canceled ones, all typed by the SDK.
+    ids = [sdk.refunds.create(_request(order, (0, 100))).id for _ in range(4)]
+    sandbox.fail_refund(ids[0], "insufficient_balance")
+    sandbox.process_refund(ids[1])
+    sdk.refunds.cancel(ids[2])
+    page = sdk.refunds.page({"page_number": 1, "page_size": 10})
+    assert_typed(page, "page")
+    found = {refund.id: refund for refund in page.refunds}
+    assert [found[i].status for i in ids] == ["failed", "processing", "canceled", "pending"]
+    failure = found[ids[0]].failure
+    assert failure.reason is FailureReason.INSUFFICIENT_BALANCE
+    assert failure.retryable is True and failure.detail
+
+
 def test_cancel_decodes_and_repeats(sdk, order):
     refund = sdk.refunds.create(_request(order, (2, 900)))
     canceled = sdk.refunds.cancel(refund.id, idempotency_key="sdk-cancel-1", reason="Oops")

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from django_orders.client.transport import OrdersClient
-from django_orders.models import TERMINAL_STATUSES, Order, Refund, SyncRun
+from django_orders.models import TERMINAL_STATUSES, Order, OrderEvent, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.mirror import IN_THREAD
 
@@ -100,6 +100,7 @@ def test_orders_outside_the_window_that_changed_are_looked_up_and_only_they(feed
     feed.set_order_status(completed, "completed")
     refund = _refund_upstream(feed, refunded)
     feed.pay_order(newly_paid)
+    last_event = OrderEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
     run = sync_orders()
     assert sandbox_paths.count(LOOKUP) == run.feed_lookups == 3
     assert Order.objects.get(pk=completed).status == "completed"
@@ -108,6 +109,17 @@ def test_orders_outside_the_window_that_changed_are_looked_up_and_only_they(feed
     for order_id in (completed, refunded, newly_paid):
         stored = Order.objects.get(pk=order_id).search_updated_at
         assert stored == moment(feed.updated_at("orders", order_id))
+    # The timeline says the feed found them: each status change once, and the refund.
+    found = OrderEvent.objects.filter(id__gt=last_event)
+    assert set(found.values_list("source", flat=True)) == {OrderEvent.Source.FEED}
+    assert sorted(
+        found.filter(kind=OrderEvent.Kind.STATUS_CHANGED).values_list("order_id", "to_status")
+    ) == sorted([(completed, "completed"), (newly_paid, "paid")])
+    assert list(
+        found.filter(kind=OrderEvent.Kind.REFUND_STATUS_CHANGED).values_list(
+            "order_id", "refund_id"
+        )
+    ) == [(refunded, refund["id"])]
     sandbox_paths.clear()
     again = sync_orders()  # read again within the overlap: settled, not looked up again
     assert sandbox_paths.count(LOOKUP) == again.feed_lookups == 0

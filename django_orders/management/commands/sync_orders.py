@@ -90,7 +90,8 @@ class Command(BaseCommand):
         "change feed then reads /orders/search back to its watermark and looks up what "
         "changed outside the page window (CHANGE_FEED); when the search index is not current, "
         "the non-terminal orders the window hides are refreshed by lookup too, and a warning "
-        "says why (exit status 0). One run "
+        "says why (exit status 0). For orders and refunds, the refunds still pending or "
+        "processing are then refreshed by lookup. One run "
         "per resource at a time across all hosts (a lease in the database). Exit status: 0 "
         f"done; {EXIT_FAILED} failed (the error is also recorded on the sync run); "
         f"{EXIT_LEASE_HELD} another run holds the lease (nothing done); {EXIT_AUTH_FAILED} the "
@@ -106,7 +107,9 @@ class Command(BaseCommand):
             default="orders",
             type=resource_name,
             help="Resource to walk, /<resource>/page (default: orders). Orders go into Order and "
-            "Customer; the others are stored raw in RemoteRecord, keyed by resource and id. "
+            "Customer (the refunds they carry into Refund), refunds into Refund; the others are "
+            "stored raw in RemoteRecord, keyed by resource and id. A walk of orders or refunds "
+            "ends with the refresh of the refunds still pending or processing. "
             f"Known: {', '.join(sorted(COLLECTIONS))}; any other name (lower-case letters, "
             "digits, underscores) needs --collection.",
         )
@@ -137,8 +140,9 @@ class Command(BaseCommand):
             "--refresh-limit",
             type=whole_number(0),
             default=None,
-            help="At most this many non-terminal orders outside the walk refreshed by lookup "
-            'per run; 0 for none (default: DJANGO_ORDERS["REFRESH_LIMIT"], '
+            help="At most this many non-terminal orders outside the walk, and as many refunds "
+            "still pending or processing, refreshed by lookup per run; 0 for none (default: "
+            'DJANGO_ORDERS["REFRESH_LIMIT"], '
             f"{DEFAULTS['REFRESH_LIMIT']:,} unless set).",
         )
 
@@ -223,6 +227,13 @@ class Command(BaseCommand):
             lines.append(
                 f"{plural(run.refreshed, 'open order', 'open orders')} outside the walk "
                 f"refreshed by lookup, {run.refresh_waiting:,} waiting for a later run."
+            )
+        if run.refunds_refreshed or run.refunds_waiting:
+            # Only when there were refunds to refresh: most runs of most shops have none.
+            lines.append(
+                f"{plural(run.refunds_refreshed, 'refund', 'refunds')} still pending or "
+                f"processing refreshed by lookup ({run.refunds_changed:,} changed), "
+                f"{run.refunds_waiting:,} waiting for a later run."
             )
         end = END_REASONS.get(run.end_reason, END_REASONS[""])
         lines.append(end.format(pages=run.pages, pages_said=plural(run.pages, "page", "pages")))

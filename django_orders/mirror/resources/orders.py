@@ -1,18 +1,77 @@
 """The orders resource: pages read light, parsed by the order schema, stored with their
-customers into ``Order`` and ``Customer`` (``store.store_orders``), refreshed by lookup while
-open. Its walk shortcuts are in docs/architecture/sync.md."""
+customers into ``Order`` and ``Customer`` (``store.store_orders``) and the refunds they carry
+into ``Refund`` (``store_page``), refreshed by lookup while open. Its walk shortcuts are in
+docs/architecture/sync.md."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import DataError
 
 from ...client.pages import COLLECTIONS
+from ...client.refund_structs import embedded_refunds
+from ...exceptions import InvalidRecord
 from ...models import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..deferred_pages import read_deferred, reparse_deferred
+from ..deferred_pages import (
+    carried_refunds,
+    may_carry_refunds,
+    read_deferred,
+    reparse_deferred,
+)
+from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
+from ..refunds import store_refunds
 from ..store import MirrorResult, store_orders
-from . import Resource
+from .registry import Resource
+
+
+class RefundsNotStorable(DataError):
+    """An order of a page whose ``refunds[]`` the mirror cannot store (malformed, or a refund
+    of another order): the page is written again record by record and that order set aside
+    with this reason, as a record the database refuses."""
+
+
+def store_page(
+    orders: Sequence[ParsedOrder],
+    *,
+    now: datetime,
+    sent_at: datetime | None = None,
+    known_customers: set[str] | None = None,
+) -> MirrorResult:
+    """``store_orders``, then the refunds the page's orders carry, in the same transaction
+    and by the refunds' own rule (only forward, one signal per real change)."""
+    result = store_orders(orders, now=now, sent_at=sent_at, known_customers=known_customers)
+    try:
+        records = page_refunds(orders)
+        if records:
+            # Read from the service with the page: the refresh of open refunds skips them.
+            store_refunds(records, now=now, confirmed=True, origin=PAGE)
+    except InvalidRecord as exc:
+        raise RefundsNotStorable(str(exc)) from None
+    return result
+
+
+def page_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
+    """The refund records the ``orders`` (of one page) carry, each checked to be of its order."""
+    records: list[Any] = []
+    if not may_carry_refunds(orders):
+        return records
+    for order in orders:
+        refunds = carried_refunds(order)
+        if not refunds:
+            continue
+        for record in embedded_refunds({"refunds": refunds}):
+            if not isinstance(record, dict) or record.get("order_id") != order.id:
+                refund_id = record.get("id") if isinstance(record, dict) else None
+                raise InvalidRecord(
+                    f"order {order.id} embeds refund {refund_id!r} of another order"
+                )
+            records.append(record)
+    return records
 
 
 def quiet_page(records: list[ParsedOrder], known_customers: set[str]) -> MirrorResult | None:
@@ -60,13 +119,14 @@ ORDERS = Resource(
     collection=COLLECTIONS["orders"],
     model=Order,
     parse=parse_order,
-    store=store_orders,
+    store=store_page,
     typed=True,
     read_deferred=read_deferred,
     reparse=reparse_deferred,
     quiet=quiet_page,
     prepare=prepare,
     is_open=is_open,
+    refresh_refunds=True,
     customers=customers,
     noun=("order", "orders"),
     search_type="order",

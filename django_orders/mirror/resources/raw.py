@@ -11,7 +11,7 @@ from typing import Any
 from ...models import RemoteRecord
 from ..parsing import ParsedRecord, parse_record
 from ..store import MirrorResult, store_records
-from . import Resource
+from .registry import Resource
 
 
 def _store(

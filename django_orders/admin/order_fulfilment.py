@@ -1,0 +1,321 @@
+"""The orders changelist's "Mark fulfilled", "Send receipt" and "Send invoice" actions, and
+the order page's list of document deliveries.
+
+Each action talks to the payment service, so each has its own permission
+(``django_orders.complete_order``, ``send_receipt``, ``send_invoice``) and, like "Cancel
+order", first shows a confirmation page listing the orders it will act on and the ones it
+refuses per the mirror (``action_confirmation``); nothing is sent until the form is posted with
+``post=yes``. The services refuse again before sending (after a lookup when the mirror says
+no), so a stale mirror never sends what the service would refuse.
+
+A send whose answer was lost is shown as "Outcome unknown" on the order's page, and nothing
+ever resends it: staff check with the customer before sending again (a new delivery).
+
+Each confirmation page carries a token made when it is rendered; the session remembers the
+tokens posted, so a double submit of one confirmation sends nothing twice (a send is not
+idempotent: every one is a new delivery).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from .. import services
+from ..display import local_datetime
+from ..exceptions import (
+    DeliveryOutcomeUnknown,
+    DocumentNotSendable,
+    OrderNotCompletable,
+    OrdersError,
+)
+from ..models import DocumentDelivery, Order, OrderStatus
+from .base import action_confirmation, badge
+
+#: Each order acted on is one HTTP call (or two) inside the web request.
+MAX_SELECTED = 20
+#: The session key of the confirmation tokens already posted, and how many it keeps.
+USED_CONFIRMATIONS = "django_orders_used_confirmations"
+MAX_REMEMBERED = 50
+#: Deliveries listed on an order's page, newest first.
+MAX_DELIVERIES_SHOWN = 50
+RECEIPT_STATUSES = frozenset({OrderStatus.PAID, OrderStatus.COMPLETED})
+NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, OrderStatus.PREPARING})
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin
+else:
+    _ModelAdmin = object
+
+
+@dataclass(frozen=True)
+class StaffAction:
+    """What one action does, whom it accepts, and what the pages say."""
+
+    name: str
+    title: Any
+    question: Any
+    refused_why: Any
+    submit: Any
+    accepts: Callable[[Order], bool]
+
+
+ACTIONS = {
+    "mark_fulfilled": StaffAction(
+        "mark_fulfilled",
+        _("Mark fulfilled"),
+        _(
+            "Mark these orders fulfilled (completed) at the payment service? This affects "
+            "refund eligibility and dispute windows."
+        ),
+        _("Not paid (or already completed), so not marked fulfilled"),
+        _("Yes, mark them fulfilled"),
+        lambda order: order.status == OrderStatus.PAID,
+    ),
+    "send_receipts": StaffAction(
+        "send_receipts",
+        _("Send receipt"),
+        _("Send the receipt of these orders to their customers (e-mail and SMS)?"),
+        _("Not paid or completed, so no receipt"),
+        _("Yes, send the receipts"),
+        lambda order: order.status in RECEIPT_STATUSES,
+    ),
+    "send_invoices": StaffAction(
+        "send_invoices",
+        _("Send invoice"),
+        _("Send the invoice (payment link) of these orders to their customers (e-mail and SMS)?"),
+        _("Canceled, expired or not finalized, so no invoice"),
+        _("Yes, send the invoices"),
+        lambda order: order.status not in NO_INVOICE_STATUSES and bool(order.payment_url),
+    ),
+}
+
+
+class FulfilmentActionsMixin(_ModelAdmin):
+    """Adds ``mark_fulfilled``, ``send_receipts`` and ``send_invoices`` to an ``OrderAdmin``."""
+
+    def has_complete_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("django_orders.complete_order")
+
+    def has_send_receipt_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("django_orders.send_receipt")
+
+    def has_send_invoice_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("django_orders.send_invoice")
+
+    @admin.action(description=_("Mark fulfilled"), permissions=["complete"])
+    def mark_fulfilled(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        return self._confirm_then(request, queryset, ACTIONS["mark_fulfilled"], self._complete)
+
+    @admin.action(description=_("Send receipt"), permissions=["send_receipt"])
+    def send_receipts(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        return self._confirm_then(
+            request, queryset, ACTIONS["send_receipts"], self._sender(services.send_receipt)
+        )
+
+    @admin.action(description=_("Send invoice"), permissions=["send_invoice"])
+    def send_invoices(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        return self._confirm_then(
+            request, queryset, ACTIONS["send_invoices"], self._sender(services.send_invoice)
+        )
+
+    def _confirm_then(
+        self,
+        request: HttpRequest,
+        queryset,
+        action: StaffAction,
+        run: Callable[[HttpRequest, Order], None],
+    ) -> TemplateResponse | None:
+        selected = list(
+            queryset.select_related("customer")
+            .defer("raw", "customer__raw")
+            .order_by("-initiated_at", "-id")[: MAX_SELECTED + 1]
+        )
+        if len(selected) > MAX_SELECTED:
+            self.message_user(
+                request,
+                _("Select at most %(limit)d orders at a time. Nothing was sent.")
+                % {"limit": MAX_SELECTED},
+                messages.ERROR,
+            )
+            return None
+        accepted = [order for order in selected if action.accepts(order)]
+        refused = [order for order in selected if not action.accepts(order)]
+        if refused and (not accepted or request.POST.get("post") == "yes"):
+            described = ", ".join(f"{order.pk} ({order.get_status_display()})" for order in refused)
+            self.message_user(request, f"{action.refused_why}: {described}.", messages.WARNING)
+        if not accepted:
+            return None
+        if request.POST.get("post") == "yes":
+            if not _first_submit(request):
+                self.message_user(
+                    request,
+                    _("This confirmation was already submitted: nothing was sent again."),
+                    messages.WARNING,
+                )
+                return None
+            for order in accepted:
+                run(request, order)
+            return None
+        return action_confirmation(
+            self,
+            request,
+            title=action.title,
+            action_name=action.name,
+            template="fulfilment_confirmation.html",
+            action=action,
+            orders=accepted,
+            refused=refused,
+            confirmation=uuid.uuid4().hex,
+        )
+
+    def _complete(self, request: HttpRequest, order: Order) -> None:
+        try:
+            services.complete_order(order.pk)
+        except OrderNotCompletable as refused:
+            self.message_user(request, str(refused), messages.WARNING)
+        except OrdersError as error:
+            self.message_user(
+                request,
+                _("%(order)s was not marked fulfilled: %(error)s")
+                % {"order": order.pk, "error": error},
+                messages.ERROR,
+            )
+        else:
+            self.message_user(
+                request, _("Marked fulfilled: %(order)s.") % {"order": order.pk}, messages.SUCCESS
+            )
+
+    def _sender(
+        self, send: Callable[[str], DocumentDelivery]
+    ) -> Callable[[HttpRequest, Order], None]:
+        def run(request: HttpRequest, order: Order) -> None:
+            try:
+                delivery = send(order.pk)
+            except DocumentNotSendable as refused:
+                self.message_user(request, str(refused), messages.WARNING)
+            except DeliveryOutcomeUnknown as unknown:
+                self.message_user(
+                    request,
+                    _(
+                        "%(order)s: no answer from the service, so it is not known whether the "
+                        "customer got it. It is not resent: check with the customer before "
+                        "sending again."
+                    )
+                    % {"order": order.pk, "error": unknown},
+                    messages.ERROR,
+                )
+            except OrdersError as error:
+                self.message_user(
+                    request,
+                    _("%(order)s: nothing was sent: %(error)s")
+                    % {"order": order.pk, "error": error},
+                    messages.ERROR,
+                )
+            else:
+                self.message_user(request, delivery_summary(delivery), delivery_level(delivery))
+
+        return run
+
+
+def _first_submit(request: HttpRequest) -> bool:
+    """False when this confirmation's token was posted before (module docstring); a post
+    without a token (not from the confirmation page) is let through."""
+    token = request.POST.get("confirmation")
+    if not token:
+        return True
+    used = list(request.session.get(USED_CONFIRMATIONS, []))
+    if token in used:
+        return False
+    request.session[USED_CONFIRMATIONS] = [*used, token][-MAX_REMEMBERED:]
+    return True
+
+
+def delivery_level(delivery: DocumentDelivery) -> int:
+    if delivery.state == DocumentDelivery.State.DELIVERED:
+        return messages.SUCCESS
+    return messages.WARNING
+
+
+def delivery_summary(delivery: DocumentDelivery) -> str:
+    """One line: which document, which channels went out, which failed and why."""
+    parts = [f"{delivery.get_document_display()} of {delivery.order_id}: "]
+    parts.append(
+        gettext("sent by %(channels)s") % {"channels": ", ".join(delivery.sent_channels)}
+        if delivery.sent_channels
+        else gettext("not delivered")
+    )
+    if delivery.failures:
+        failed = "; ".join(f"{f.get('channel')}: {f.get('error')}" for f in delivery.failures)
+        parts.append(gettext("; failed: %(failures)s") % {"failures": failed})
+    return "".join(parts) + "."
+
+
+def order_deliveries(order: Order) -> list[DocumentDelivery]:
+    """The order's newest deliveries: one query, whatever their number."""
+    return list(
+        DocumentDelivery.objects.filter(order_id=order.pk).order_by("-created_at", "-id")[
+            :MAX_DELIVERIES_SHOWN
+        ]
+    )
+
+
+def deliveries_table(deliveries: Iterable[DocumentDelivery]) -> SafeString | str:
+    """Each delivery: when, which document, its outcome, the channels sent and failed (with
+    the provider's error), and the error of a send that got no answer or was refused."""
+    rows = list(deliveries)
+    if not rows:
+        return gettext("No receipt or invoice sent from this shop.")
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                local_datetime(row.created_at),
+                row.get_document_display(),
+                badge(row.state, row.get_state_display()),
+                ", ".join(row.sent_channels) or "-",
+                format_html_join(
+                    "",
+                    "<div>{}: {}</div>",
+                    ((f.get("channel"), f.get("error")) for f in row.failures),
+                )
+                or "-",
+                _note(row),
+            )
+            for row in rows
+        ),
+    )
+    head = "".join(
+        f"<th>{gettext(title)}</th>"
+        for title in ("sent at", "document", "outcome", "channels sent", "channels failed", "note")
+    )
+    return format_html(
+        '<table class="orders-deliveries"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        SafeString(head),
+        body,
+    )
+
+
+def _failures(row: DocumentDelivery) -> SafeString:
+    pairs = ((f.get("channel"), f.get("error")) for f in row.failures if isinstance(f, dict))
+    return format_html_join("", "<div>{}: {}</div>", pairs)
+
+
+def _note(row: DocumentDelivery) -> str:
+    if row.state == DocumentDelivery.State.UNKNOWN:
+        return gettext(
+            "No answer: the customer may or may not have it. Not resent; check with the "
+            "customer before sending again."
+        ) + (f" ({row.error})" if row.error else "")
+    return row.error or "-"

@@ -1,0 +1,165 @@
+"""``send_receipt`` and ``send_invoice``: send an order's document link to the customer.
+
+Each call is a new delivery (``DocumentDelivery``): its own key, committed BEFORE the HTTP call
+so that a send whose answer is lost is never lost from sight: it stays ``unknown``, shown to
+staff, and is NEVER resent automatically (a resend may reach the customer twice; the journal
+that ``resume_order_requests`` replays does not hold deliveries). The send is asked once
+(``client.fulfilment``). The provider reports each channel: the ones that went out and the ones
+that failed, with its error per channel; a delivery records exactly that.
+
+Refused before anything is stored or sent for an order that cannot have the document: a
+receipt for a paid or completed order only; an invoice for a finalized order (one with a
+payment page) that is not canceled or expired. When the mirror says no, the order is looked up
+once first (the mirror may lag behind a payment).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.utils import timezone
+
+from ..client.factory import get_client
+from ..client.fulfilment import DeliveryResult
+from ..db import app_database, refuse_outer_transaction
+from ..exceptions import (
+    AuthenticationFailed,
+    DeliveryOutcomeUnknown,
+    DocumentNotSendable,
+    OrdersAPIError,
+    RateLimited,
+    RequestRejected,
+    error_name,
+)
+from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
+from ..models import DocumentDelivery, Order, OrderStatus
+from .checkout import refresh_order
+from .timing import column_text
+
+__all__ = ["send_invoice", "send_receipt"]
+
+logger = logging.getLogger("django_orders.deliveries")
+
+Document = DocumentDelivery.Document
+State = DocumentDelivery.State
+RECEIPT_STATUSES = frozenset({OrderStatus.PAID, OrderStatus.COMPLETED})
+NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, OrderStatus.PREPARING})
+#: The provider's refusals for an order that cannot have the document.
+NOT_SENDABLE_CODES = frozenset({"order_not_paid", "order_not_invoiceable"})
+
+
+def send_receipt(order_id: str) -> DocumentDelivery:
+    """Send the receipt of a paid or completed order; returns the delivery (per channel)."""
+    return send_document(order_id, Document.RECEIPT)
+
+
+def send_invoice(order_id: str) -> DocumentDelivery:
+    """Send the invoice (payment link) of a finalized order; returns the delivery."""
+    return send_document(order_id, Document.INVOICE)
+
+
+def send_document(order_id: str, document: str) -> DocumentDelivery:
+    """Store a new delivery, send it once, record the provider's answer; returns it.
+
+    The delivery's ``state``: ``delivered`` (every channel tried went out), ``partly_delivered``
+    or ``not_delivered`` (its ``failures`` name each failed channel and the provider's error).
+    Raises ``DocumentNotSendable`` (the order's status; nothing sent), ``DeliveryOutcomeUnknown``
+    (no answer: the delivery stays ``unknown``, never resent), ``RequestRejected`` (another
+    refusal; the delivery is ``failed``), the client's error when the request never reached the
+    service or was rate limited (``failed``: nothing went out), ``Order.DoesNotExist`` and
+    ``TransactionManagementError`` inside ``transaction.atomic()``.
+    """
+    if document not in Document.values:
+        raise ValueError(f"document must be one of {', '.join(Document.values)}, not {document!r}")
+    if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
+        raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
+    using = app_database()
+    refuse_outer_transaction(using)
+    order = stored_order(order_id)
+    client = get_client()
+    if not sendable(document, order):
+        if refresh_order(client, order_id) is None:
+            raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
+        order = stored_order(order_id)
+        if not sendable(document, order):
+            raise DocumentNotSendable(order_id, document, order.status)
+    # Committed on its own (autocommit): the key exists before the send.
+    delivery = DocumentDelivery.objects.using(using).create(
+        order_id=order_id,
+        document=document,
+        idempotency_key=f"{document}-{uuid.uuid4()}",
+        state=State.UNKNOWN,
+        created_at=timezone.now(),
+    )
+    try:
+        result = client.send_document(document, order_id, idempotency_key=delivery.idempotency_key)
+    except RequestRejected as exc:
+        _record_error(delivery, exc, State.FAILED)
+        if exc.code in NOT_SENDABLE_CODES:
+            refresh_order(client, order_id)
+            raise DocumentNotSendable(
+                order_id, document, stored_order(order_id).status, exc
+            ) from exc
+        raise
+    except (AuthenticationFailed, RateLimited) as exc:
+        _record_error(delivery, exc, State.FAILED)  # refused before anything was done
+        raise
+    except Exception as exc:
+        if getattr(exc, "may_have_reached_server", True):
+            _record_error(delivery, exc, State.UNKNOWN)
+            logger.warning("Delivery %s of %s: outcome unknown: %s", delivery.pk, order_id, exc)
+            raise DeliveryOutcomeUnknown(delivery, exc) from exc
+        _record_error(delivery, exc, State.FAILED)  # never reached the service
+        raise
+    return _record_result(delivery, result)
+
+
+def sendable(document: str, order: Order) -> bool:
+    """Whether the mirror's order can have ``document`` sent (module docstring)."""
+    if document == Document.RECEIPT:
+        return order.status in RECEIPT_STATUSES
+    return order.status not in NO_INVOICE_STATUSES and bool(order.payment_url)
+
+
+def _record_result(delivery: DocumentDelivery, result: DeliveryResult) -> DocumentDelivery:
+    if result.sent_channels and not result.failures:
+        state = State.DELIVERED
+    elif result.sent_channels:
+        state = State.PARTLY_DELIVERED
+    else:
+        state = State.NOT_DELIVERED
+    changes = {
+        "state": state,
+        "sent_channels": result.sent_channels,
+        "failures": result.failures,
+        "document_url": result.document_url[:2048],
+        "error_code": column_text("last_error_code", result.error_code),
+        "error": column_text("last_error", result.error),
+        "answered_at": timezone.now(),
+    }
+    _save(delivery, changes)
+    return delivery
+
+
+def _record_error(delivery: DocumentDelivery, error: Exception, state: str) -> None:
+    changes: dict[str, Any] = {
+        "state": state,
+        "error_code": column_text("last_error_code", getattr(error, "code", None)),
+        "error": column_text("last_error", f"{error_name(error)}: {error}"),
+        "request_id": column_text("last_request_id", getattr(error, "request_id", None)),
+    }
+    if isinstance(error, OrdersAPIError):
+        changes["answered_at"] = timezone.now()
+    _save(delivery, changes)
+
+
+def _save(delivery: DocumentDelivery, changes: dict[str, Any]) -> None:
+    # Guarded by the state: an answer is recorded once, over the "unknown" it was stored as.
+    rows = DocumentDelivery.objects.using(app_database()).filter(
+        pk=delivery.pk, state=State.UNKNOWN
+    )
+    rows.update(**changes)
+    for name, value in changes.items():
+        setattr(delivery, name, value)

@@ -1,0 +1,222 @@
+"""``complete_order``: mark a paid order fulfilled upstream, crash-safe and repeat-safe.
+
+Completing is journaled like an order create (``records``): an ``OrderRequest`` of kind
+``order_complete`` is committed BEFORE the HTTP call, with a key that is stable per order
+(``complete_key``), so a lost answer, a crash or a second click all send the same key and the
+service completes the order once. An unknown outcome stays pending and
+``resume_order_requests`` resends it with that key: completing is idempotent upstream, which is
+why it may be resent (document sends may not: ``documents``).
+
+The provider answers ``order_already_completed`` to a second completion under another key (the
+order was completed elsewhere, e.g. in its dashboard): that is the outcome asked for, so it
+counts as success and the order is looked up to bring the mirror up to date. Answers are
+written through the mirror's one write route (``mirror.refresh.store_answer``), which never
+lets an older answer replace a newer state.
+
+Refused before anything is stored or sent when the order is not paid: the mirror's status
+first, then, when the mirror says it is not paid, one lookup (the mirror may lag behind a
+payment).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..client.factory import get_client
+from ..client.transport import OrdersClient
+from ..db import app_database, refuse_outer_transaction
+from ..exceptions import (
+    AuthenticationFailed,
+    InvalidRecord,
+    InvalidResponse,
+    OrderNotCompletable,
+    OrderRequestPending,
+    OrderRequestRejected,
+    OrdersAPIError,
+    OrdersError,
+    RequestRejected,
+)
+from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
+from ..mirror.refresh import store_answer
+from ..models import Order, OrderRequest, OrderStatus
+from . import records
+from .checkout import refresh_order
+from .records import Outcome, State
+
+__all__ = ["complete_key", "complete_order", "send_complete_request"]
+
+logger = logging.getLogger("django_orders.order_requests")
+
+KIND = OrderRequest.Kind.ORDER_COMPLETE
+#: The provider's answer to a completion of an order that is already completed.
+ALREADY_COMPLETED = "order_already_completed"
+NOT_PAID = "order_not_paid"
+
+
+def complete_order(order_id: str) -> Order:
+    """Mark a paid order fulfilled upstream; returns the order (``completed``).
+
+    Safe to repeat: an order the mirror holds as completed is returned, nothing sent; any
+    repeat sends the order's same key. Raises ``OrderNotCompletable`` for an order that is not
+    paid (nothing stored or sent), ``OrderRequestPending`` when the outcome is unknown (stored,
+    resumed later with its key), ``OrderRequestRejected`` for another refusal of the service,
+    ``AuthenticationFailed``, ``Order.DoesNotExist`` for an order the mirror does not hold, and
+    ``TransactionManagementError`` inside ``transaction.atomic()`` (as ``create_order``).
+    """
+    if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
+        raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
+    using = app_database()
+    refuse_outer_transaction(using)
+    order = stored_order(order_id)
+    if order.status == OrderStatus.COMPLETED:
+        return order
+    client = get_client()
+    if order.status != OrderStatus.PAID:
+        if refresh_order(client, order_id) is None:
+            raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
+        order = stored_order(order_id)
+        if order.status == OrderStatus.COMPLETED:
+            return order
+        if order.status != OrderStatus.PAID:
+            raise OrderNotCompletable(order_id, order.status)
+    request, created = _stored_request(order_id, using)
+    if created:  # stored with this process's claim
+        return _result(client, order_id, send_complete_request(client, request, using))
+    if request.state == State.SUCCEEDED:
+        # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
+        refresh_order(client, order_id)
+        return stored_order(order_id)
+    if request.state != State.PENDING:
+        raise OrderRequestPending(request)  # in review: staff settle it
+    now = timezone.now()
+    if records.key_expired(request, now):
+        records.mark_expired(request, now, using)
+        raise OrderRequestPending(request)
+    claimed = records.claim(request.pk, now, using)
+    if claimed is None:
+        raise OrderRequestPending(request)  # being sent by another process right now
+    return _result(client, order_id, send_complete_request(client, claimed, using))
+
+
+def complete_key(order_id: str, attempt: int = 1) -> str:
+    """The order's completion key: the same for every repeat. Only after the service refused
+    a completion (nothing happened upstream) does the next one get a key of its own."""
+    return f"complete-{order_id}" if attempt == 1 else f"complete-{order_id}-{attempt}"
+
+
+def _stored_request(order_id: str, using: str) -> tuple[OrderRequest, bool]:
+    """The order's latest completion request, or a new one committed now (before the send),
+    claimed by this process; ``True`` when it is new."""
+    requests = OrderRequest.objects.using(using).filter(kind=KIND, order_id=order_id)
+    latest = requests.order_by("-created_at", "-pk").first()
+    if latest is not None and latest.state != State.FAILED:
+        return latest, False
+    key = complete_key(order_id, requests.count() + 1)
+    now = timezone.now()
+    request = OrderRequest(
+        kind=KIND,
+        idempotency_key=key,
+        payload=json.dumps({"order_id": order_id}),
+        order_id=order_id,
+        state=State.PENDING,
+        created_at=now,
+        updated_at=now,
+        claimed_until=now + records.claim_duration(),
+    )
+    try:
+        with transaction.atomic(using=using):
+            request.save(using=using, force_insert=True)
+    except IntegrityError:
+        # Another process stored the same key since the read: its request is this one.
+        return OrderRequest.objects.using(using).get(idempotency_key=key), False
+    return request, True
+
+
+def _result(client: OrdersClient, order_id: str, outcome: Outcome) -> Order:
+    request, error = outcome.request, outcome.error
+    if request.state == State.SUCCEEDED:
+        return stored_order(order_id)
+    if isinstance(error, AuthenticationFailed):
+        raise error
+    if request.state == State.FAILED and isinstance(error, OrdersAPIError):
+        if error.code == NOT_PAID:
+            # The mirror said paid; the service says otherwise: bring the mirror up to date.
+            refresh_order(client, order_id)
+            raise OrderNotCompletable(order_id, stored_order(order_id).status, error) from error
+        raise OrderRequestRejected(request, error) from error
+    raise OrderRequestPending(request, error) from error
+
+
+def send_complete_request(
+    client: OrdersClient,
+    request: OrderRequest,
+    using: str,
+    *,
+    fixed_now: datetime | None = None,
+) -> Outcome:
+    """Send one claimed completion and record its outcome (``sending.send_and_record``)."""
+    sent_at = fixed_now or timezone.now()
+    order_id = str(request.order_id or json.loads(request.payload)["order_id"])
+    record: dict[str, Any] | None
+    try:
+        record = client.complete_order(request.payload, idempotency_key=request.idempotency_key)
+    except RequestRejected as exc:
+        if exc.code != ALREADY_COMPLETED:
+            return records.record_send_failure(request, exc, sent_at, using, fixed_now)
+        record = _lookup(client, order_id)
+    except Exception as exc:
+        return records.record_send_failure(request, exc, sent_at, using, fixed_now)
+    try:
+        return _record_success(request, order_id, record, sent_at, using, fixed_now)
+    except InvalidRecord as exc:
+        # Completed upstream, but its answer breaks the contract: a person looks.
+        error = InvalidResponse(f"POST /orders/complete answered with an unusable order: {exc}")
+        return records._record_error(request, error, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+    except Exception as exc:
+        error = InvalidResponse(
+            "POST /orders/complete answered with an order that could not be stored "
+            f"({type(exc).__name__}: {exc})"
+        )
+        logger.warning("The answer to completion request %s could not be stored", request.pk)
+        return records._record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+
+
+def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
+    """The order after ``order_already_completed``; ``None`` when it cannot be looked up now
+    (the completion is still a success; the next sync brings the mirror up to date)."""
+    try:
+        return client.lookup_order(order_id)
+    except OrdersError as exc:
+        logger.warning("Order %s is completed upstream; its lookup failed: %s", order_id, exc)
+        return None
+
+
+def _record_success(request, order_id, record, sent_at, using, fixed_now) -> Outcome:
+    now = fixed_now or timezone.now()
+    first_sent_db, first_sent = records._first_sent(request, sent_at)
+    changes = {
+        "state": State.SUCCEEDED,
+        "attempts": request.attempts + 1,
+        "last_attempt_at": sent_at,
+        "first_sent_at": first_sent,
+        "next_attempt_at": None,
+        "claimed_until": None,
+        "updated_at": now,
+    }
+    with transaction.atomic(using=using, savepoint=False, durable=True):
+        if record is not None:
+            # A replayed answer is as old as the key's first use: the write route keeps a
+            # newer state of the order (it never goes back in time).
+            store_answer(order_id, record, what="complete", sent_at=first_sent)
+        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
+        if rows.update(**{**changes, "first_sent_at": first_sent_db}):
+            records.apply(request, changes)
+        else:
+            request.refresh_from_db(using=using)  # another worker recorded it first
+    return Outcome(request)

@@ -1,0 +1,200 @@
+"""Fulfilment and documents in the API, for staff: ``orders/<id>/complete/``,
+``orders/<id>/receipt/`` and ``orders/<id>/invoice/`` (POST), each behind its own permission
+(``complete_order``, ``send_receipt``, ``send_invoice``: a 403 without it).
+
+``complete/`` is safe to repeat (``services.complete_order`` keeps one key per order): 200 with
+the completed order; 202 while its outcome is unknown (it is resent with the same key; POST
+again later); 422 ``order_not_completable`` for an order that is not paid (nothing sent), or
+the service's own code for another refusal.
+
+``receipt/`` and ``invoice/`` send the document NOW, each POST a new delivery: 201 with the
+delivery (``state`` ``delivered``, ``partly_delivered`` or ``not_delivered``; the channels that
+went out, and each failed one with the provider's error); 202 with the delivery in state
+``unknown`` when the service gave no answer (it may have gone out; it is never resent: check
+with the customer before posting again); 422 ``document_not_sendable`` (the order's status;
+nothing sent) or the service's own code; 503 when the service could not be reached (nothing
+went out). Do not retry a POST blindly: a retry is a second delivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers, status
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import services
+from ..exceptions import (
+    DeliveryOutcomeUnknown,
+    DocumentNotSendable,
+    OrderNotCompletable,
+    OrderRequestPending,
+    RequestRejected,
+)
+from ..models import DocumentDelivery, Order
+from .exceptions import error_response
+from .refund_views import HasOrdersPermission
+from .serializers import ErrorSerializer, OrderSerializer
+from .views import ERRORS, PENDING_RETRY_AFTER, OrdersAPIMixin, documented
+
+FORBIDDEN = {403: OpenApiResponse(description="Without the endpoint's permission.")}
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    """One send of a receipt or an invoice, as the provider reported it."""
+
+    order = serializers.CharField(source="order_id", read_only=True)
+    failed_channels = serializers.ListField(child=serializers.CharField(), read_only=True)
+    sent_channels = serializers.ListField(child=serializers.CharField(), read_only=True)
+    failures = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        read_only=True,
+        help_text="[{channel, error}]: each failed channel with the provider's error.",
+    )
+
+    class Meta:
+        model = DocumentDelivery
+        fields = (
+            "id",
+            "order",
+            "document",
+            "state",
+            "sent_channels",
+            "failed_channels",
+            "failures",
+            "document_url",
+            "error_code",
+            "error",
+            "created_at",
+            "answered_at",
+        )
+        read_only_fields = fields
+
+
+class CompletionPendingSerializer(serializers.Serializer):
+    """The 202 of ``complete/``: stored, outcome unknown, resent with the same key."""
+
+    order = serializers.CharField()
+    state = serializers.CharField()
+    retry_after = serializers.IntegerField()
+
+
+def _rejected(exc: RequestRejected) -> Response:
+    return error_response(status.HTTP_422_UNPROCESSABLE_ENTITY, exc.code or "rejected", exc.message)
+
+
+class StaffOrderAction(OrdersAPIMixin, APIView):
+    """A POST on ``orders/<order_id>/<action>/`` for staff with ``codename``."""
+
+    codename = ""
+
+    def get_permissions(self):
+        return [IsAuthenticated(), HasOrdersPermission(self.codename)]
+
+
+class CompleteOrderView(StaffOrderAction):
+    codename = "complete_order"
+
+    @documented(
+        request=None,
+        responses={
+            200: OrderSerializer,
+            202: CompletionPendingSerializer,
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="order_not_completable (not paid; nothing sent), or the "
+                "service's refusal (its code).",
+            ),
+            **FORBIDDEN,
+            **ERRORS,
+        },
+        description="Mark a paid order fulfilled (services.complete_order); safe to repeat.",
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        try:
+            order = services.complete_order(order_id)
+        except OrderNotCompletable as exc:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_completable", str(exc)
+            )
+        except OrderRequestPending as exc:
+            body = {
+                "order": order_id,
+                "state": exc.order_request.state,
+                "retry_after": PENDING_RETRY_AFTER,
+            }
+            return Response(
+                body,
+                status=status.HTTP_202_ACCEPTED,
+                headers={"Retry-After": str(PENDING_RETRY_AFTER)},
+            )
+        # ``OrderRequestRejected``: the exception handler's 422 with the service's code.
+        order = Order.objects.select_related("customer").get(pk=order.pk)
+        return Response(OrderSerializer(order).data)
+
+
+class SendDocumentView(StaffOrderAction):
+    send: Callable[[str], DocumentDelivery]
+
+    def _send(self, order_id: str) -> Response:
+        try:
+            delivery = type(self).send(order_id)
+        except DocumentNotSendable as exc:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "document_not_sendable", str(exc)
+            )
+        except DeliveryOutcomeUnknown as exc:
+            return Response(DeliverySerializer(exc.delivery).data, status=status.HTTP_202_ACCEPTED)
+        except RequestRejected as exc:
+            return _rejected(exc)
+        return Response(DeliverySerializer(delivery).data, status=status.HTTP_201_CREATED)
+
+
+DOCUMENT_RESPONSES: dict[int, Any] = {
+    201: DeliverySerializer,
+    202: OpenApiResponse(
+        DeliverySerializer,
+        description="No answer from the service: state unknown; it may have gone out and is "
+        "never resent. Check with the customer before posting again.",
+    ),
+    422: OpenApiResponse(
+        ErrorSerializer,
+        description="document_not_sendable (the order's status; nothing sent), or the "
+        "service's refusal (its code).",
+    ),
+    **FORBIDDEN,
+    **ERRORS,
+}
+
+
+class SendReceiptView(SendDocumentView):
+    codename = "send_receipt"
+    send = staticmethod(services.send_receipt)
+
+    @documented(
+        request=None,
+        responses=DOCUMENT_RESPONSES,
+        description="Send the receipt of a paid or completed order now (a new delivery per "
+        "POST: do not retry blindly).",
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return self._send(order_id)
+
+
+class SendInvoiceView(SendDocumentView):
+    codename = "send_invoice"
+    send = staticmethod(services.send_invoice)
+
+    @documented(
+        request=None,
+        responses=DOCUMENT_RESPONSES,
+        description="Send the invoice (payment link) of a finalized order now (a new "
+        "delivery per POST: do not retry blindly).",
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return self._send(order_id)
