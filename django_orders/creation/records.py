@@ -201,7 +201,7 @@ def send_and_record(
     if request.kind == OrderRequest.Kind.ORDER_COMPLETE:
         from .fulfilment import send_complete_request  # it imports this module
 
-        return send_complete_request(client, request, using, fixed_now=fixed_now)
+        return send_complete_request(client, request, using, fixed_now=fixed_now, origin=origin)
     if request.kind != OrderRequest.Kind.ORDER_CREATE:
         # Every kind of journaled write shares the claim, the key lifetime and the error
         # records of this module; what is sent and how its answer is stored is the kind's own.
