@@ -100,7 +100,10 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
     if request.state == State.SUCCEEDED:
         # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
         refresh_order(client, order_id, origin=origin)
-        return _nothing_sent(stored_order(order_id), actor, using)
+        refreshed = stored_order(order_id)
+        if refreshed.status != order.status:
+            return refreshed  # the status change is on the timeline with ``origin``
+        return _nothing_sent(refreshed, actor, using)
     if request.state != State.PENDING:
         raise OrderRequestPending(request)  # in review: staff settle it
     now = timezone.now()
@@ -115,8 +118,8 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
 
 
 def _nothing_sent(order: Order, actor: Any, using: str) -> Order:
-    """A completion that needed no request (the order is completed): for a staff user, a
-    ``staff_action`` entry says they asked (no attempt or status change records it)."""
+    """A completion that sent no request and changed no status (completed already): for a
+    staff user, a ``staff_action`` entry says they asked (no other entry records it)."""
     if actor is not None:
         entry = events.staff_action(
             order.pk,

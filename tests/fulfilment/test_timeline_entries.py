@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_orders.exceptions import DeliveryOutcomeUnknown, OrderRequestPending
-from django_orders.models import DocumentDelivery, OrderEvent
+from django_orders.models import DocumentDelivery, OrderEvent, OrderRequest
 from django_orders.services import complete_order, send_invoice, send_receipt
 from tests.admin.factories import ADMIN_MODELS, staff_user
 from tests.admin.test_actions import run_action
@@ -86,6 +86,27 @@ def test_the_completion_attempt_is_recorded_once_and_a_repeat_as_a_staff_action(
     ]
     staff_entry = OrderEvent.objects.get(order_id=paid_order.pk, kind="staff_action")
     assert staff_entry.detail == {"outcome": "already completed"}
+
+
+def test_a_completion_the_mirror_missed_is_the_staff_users_status_change_only(
+    orders_sandbox, paid_order
+):
+    # Completed upstream, its request recorded succeeded, the mirror still says paid.
+    orders_sandbox.set_order_status(paid_order.pk, "completed")
+    OrderRequest.objects.create(
+        kind="order_complete",
+        idempotency_key=f"complete-{paid_order.pk}",
+        payload="{}",
+        order=paid_order,
+        state="succeeded",
+    )
+
+    complete_order(paid_order.pk, actor="ama")  # the lookup brings the mirror up to date
+
+    assert timeline(paid_order.pk) == [
+        *CHECKOUT,
+        ("status_changed", "staff", "paid", "completed", "ama"),
+    ]
 
 
 def test_a_dropped_completion_answer_then_the_staff_repeat_are_two_attempts(
