@@ -181,7 +181,7 @@ class FulfilmentActionsMixin(_ModelAdmin):
 
     def _complete(self, request: HttpRequest, order: Order) -> None:
         try:
-            services.complete_order(order.pk)
+            services.complete_order(order.pk, actor=request.user)
         except OrderNotCompletable as refused:
             self.message_user(request, str(refused), messages.WARNING)
         except OrdersError as error:
@@ -197,11 +197,11 @@ class FulfilmentActionsMixin(_ModelAdmin):
             )
 
     def _sender(
-        self, send: Callable[[str], DocumentDelivery]
+        self, send: Callable[..., DocumentDelivery]
     ) -> Callable[[HttpRequest, Order], None]:
         def run(request: HttpRequest, order: Order) -> None:
             try:
-                delivery = send(order.pk)
+                delivery = send(order.pk, actor=request.user)
             except DocumentNotSendable as refused:
                 self.message_user(request, str(refused), messages.WARNING)
             except DeliveryOutcomeUnknown as unknown:

@@ -114,5 +114,17 @@ def _detail_text(detail: Any) -> SafeString | str:
         return ""
     return format_html(
         " ({})",
-        format_html_join("; ", "{}: {}", ((key, value) for key, value in detail.items())),
+        format_html_join(
+            "; ", "{}: {}", ((key, _value_text(value)) for key, value in detail.items())
+        ),
     )
+
+
+def _value_text(value: Any) -> str:
+    """A list as ``a, b``, a mapping as ``key: value, ...`` (a delivery's channels), an empty
+    one as ``-``; anything else as it is."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {item}" for key, item in value.items()) or "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value) or "-"
+    return str(value)

@@ -19,6 +19,7 @@ import logging
 import uuid
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from ..client.factory import get_client
@@ -33,8 +34,10 @@ from ..exceptions import (
     RequestRejected,
     error_name,
 )
+from ..mirror import events
+from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
-from ..models import DocumentDelivery, Order, OrderStatus
+from ..models import DocumentDelivery, Order, OrderEvent, OrderStatus
 from .checkout import refresh_order
 from .timing import column_text
 
@@ -50,17 +53,19 @@ NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, Orde
 NOT_SENDABLE_CODES = frozenset({"order_not_paid", "order_not_invoiceable"})
 
 
-def send_receipt(order_id: str) -> DocumentDelivery:
-    """Send the receipt of a paid or completed order; returns the delivery (per channel)."""
-    return send_document(order_id, Document.RECEIPT)
+def send_receipt(order_id: str, *, actor: Any = None) -> DocumentDelivery:
+    """Send the receipt of a paid or completed order; returns the delivery (per channel).
+    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code."""
+    return send_document(order_id, Document.RECEIPT, actor=actor)
 
 
-def send_invoice(order_id: str) -> DocumentDelivery:
-    """Send the invoice (payment link) of a finalized order; returns the delivery."""
-    return send_document(order_id, Document.INVOICE)
+def send_invoice(order_id: str, *, actor: Any = None) -> DocumentDelivery:
+    """Send the invoice (payment link) of a finalized order; returns the delivery.
+    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code."""
+    return send_document(order_id, Document.INVOICE, actor=actor)
 
 
-def send_document(order_id: str, document: str) -> DocumentDelivery:
+def send_document(order_id: str, document: str, *, actor: Any = None) -> DocumentDelivery:
     """Store a new delivery, send it once, record the provider's answer; returns it.
 
     The delivery's ``state``: ``delivered`` (every channel tried went out), ``partly_delivered``
@@ -70,9 +75,13 @@ def send_document(order_id: str, document: str) -> DocumentDelivery:
     refusal; the delivery is ``failed``), the client's error when the request never reached the
     service or was rate limited (``failed``: nothing went out), ``Order.DoesNotExist`` and
     ``TransactionManagementError`` inside ``transaction.atomic()``.
+
+    The outcome (an unknown one too) goes on the order's timeline as a ``document_sent`` entry
+    in the transaction that stores it, with ``actor`` (source ``staff``, else ``shop``).
     """
     if document not in Document.values:
         raise ValueError(f"document must be one of {', '.join(Document.values)}, not {document!r}")
+    origin = acting(actor, SHOP)  # ValueError for an actor that names no one, before anything
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
     using = app_database()
@@ -96,7 +105,7 @@ def send_document(order_id: str, document: str) -> DocumentDelivery:
     try:
         result = client.send_document(document, order_id, idempotency_key=delivery.idempotency_key)
     except RequestRejected as exc:
-        _record_error(delivery, exc, State.FAILED)
+        _record_error(delivery, exc, State.FAILED, origin)
         if exc.code in NOT_SENDABLE_CODES:
             refresh_order(client, order_id)
             raise DocumentNotSendable(
@@ -104,16 +113,16 @@ def send_document(order_id: str, document: str) -> DocumentDelivery:
             ) from exc
         raise
     except (AuthenticationFailed, RateLimited) as exc:
-        _record_error(delivery, exc, State.FAILED)  # refused before anything was done
+        _record_error(delivery, exc, State.FAILED, origin)  # refused before anything was done
         raise
     except Exception as exc:
         if getattr(exc, "may_have_reached_server", True):
-            _record_error(delivery, exc, State.UNKNOWN)
+            _record_error(delivery, exc, State.UNKNOWN, origin)
             logger.warning("Delivery %s of %s: outcome unknown: %s", delivery.pk, order_id, exc)
             raise DeliveryOutcomeUnknown(delivery, exc) from exc
-        _record_error(delivery, exc, State.FAILED)  # never reached the service
+        _record_error(delivery, exc, State.FAILED, origin)  # never reached the service
         raise
-    return _record_result(delivery, result)
+    return _record_result(delivery, result, origin)
 
 
 def sendable(document: str, order: Order) -> bool:
@@ -123,7 +132,9 @@ def sendable(document: str, order: Order) -> bool:
     return order.status not in NO_INVOICE_STATUSES and bool(order.payment_url)
 
 
-def _record_result(delivery: DocumentDelivery, result: DeliveryResult) -> DocumentDelivery:
+def _record_result(
+    delivery: DocumentDelivery, result: DeliveryResult, origin: Origin
+) -> DocumentDelivery:
     if result.sent_channels and not result.failures:
         state = State.DELIVERED
     elif result.sent_channels:
@@ -139,11 +150,11 @@ def _record_result(delivery: DocumentDelivery, result: DeliveryResult) -> Docume
         "error": column_text("last_error", result.error),
         "answered_at": timezone.now(),
     }
-    _save(delivery, changes)
+    _save(delivery, changes, origin)
     return delivery
 
 
-def _record_error(delivery: DocumentDelivery, error: Exception, state: str) -> None:
+def _record_error(delivery: DocumentDelivery, error: Exception, state: str, origin: Origin) -> None:
     changes: dict[str, Any] = {
         "state": state,
         "error_code": column_text("last_error_code", getattr(error, "code", None)),
@@ -152,14 +163,41 @@ def _record_error(delivery: DocumentDelivery, error: Exception, state: str) -> N
     }
     if isinstance(error, OrdersAPIError):
         changes["answered_at"] = timezone.now()
-    _save(delivery, changes)
+    _save(delivery, changes, origin)
 
 
-def _save(delivery: DocumentDelivery, changes: dict[str, Any]) -> None:
-    # Guarded by the state: an answer is recorded once, over the "unknown" it was stored as.
-    rows = DocumentDelivery.objects.using(app_database()).filter(
-        pk=delivery.pk, state=State.UNKNOWN
+def _save(delivery: DocumentDelivery, changes: dict[str, Any], origin: Origin) -> None:
+    """Store the outcome and its timeline entry in one transaction. Guarded by the state: an
+    answer is recorded once, over the "unknown" it was stored as."""
+    using = app_database()
+    rows = DocumentDelivery.objects.using(using).filter(pk=delivery.pk, state=State.UNKNOWN)
+    with transaction.atomic(using=using):
+        updated = rows.update(**changes)
+        for name, value in changes.items():
+            setattr(delivery, name, value)
+        if updated:
+            events.record([delivery_entry(delivery, origin)], using=using)
+
+
+def delivery_entry(delivery: DocumentDelivery, origin: Origin) -> OrderEvent:
+    """The ``document_sent`` entry of a delivery's outcome: its state, the channels that went
+    out and the ones that failed (with the provider's error), or why nothing is known."""
+    detail: dict[str, Any] = {
+        "delivery": delivery.pk,
+        "state": delivery.state,
+        "sent": list(delivery.sent_channels),
+        "failed": {
+            str(failure.get("channel")): failure.get("error")
+            for failure in delivery.failures
+            if isinstance(failure, dict)
+        },
+    }
+    if delivery.state in (State.UNKNOWN, State.FAILED) and delivery.error:
+        detail["error"] = delivery.error[: events.ERROR_LENGTH]
+    return events.document_sent(
+        delivery.order_id,
+        delivery.document,
+        origin=origin,
+        at=timezone.now(),
+        detail=detail,
     )
-    rows.update(**changes)
-    for name, value in changes.items():
-        setattr(delivery, name, value)

@@ -42,6 +42,8 @@ from ..exceptions import (
     OrdersError,
     RequestRejected,
 )
+from ..mirror import events
+from ..mirror.events import RESUME, SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer
 from ..models import Order, OrderRequest, OrderStatus
@@ -59,7 +61,7 @@ ALREADY_COMPLETED = "order_already_completed"
 NOT_PAID = "order_not_paid"
 
 
-def complete_order(order_id: str) -> Order:
+def complete_order(order_id: str, *, actor: Any = None) -> Order:
     """Mark a paid order fulfilled upstream; returns the order (``completed``).
 
     Safe to repeat: an order the mirror holds as completed is returned, nothing sent; any
@@ -68,30 +70,40 @@ def complete_order(order_id: str) -> Order:
     resumed later with its key), ``OrderRequestRejected`` for another refusal of the service,
     ``AuthenticationFailed``, ``Order.DoesNotExist`` for an order the mirror does not hold, and
     ``TransactionManagementError`` inside ``transaction.atomic()`` (as ``create_order``).
+
+    ``actor``: the staff user completing (``request.user``), or ``None`` for shop code. The
+    attempt and the status change go on the order's timeline with it (source ``staff``, else
+    ``shop``); a completion that sends nothing (already completed) is a ``staff_action``
+    entry, so what staff asked for is never missing from the timeline.
     """
+    origin = acting(actor, SHOP)  # ValueError for an actor that names no one, before anything
     if not isinstance(order_id, str) or not order_id or len(order_id) > MAX_ORDER_ID_LENGTH:
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
     using = app_database()
     refuse_outer_transaction(using)
     order = stored_order(order_id)
     if order.status == OrderStatus.COMPLETED:
-        return order
+        return _nothing_sent(order, actor, using)
     client = get_client()
     if order.status != OrderStatus.PAID:
         if refresh_order(client, order_id) is None:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
         order = stored_order(order_id)
         if order.status == OrderStatus.COMPLETED:
-            return order
+            return _nothing_sent(order, actor, using)
         if order.status != OrderStatus.PAID:
             raise OrderNotCompletable(order_id, order.status)
     request, created = _stored_request(order_id, using)
     if created:  # stored with this process's claim
-        return _result(client, order_id, send_complete_request(client, request, using))
+        outcome = send_complete_request(client, request, using, origin=origin)
+        return _result(client, order_id, outcome)
     if request.state == State.SUCCEEDED:
         # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
-        refresh_order(client, order_id)
-        return stored_order(order_id)
+        refresh_order(client, order_id, origin=origin)
+        refreshed = stored_order(order_id)
+        if refreshed.status != order.status:
+            return refreshed  # the status change is on the timeline with ``origin``
+        return _nothing_sent(refreshed, actor, using)
     if request.state != State.PENDING:
         raise OrderRequestPending(request)  # in review: staff settle it
     now = timezone.now()
@@ -101,7 +113,23 @@ def complete_order(order_id: str) -> Order:
     claimed = records.claim(request.pk, now, using)
     if claimed is None:
         raise OrderRequestPending(request)  # being sent by another process right now
-    return _result(client, order_id, send_complete_request(client, claimed, using))
+    outcome = send_complete_request(client, claimed, using, origin=origin)
+    return _result(client, order_id, outcome)
+
+
+def _nothing_sent(order: Order, actor: Any, using: str) -> Order:
+    """A completion that sent no request and changed no status (completed already): for a
+    staff user, a ``staff_action`` entry says they asked (no other entry records it)."""
+    if actor is not None:
+        entry = events.staff_action(
+            order.pk,
+            "complete_order",
+            actor=actor,
+            at=timezone.now(),
+            detail={"outcome": "already completed"},
+        )
+        events.record([entry], using=using)
+    return order
 
 
 def complete_key(order_id: str, attempt: int = 1) -> str:
@@ -159,8 +187,11 @@ def send_complete_request(
     using: str,
     *,
     fixed_now: datetime | None = None,
+    origin: Origin = RESUME,
 ) -> Outcome:
-    """Send one claimed completion and record its outcome (``sending.send_and_record``)."""
+    """Send one claimed completion and record its outcome (``sending.send_and_record``): the
+    attempt is one timeline entry with ``origin``, in the outcome's transaction, as is the
+    status change the answer brings."""
     sent_at = fixed_now or timezone.now()
     order_id = str(request.order_id or json.loads(request.payload)["order_id"])
     record: dict[str, Any] | None
@@ -168,23 +199,24 @@ def send_complete_request(
         record = client.complete_order(request.payload, idempotency_key=request.idempotency_key)
     except RequestRejected as exc:
         if exc.code != ALREADY_COMPLETED:
-            return records.record_send_failure(request, exc, sent_at, using, fixed_now)
+            return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
         record = _lookup(client, order_id)
     except Exception as exc:
-        return records.record_send_failure(request, exc, sent_at, using, fixed_now)
+        return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
+    outcome = (sent_at, using, fixed_now, origin)
     try:
-        return _record_success(request, order_id, record, sent_at, using, fixed_now)
+        return _record_success(request, order_id, record, *outcome)
     except InvalidRecord as exc:
         # Completed upstream, but its answer breaks the contract: a person looks.
         error = InvalidResponse(f"POST /orders/complete answered with an unusable order: {exc}")
-        return records._record_error(request, error, State.NEEDS_REVIEW, sent_at, using, fixed_now)
+        return records._record_error(request, error, State.NEEDS_REVIEW, *outcome)
     except Exception as exc:
         error = InvalidResponse(
             "POST /orders/complete answered with an order that could not be stored "
             f"({type(exc).__name__}: {exc})"
         )
         logger.warning("The answer to completion request %s could not be stored", request.pk)
-        return records._record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+        return records._record_error(request, error, State.PENDING, *outcome)
 
 
 def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
@@ -197,7 +229,7 @@ def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
         return None
 
 
-def _record_success(request, order_id, record, sent_at, using, fixed_now) -> Outcome:
+def _record_success(request, order_id, record, sent_at, using, fixed_now, origin) -> Outcome:
     now = fixed_now or timezone.now()
     first_sent_db, first_sent = records._first_sent(request, sent_at)
     changes = {
@@ -213,10 +245,12 @@ def _record_success(request, order_id, record, sent_at, using, fixed_now) -> Out
         if record is not None:
             # A replayed answer is as old as the key's first use: the write route keeps a
             # newer state of the order (it never goes back in time).
-            store_answer(order_id, record, what="complete", sent_at=first_sent)
+            store_answer(order_id, record, what="complete", sent_at=first_sent, origin=origin)
         rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
         if rows.update(**{**changes, "first_sent_at": first_sent_db}):
             records.apply(request, changes)
+            # Only the first success of a request is recorded (the guard above).
+            events.record([events.request_attempt(request, origin=origin, at=now)], using=using)
         else:
             request.refresh_from_db(using=using)  # another worker recorded it first
     return Outcome(request)

@@ -25,7 +25,7 @@ def send_and_record(
     """Send the stored request (this process holds the claim) and record what came back, by
     its kind; ``origin`` says on the order's timeline who sent it."""
     if request.kind == OrderRequest.Kind.ORDER_COMPLETE:
-        return send_complete_request(client, request, using, fixed_now=fixed_now)
+        return send_complete_request(client, request, using, fixed_now=fixed_now, origin=origin)
     if request.kind == OrderRequest.Kind.REFUND_CREATE:
         return send_refund_request(client, request, using, fixed_now=fixed_now, origin=origin)
     return send_order_create(client, request, using, fixed_now=fixed_now, origin=origin)

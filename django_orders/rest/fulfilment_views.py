@@ -117,7 +117,7 @@ class CompleteOrderView(StaffOrderAction):
     )
     def post(self, request: Request, order_id: str) -> Response:
         try:
-            order = services.complete_order(order_id)
+            order = services.complete_order(order_id, actor=request.user)
         except OrderNotCompletable as exc:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_completable", str(exc)
@@ -139,11 +139,11 @@ class CompleteOrderView(StaffOrderAction):
 
 
 class SendDocumentView(StaffOrderAction):
-    send: Callable[[str], DocumentDelivery]
+    send: Callable[..., DocumentDelivery]
 
-    def _send(self, order_id: str) -> Response:
+    def _send(self, request: Request, order_id: str) -> Response:
         try:
-            delivery = type(self).send(order_id)
+            delivery = type(self).send(order_id, actor=request.user)
         except DocumentNotSendable as exc:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY, "document_not_sendable", str(exc)
@@ -183,7 +183,7 @@ class SendReceiptView(SendDocumentView):
         "POST: do not retry blindly).",
     )
     def post(self, request: Request, order_id: str) -> Response:
-        return self._send(order_id)
+        return self._send(request, order_id)
 
 
 class SendInvoiceView(SendDocumentView):
@@ -197,4 +197,4 @@ class SendInvoiceView(SendDocumentView):
         "delivery per POST: do not retry blindly).",
     )
     def post(self, request: Request, order_id: str) -> Response:
-        return self._send(order_id)
+        return self._send(request, order_id)
