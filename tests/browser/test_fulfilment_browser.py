@@ -3,20 +3,23 @@ never come back, the payment watcher mirrors the payment, staff mark the order f
 send its receipt through the admin's confirmation pages, and the order's timeline tells it all.
 
 The watcher is the one ``WATCH_PAYMENTS`` enqueues at checkout (in the shop's server thread,
-on django-tasks-db's database backend, so the test sees the row); the test runs that enqueued
-task itself, as tests/tasks/test_watch.py does, instead of waiting for a worker to pick it up
-(the real ``db_worker`` is proven in tests/tasks/test_worker.py).
+on django-tasks-db's database backend); django-tasks-db's ``db_worker`` runs it (``--batch``:
+what is due, then exit), its first lookup's delay moved back rather than waited for. A worker
+in a process of its own, waiting for the delay, is tests/tasks/test_worker.py.
 
 Run: ``.venv/bin/pytest tests/browser/test_fulfilment_browser.py -m browser``.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
+from django.utils import timezone
 
 from django_orders.models import Order
 from tests.admin.factories import ADMIN_MODELS, staff_user
@@ -66,10 +69,15 @@ def test_pay_close_the_tab_watcher_marks_paid_staff_fulfil_and_send_the_receipt(
     assert live_orders.store.order(order.pk)["status"] == "paid"
     assert Order.objects.get(pk=order.pk).status == "requires_payment"  # nobody came back
 
-    [enqueued] = DBTaskResult.objects.all()  # by the checkout, deferred; a worker would run it
-    watcher = enqueued.task_result
-    assert watcher.task.name == "watch_payment" and watcher.args == [order.pk]
-    assert watcher.task.call(*watcher.args, **watcher.kwargs)["ended_by"] == "status"
+    [enqueued] = DBTaskResult.objects.all()  # by the checkout, deferred
+    assert enqueued.task_path.endswith("watch_payment") and enqueued.args_kwargs["args"] == [
+        order.pk
+    ]
+    DBTaskResult.objects.filter(pk=enqueued.pk).update(run_after=timezone.now())
+    call_command("db_worker", "--batch", "--no-startup-delay", stdout=io.StringIO())
+    enqueued.refresh_from_db()
+    assert enqueued.status == "SUCCESSFUL", enqueued.traceback
+    assert enqueued.return_value["ended_by"] == "status"
     assert Order.objects.get(pk=order.pk).status == "paid"
 
     user = staff_user("fulfiller", *(f"view_{m}" for m in ADMIN_MODELS))
