@@ -108,15 +108,23 @@ def _link(url_for: UrlFor, model: str, pk: Any) -> SafeString | str:
     return format_html('<a href="{}">{}</a>', url_for(model, pk), pk)
 
 
+#: The order a detail's keys are shown in, the rest after them by name: the same on every
+#: database (PostgreSQL's jsonb does not keep the order a mapping was written in).
+DETAIL_ORDER = ("state", "sent", "failed", "error", "outcome", "delivery")
+
+
+def _detail_key(key: str) -> tuple[int, str]:
+    return (DETAIL_ORDER.index(key) if key in DETAIL_ORDER else len(DETAIL_ORDER), key)
+
+
 def _detail_text(detail: Any) -> SafeString | str:
-    """A document's or staff action's detail, as ``key: value`` pairs."""
+    """A document's or staff action's detail, as ``key: value`` pairs in ``DETAIL_ORDER``."""
     if not isinstance(detail, dict) or not detail:
         return ""
+    keys = sorted(detail, key=_detail_key)
     return format_html(
         " ({})",
-        format_html_join(
-            "; ", "{}: {}", ((key, _value_text(value)) for key, value in detail.items())
-        ),
+        format_html_join("; ", "{}: {}", ((key, _value_text(detail[key])) for key in keys)),
     )
 
 
@@ -124,7 +132,7 @@ def _value_text(value: Any) -> str:
     """A list as ``a, b``, a mapping as ``key: value, ...`` (a delivery's channels), an empty
     one as ``-``; anything else as it is."""
     if isinstance(value, dict):
-        return ", ".join(f"{key}: {item}" for key, item in value.items()) or "-"
+        return ", ".join(f"{key}: {value[key]}" for key in sorted(value)) or "-"
     if isinstance(value, list | tuple):
         return ", ".join(str(item) for item in value) or "-"
     return str(value)

@@ -101,3 +101,30 @@ def test_the_page_costs_the_same_queries_with_1_or_150_entries(
     assert page_many.index("step_149") < page_many.index("step_148")
     assert f"Only the newest {MAX_EVENTS_SHOWN} entries are shown." in page_many
     assert "Only the newest" not in page_one
+
+
+def test_a_details_keys_read_in_one_order_on_every_database(viewer_client):
+    """PostgreSQL's jsonb keeps a mapping's keys in an order of its own: the page does not
+    depend on it."""
+    order = make_order("or_detail", make_customer("cu_detail", "Detail"), status="paid")
+    events.record(
+        [
+            events.document_sent(
+                order.pk,
+                "invoice",
+                origin=events.by_staff("ama"),
+                at=BASE_TIME,
+                detail={
+                    "delivery": 7,
+                    "failed": {"sms": "unreachable", "email": "bounced"},
+                    "sent": [],
+                    "state": "not_delivered",
+                },
+            )
+        ]
+    )
+    page = order_page(viewer_client, order)
+    assert (
+        "Document sent: invoice (state: not_delivered; sent: -; "
+        "failed: email: bounced, sms: unreachable; delivery: 7)"
+    ) in page

@@ -344,6 +344,7 @@ def test_an_order_stored_between_a_pages_read_and_its_upsert_is_not_taken_back(
 
     order_first_seen.connect(on_first_seen, weak=False)
     original = store_module.write_read_rows
+    meanwhile: list[bool] = []
 
     def other_process() -> None:
         try:  # confirm_order's answer: the order paid, to a request sent after the page's
@@ -351,8 +352,13 @@ def test_an_order_stored_between_a_pages_read_and_its_upsert_is_not_taken_back(
         finally:
             connections.close_all()
 
+    page_thread = threading.current_thread()
+
     def write_after_another_process(model, *args, **kwargs):
-        if model is Order:  # after the page's read, before its order write
+        # After the page's read, before its order write; the other process's own write (in
+        # its thread) and the page's second decision go straight through.
+        if model is Order and threading.current_thread() is page_thread and not meanwhile:
+            meanwhile.append(True)
             writer = threading.Thread(target=other_process)
             writer.start()
             writer.join(30)
