@@ -37,6 +37,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from create_benchmark import CUSTOMER
+from create_benchmark import LINE_ITEMS as ORDER_LINES
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -48,23 +51,11 @@ SQLITE_OPTIONS = {
     "sqlite": "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL",
     "sqlite-wal": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
 }
-CUSTOMER = {
-    "name": "Ama Mensah",
-    "email_address": "ama@example.com",
-    "phone_number": "+233241234567",
-}
+# The same order as create_benchmark.py, with a shipping line: the line each refund returns.
 LINE_ITEMS = [
-    {
-        "type": "product",
-        "product": {
-            "name": f"Item {i}",
-            "type": "physical",
-            "quantity": 1 + i % 3,
-            "price": {"currency": "ghs", "value": 1000 + i},
-        },
-    }
-    for i in range(3)
-] + [{"type": "shipping", "shipping": {"fee": {"currency": "ghs", "value": 990}}}]
+    *ORDER_LINES,
+    {"type": "shipping", "shipping": {"fee": {"currency": "ghs", "value": 990}}},
+]
 
 
 def start_sandbox(workdir: Path, api_key: str) -> tuple[subprocess.Popen, str]:
