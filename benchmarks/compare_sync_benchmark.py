@@ -1,7 +1,7 @@
 """A first sync and a re-sync of this checkout beside another commit's, in one run.
 
-    .venv/bin/python benchmarks/compare_sync_benchmark.py                        # 50,000 orders vs 3807c2c
-    .venv/bin/python benchmarks/compare_sync_benchmark.py --orders 10000 --rounds 1 --backends sqlite
+    .venv/bin/python benchmarks/compare_sync_benchmark.py            # 50,000 orders vs 3807c2c
+    .venv/bin/python benchmarks/compare_sync_benchmark.py --orders 10000 --backends sqlite
 
 The baseline commit is exported (``git archive``) into a temporary directory; both checkouts
 sync from the same stand-in of the service: this checkout's sandbox in its own process, seeded
@@ -94,41 +94,15 @@ def run_child(checkout: Path, backend: str, env: dict[str, str], extra: bool) ->
 
 
 def configure(backend: str) -> None:
-    import django
-    from django.conf import settings
+    """``sync_benchmark``'s settings, the change feed off where the checkout has one."""
+    import sync_benchmark
 
-    if backend == "postgres":
-        database = {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": PG_DATABASE,
-            "USER": "postgres",
-            "HOST": "127.0.0.1",
-            "PORT": "5432",
-        }
-    else:
-        path = Path(os.environ["BENCH_DIR"]) / f"mirror-{os.getpid()}.sqlite3"
-        database = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path)}
-        if backend == "sqlite-wal":
-            database["OPTIONS"] = {
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-            }
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_orders"],
-        DATABASES={"default": database},
-        USE_TZ=True,
-        DJANGO_ORDERS={
-            "API_KEY": os.environ["BENCH_API_KEY"],
-            "BASE_URL": os.environ["BENCH_URL"],
-            "PAGE_SIZE": PAGE_SIZE,
-            "MAX_PAGE_NUMBER": None,
-            **({"CHANGE_FEED": False} if os.environ.get("BENCH_FEED_SETTING") else {}),
-        },
-        LOGGING_CONFIG=None,
-    )
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    # It puts this checkout first on the path for its own children: the measured one goes first.
+    sys.path.remove(str(REPO))
+    sys.path.insert(0, os.environ["PYTHONPATH"])
+    feed = {"CHANGE_FEED": False} if os.environ.get("BENCH_FEED_SETTING") else {}
+    name = PG_DATABASE if backend == "postgres" else None
+    sync_benchmark.configure(backend, database=name, orders_settings=feed)
 
 
 def sync_function():
@@ -140,57 +114,9 @@ def sync_function():
     return sync_orders
 
 
-def wire_floor(expected: int) -> float:
-    from django_orders.client.paging import iter_pages
-    from django_orders.client.transport import OrdersClient
-
-    samples = []
-    with OrdersClient.from_settings(base_url=os.environ["BENCH_URL"]) as client:
-        for _ in range(2):
-            started = time.perf_counter()
-            count = sum(len(p.records) for p in iter_pages(client, "orders", page_size=PAGE_SIZE))
-            samples.append(time.perf_counter() - started)
-            assert count == expected, count
-    return min(samples)
-
-
-def naive(limit: int) -> float:
-    """Seconds per order of ``update_or_create`` per customer and per order (the first loop
-    one writes), over the first ``limit`` orders."""
-    from django_orders.client.paging import iter_pages
-    from django_orders.client.transport import OrdersClient
-    from django_orders.mirror.parsing import parse_order
-    from django_orders.models import Customer, Order
-
-    count = 0
-    started = time.perf_counter()
-    with OrdersClient.from_settings(base_url=os.environ["BENCH_URL"]) as client:
-        for page in iter_pages(client, "orders", page_size=PAGE_SIZE):
-            for record in page.records:
-                order = parse_order(record)
-                customer = order.customer
-                Customer.objects.update_or_create(
-                    id=customer.id,
-                    defaults={"guest": customer.guest, "name": customer.name, "raw": customer.raw},
-                )
-                Order.objects.update_or_create(
-                    id=order.id,
-                    defaults={
-                        "status": order.status,
-                        "initiated_at": order.initiated_at,
-                        "completed_at": order.completed_at,
-                        "customer_id": customer.id,
-                        "raw": order.raw,
-                    },
-                )
-                count += 1
-            if count >= limit:
-                break
-    return (time.perf_counter() - started) / count
-
-
 def child(backend: str, extra: bool) -> None:
     configure(backend)
+    import sync_benchmark
     from django.db import connection
 
     from django_orders.models import Order
@@ -206,7 +132,7 @@ def child(backend: str, extra: bool) -> None:
 
     result: dict = {"first": first, "package": str(Path(django_orders.__file__).parent.parent)}
     if extra:
-        result["wire"] = wire_floor(expected)
+        result["wire"] = min(sync_benchmark.wire_floor(os.environ["BENCH_URL"], 2))
     started = time.perf_counter()
     rerun = sync_orders(page_size=PAGE_SIZE)
     result["resync"] = time.perf_counter() - started
@@ -215,7 +141,9 @@ def child(backend: str, extra: bool) -> None:
         with connection.cursor() as cursor:
             for model in ("order", "customer"):
                 cursor.execute(f"DELETE FROM django_orders_{model}")
-        result["naive_per_order"] = naive(int(os.environ["BENCH_NAIVE"]))
+        limit = int(os.environ["BENCH_NAIVE"])
+        seconds, count = sync_benchmark.naive(os.environ["BENCH_URL"], limit)
+        result["naive_per_order"] = seconds / count
     connection.close()
     print(json.dumps(result))
 
