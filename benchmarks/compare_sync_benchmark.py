@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 from statistics import median
 
+import sync_benchmark
+
 REPO = Path(__file__).resolve().parent.parent
-PG_SERVER = "postgres://postgres@127.0.0.1:5432"
 PG_DATABASE = "orders_compare_bench"
 PAGE_SIZE = 256
 BACKENDS = ("sqlite", "sqlite-wal", "postgres")
@@ -53,32 +54,10 @@ def export(commit: str, into: Path) -> Path:
     return into
 
 
-def start_sandbox(workdir: Path, orders: int, api_key: str) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "django_orders.testing.sandbox", "--port", "0"]
-    command += ["--no-page-cap", "--seed", str(orders), "--api-key", api_key]
-    command += ["--db", str(workdir / "sandbox.sqlite3")]
-    process = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        process.kill()
-        raise SystemExit(f"the sandbox did not start: {url!r}")
-    return process, url
-
-
-def pg_admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(sql)
-
-
 def run_child(checkout: Path, backend: str, env: dict[str, str], extra: bool) -> dict:
     if backend == "postgres":
-        pg_admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"')
-        pg_admin(f'CREATE DATABASE "{PG_DATABASE}"')
+        sync_benchmark.pg_admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"')
+        sync_benchmark.pg_admin(f'CREATE DATABASE "{PG_DATABASE}"')
     command = [sys.executable, __file__, "--child", backend]
     if extra:
         command.append("--extra")
@@ -95,7 +74,6 @@ def run_child(checkout: Path, backend: str, env: dict[str, str], extra: bool) ->
 
 def configure(backend: str) -> None:
     """``sync_benchmark``'s settings, the change feed off where the checkout has one."""
-    import sync_benchmark
 
     # It puts this checkout first on the path for its own children: the measured one goes first.
     sys.path.remove(str(REPO))
@@ -116,7 +94,6 @@ def sync_function():
 
 def child(backend: str, extra: bool) -> None:
     configure(backend)
-    import sync_benchmark
     from django.db import connection
 
     from django_orders.models import Order
@@ -183,7 +160,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="compare-sync-") as tmp:
         workdir = Path(tmp)
         baseline = export(commit, Path(tempfile.mkdtemp(dir=tmp)))
-        sandbox, url = start_sandbox(workdir, args.orders, api_key)
+        sandbox, url = sync_benchmark.start_sandbox(workdir, args.orders, api_key)
         env = {
             **os.environ,
             "BENCH_DIR": tmp,
@@ -216,7 +193,7 @@ def main() -> None:
             sandbox.terminate()
             sandbox.wait(timeout=10)
             if "postgres" in backends:
-                pg_admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"')
+                sync_benchmark.pg_admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}"')
     report(args, results, checkouts, backends)
 
 
