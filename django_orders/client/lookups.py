@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..conf import orders_settings
 from ..exceptions import RequestRejected
-from .factory import new_client
+from .factory import get_client, new_client
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
@@ -149,6 +149,11 @@ def _lookup_each(
 ) -> Iterator[T]:
     ids = list(dict.fromkeys(record_ids))
     if not ids:
+        return
+    if len(ids) == 1 and gate is None:
+        # One lookup (the payment watcher's, an admin refresh of one order): this thread's
+        # client, with its connection and its rate gate, and no pool.
+        yield call(get_client(), ids[0], datetime.now(UTC))
         return
     if concurrency is None:
         concurrency = orders_settings.REFRESH_CONCURRENCY
