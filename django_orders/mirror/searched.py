@@ -105,10 +105,10 @@ def store_record_lookup(
     try:
         parsed = parse_record(lookup.record)
     except InvalidRecord as exc:
-        raise InvalidRecord(f"lookup of {resource} {lookup.record_id}: {exc}") from None
+        raise InvalidRecord(f"/{resource}/lookup of {lookup.record_id}: {exc}") from None
     if parsed.id != lookup.record_id:
         raise InvalidRecord(
-            f"lookup of {resource} {lookup.record_id} answered with record {parsed.id}"
+            f"/{resource}/lookup of {lookup.record_id} answered with record {parsed.id}"
         )
     now = timezone.now()
     with app_atomic():

@@ -13,6 +13,7 @@ from datetime import datetime
 import pytest
 from django.core.management import call_command
 
+from django_orders.client.transport import OrdersClient
 from django_orders.models import Order, RemoteRecord, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
@@ -92,6 +93,41 @@ def test_a_customer_changed_upstream_is_the_one_looked_up_again(history, sandbox
     oldest.refresh_from_db()
     assert oldest.raw["email_address"] == "new@example.com"
     assert oldest.search_updated_at == moment(history.updated_at("customers", oldest.remote_id))
+
+
+def test_a_customer_the_lookup_answers_wrongly_is_set_aside_and_looked_up_by_the_next_run(
+    history, sandbox_paths, monkeypatch
+):
+    total = history.store.count("customers")
+    original = OrdersClient.lookup_record
+    wrong: list[str] = []
+
+    def answering_another(self, resource, record_id):
+        record = original(self, resource, record_id)
+        if not wrong:
+            wrong.append(record_id)
+            record = {**record, "id": "cu_another"}
+        return record
+
+    monkeypatch.setattr(OrdersClient, "lookup_record", answering_another)
+    run = backfill_customers()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert run.skipped == 1
+    assert run.problems == (
+        f"lookup of customer {wrong[0]}: InvalidRecord: /customers/lookup of {wrong[0]} "
+        "answered with record cu_another"
+    )
+    assert customers().count() == total - 1 and not customers().filter(remote_id=wrong[0])
+    monkeypatch.setattr(OrdersClient, "lookup_record", original)
+    sandbox_paths.clear()
+    again = backfill_customers()
+    assert sandbox_paths.count(LOOKUP) == again.created == 1
+    assert customers().filter(remote_id=wrong[0]).exists()
+
+
+def test_a_backfill_of_a_resource_without_search_names_those_with_one(history):
+    with pytest.raises(ValueError, match="backfill customers or orders"):
+        sync_orders(resource="payouts", backfill=True)
 
 
 def _killed_after(monkeypatch, lookups: int) -> None:
