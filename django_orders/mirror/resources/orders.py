@@ -1,7 +1,8 @@
 """The orders resource: pages read light, parsed by the order schema, stored with their
 customers into ``Order`` and ``Customer`` (``store.store_orders``) and the refunds they carry
-into ``Refund`` (``store_page``), refreshed by lookup while open. Its walk shortcuts are in
-docs/architecture/sync.md."""
+into ``Refund`` (``store_page``), refreshed by lookup while open, and searched through
+``/orders/search`` (the change feed after each walk, and the backfill: ``searched``). Its walk
+shortcuts are in docs/architecture/sync.md."""
 
 from __future__ import annotations
 
