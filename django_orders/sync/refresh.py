@@ -14,11 +14,13 @@ from datetime import datetime
 
 from django.db.models import F
 
-from ..client.lookups import Lookup, lookup_orders
+from ..client.lookups import Lookup, RecordLookup, lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions import InvalidRecord
 from ..mirror.events import LOOKUP, Origin
-from ..mirror.refresh import stamp_refreshed, store_lookup
+from ..mirror.refresh import store_lookup
+from ..mirror.resources import Resource
+from ..mirror.resources.orders import ORDERS
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
@@ -123,22 +125,26 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
 
 
 def store_for_run(
-    lookup: Lookup,
+    lookup: Lookup | RecordLookup,
     run: SyncRun,
     lease: Lease,
     *,
     counter: str = "refreshed",
     also: Callable[[MirrorResult], None] | None = None,
     origin: Origin = LOOKUP,
+    kind: Resource = ORDERS,
 ) -> MirrorResult | None:
-    """``store_lookup`` with the run's counts and the lease renewal in the order's transaction.
+    """``store_lookup`` with the run's counts and the lease renewal in the record's transaction.
 
     ``counter``: the run's count of these lookups (``refreshed``, or ``feed_lookups`` for the
     change feed's); ``origin``: what the timeline says found a change; ``also`` runs in the same
-    transaction after a stored order. A record the database refuses, or a malformed one, is set
-    aside as a page's record is (``pagewrite``), and the order goes to the back of the refresh
+    transaction after a stored record; ``kind``: the resource looked up (``kind.searched``
+    writes it; orders by default). A record the database refuses, or a malformed one, is set
+    aside as a page's record is (``pagewrite``), and an order goes to the back of the refresh
     queue.
     """
+    searched = kind.searched
+    assert searched is not None, f"{kind.name} is not looked up by id here"
 
     def count(result: MirrorResult | None, now: datetime) -> None:
         if result is not None:
@@ -151,15 +157,15 @@ def store_for_run(
 
     try:
         with counts_kept_on_commit(run):
-            return store_lookup(lookup, within=count, origin=origin)
+            return searched.store_lookup(lookup, within=count, origin=origin)
     except (*REFUSALS, InvalidRecord) as exc:
         refused = not isinstance(exc, InvalidRecord)
         why = "the database refused it" if refused else MALFORMED
-        set_aside(run, f"lookup of order {lookup.order_id}", exc, why=why)
+        set_aside(run, f"lookup of {kind.noun[0]} {lookup.record_id}", exc, why=why)
 
         def note(result: MirrorResult | None, now: datetime) -> None:
             SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)
             lease.renew(now=now)
 
-        stamp_refreshed(lookup.order_id, within=note)
+        searched.set_aside(lookup.record_id, within=note)
         return MirrorResult()
