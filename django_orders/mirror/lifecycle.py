@@ -7,7 +7,10 @@ rule in full: docs/architecture/sync.md, "The mirror never goes back in time".
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+
+from django.db.models import Case, F, Q, Value, When
 
 from ..models import OrderStatus
 
@@ -25,6 +28,15 @@ RANKS: dict[str, int] = {
 FINAL_RANK = 2
 #: Timestamps that only ever appear: a write never clears one the mirror holds (``upsert``).
 APPEARING = ("paid_at", "canceled_at", "completed_at")
+
+#: When the request an answer came from was sent: one moment for all its orders (a page), or
+#: each order's own by id (a batch of lookups, each its own request).
+SentAt = datetime | Mapping[str, datetime]
+
+
+def sent_for(sent_at: SentAt, order_id: str) -> datetime:
+    """When the request that answered with ``order_id`` was sent."""
+    return sent_at if isinstance(sent_at, datetime) else sent_at[order_id]
 
 
 def replaces(
@@ -51,3 +63,17 @@ def observed(sent_at: datetime, stored_observed_at: datetime | None) -> datetime
     if stored_observed_at is None or sent_at > stored_observed_at:
         return sent_at
     return stored_observed_at
+
+
+def confirmed_observed_at(sent_at: SentAt, order_ids: Sequence[str]) -> Case:
+    """The ``observed_at`` of rows an answer found unchanged: its request's moment where the
+    row's is older (one ``CASE`` for all of them; one branch an order for a batch of lookups)."""
+    older = Q(observed_at__isnull=True)
+    if isinstance(sent_at, datetime):
+        whens = [When(older | Q(observed_at__lt=sent_at), then=Value(sent_at))]
+    else:
+        whens = [
+            When(Q(pk=pk) & (older | Q(observed_at__lt=sent_at[pk])), then=Value(sent_at[pk]))
+            for pk in order_ids
+        ]
+    return Case(*whens, default=F("observed_at"))

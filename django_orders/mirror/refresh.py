@@ -1,15 +1,16 @@
-"""One looked-up order into the mirror, in its own short transaction.
+"""One looked-up order into the mirror, in its own short transaction; or several at once.
 
 Shared by the sync's refresh of orders outside the page window and by checkout's
 ``confirm_order``/``cancel_order``: the same parse, the same write, the same signals after
 commit. ``within`` lets a caller add its own bookkeeping (a sync run's counts, the lease) to
-that transaction, so it commits or rolls back with the order.
+that transaction, so it commits or rolls back with the order. ``store_lookups`` writes a batch
+of lookups (the backfill's) the same way, in one transaction and a fixed number of statements.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -22,7 +23,7 @@ from ..exceptions import InvalidRecord
 from ..models import Order
 from .announce import announce
 from .events import LOOKUP, Origin
-from .parsing import parse_order
+from .parsing import ParsedOrder, parse_order
 from .refunds import store_embedded_refunds
 from .store import MirrorResult, store_orders
 
@@ -67,17 +68,49 @@ def store_answer(
     answered and the field, or that the answer was about another order; nothing is written
     then. The changes it writes go on the timeline with ``origin`` (``events.Origin``).
     """
+    parsed = _parse(order_id, record, what)
+    now = timezone.now()
+    with app_atomic():
+        result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True, origin=origin)
+        # The refunds the order embeds: their rows, signals and the requests they settle.
+        store_embedded_refunds(order_id, record, now=now, origin=origin)
+        if within is not None:
+            within(result, now)
+        app_on_commit(partial(announce, result))
+    return result
+
+
+def _parse(order_id: str, record: Any, what: str) -> ParsedOrder:
     try:
         parsed = parse_order(record)
     except InvalidRecord as exc:
         raise InvalidRecord(f"{what} of order {order_id}: {exc}") from None
     if parsed.id != order_id:
         raise InvalidRecord(f"{what} of order {order_id} answered with order {parsed.id}")
+    return parsed
+
+
+def store_lookups(
+    lookups: Sequence[Lookup], *, within: Within | None = None, origin: Origin = LOOKUP
+) -> MirrorResult:
+    """Write several lookups' orders (each id once) in one short transaction: what
+    ``store_lookup`` does for each, with one ``store_orders`` for all of them (each order
+    weighed against its own request's ``sent_at``), the refunds they embed, and the orders the
+    service does not know stamped. ``within`` runs once, with the batch's result.
+    ``InvalidRecord`` for any answer the app cannot use: nothing is written then."""
+    found = [lookup for lookup in lookups if lookup.record is not None]
+    parsed = [_parse(lookup.order_id, lookup.record, "lookup") for lookup in found]
+    unknown = [lookup.order_id for lookup in lookups if lookup.record is None]
+    for order_id in unknown:
+        logger.info("Order %s is unknown to the service (404); left as it is", order_id)
     now = timezone.now()
+    sent_at = {lookup.order_id: lookup.sent_at or now for lookup in found}
     with app_atomic():
-        result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True, origin=origin)
-        # The refunds the order embeds: their rows, signals and the requests they settle.
-        store_embedded_refunds(order_id, record, now=now, origin=origin)
+        result = store_orders(parsed, now=now, sent_at=sent_at, refreshed=True, origin=origin)
+        for lookup in found:
+            store_embedded_refunds(lookup.order_id, lookup.record, now=now, origin=origin)
+        if unknown:
+            Order.objects.filter(pk__in=unknown).update(refreshed_at=now)
         if within is not None:
             within(result, now)
         app_on_commit(partial(announce, result))

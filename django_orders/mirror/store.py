@@ -14,7 +14,6 @@ from datetime import datetime
 from functools import cached_property
 
 from django.db import connections
-from django.db.models import Case, F, Q, Value, When
 from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
@@ -24,7 +23,7 @@ from ..models import Customer, Order, RemoteRecord
 from . import events
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .events import PAGE, Origin
-from .lifecycle import APPEARING, observed, replaces
+from .lifecycle import APPEARING, SentAt, confirmed_observed_at, observed, replaces, sent_for
 from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
 from .rows import customer_row as customer_row
 from .rows import order_row
@@ -147,7 +146,7 @@ def store_orders(
     parsed_orders: Sequence[ParsedOrder],
     *,
     now: datetime | None = None,
-    sent_at: datetime | None = None,
+    sent_at: SentAt | None = None,
     refreshed: bool = False,
     compare: bool = True,
     known_customers: set[str] | None = None,
@@ -159,7 +158,7 @@ def store_orders(
     mirror holds in a newer state (``lifecycle.replaces``, decided on the stored row locked in
     this transaction) is not written, and counted in ``kept``; timestamps that only ever appear
     are never cleared (``lifecycle.APPEARING``). Each written order's ``observed_at`` says when
-    its answer's request was sent.
+    its answer's request was sent. A batch of lookups gives each order's own, by id.
 
     ``refreshed=True`` (a lookup by id) also stamps ``refreshed_at``, even on unchanged orders,
     because the refresh queue is ordered by it. ``compare=False`` skips reading the stored
@@ -198,9 +197,9 @@ def store_orders(
             result.unchanged += 1
             unchanged_ids.append(order.id)
             continue
-        observed_at = sent_at
+        observed_at = sent = sent_for(sent_at, order.id)
         if previous is not None:
-            if not replaces(order.status, sent_at, previous.status, previous.observed_at):
+            if not replaces(order.status, sent, previous.status, previous.observed_at):
                 logger.info(
                     "Order %s: kept as stored (%s) over an older answer (%s): mirror.lifecycle",
                     order.id,
@@ -211,7 +210,7 @@ def store_orders(
                 result.kept += 1
                 kept_ids.append(order.id)
                 continue
-            observed_at = observed(sent_at, previous.observed_at)
+            observed_at = observed(sent, previous.observed_at)
         # Without the read (compare=False) nothing is known to be absent: all go to the upsert.
         (new_rows if compare and previous is None else changed_rows).append(
             (
@@ -265,11 +264,7 @@ def store_orders(
         # ordered by refreshed_at, and changed_at keeps meaning "the record changed". An
         # unchanged answer also says the stored state held when its request was sent.
         Order.objects.filter(pk__in=unchanged_ids).update(
-            refreshed_at=now,
-            observed_at=Case(
-                When(Q(observed_at__isnull=True) | Q(observed_at__lt=sent_at), then=Value(sent_at)),
-                default=F("observed_at"),
-            ),
+            refreshed_at=now, observed_at=confirmed_observed_at(sent_at, unchanged_ids)
         )
     if refreshed and kept_ids:
         Order.objects.filter(pk__in=kept_ids).update(refreshed_at=now)
@@ -279,7 +274,7 @@ def store_orders(
 def _decide_again(
     result: MirrorResult,
     orders: list[ParsedOrder],
-    sent_at: datetime,
+    sent_at: SentAt,
     refreshed: bool,
     origin: Origin,
 ) -> None:
