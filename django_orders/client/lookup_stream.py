@@ -1,0 +1,69 @@
+"""Lookups fed one by one as the caller finds them, for a pool that must not drain between them.
+
+``lookup_orders`` takes its ids all at once and empties before it returns; the backfill finds
+its orders an answer at a time, and keeps ``REFRESH_CONCURRENCY`` lookups in flight across
+answers: each worker thread takes the next id queued as soon as it is free, while the caller
+writes what the others found. Same clients and rules as ``lookups`` (one client a worker, one
+``RateGate``, a 404 answered as ``record=None``, only HTTP on the workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from ..conf import orders_settings
+from .lookups import Lookup, _ClientPerThread, _lookup, _order
+from .rate_gate import RateGate
+from .transport import OrdersClient
+
+__all__ = ["LookupStream", "order_stream"]
+
+T = TypeVar("T")
+
+
+class LookupStream(Generic[T]):
+    """``concurrency`` (default ``REFRESH_CONCURRENCY``) worker threads that look up the ids
+    ``submit`` queues, oldest first. ``close`` (or leaving the ``with`` block) drops the ids not
+    yet started and waits for the lookups in flight (at most their request deadline)."""
+
+    def __init__(
+        self,
+        call: Callable[[OrdersClient, str, datetime], T],
+        *,
+        concurrency: int | None = None,
+        gate: RateGate | None = None,
+    ) -> None:
+        self._call = call
+        self.concurrency = concurrency or orders_settings.REFRESH_CONCURRENCY
+        self._clients = _ClientPerThread(gate or RateGate())
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix="django-orders-lookup"
+        )
+
+    def submit(self, record_id: str) -> Future[T]:
+        """Queue one lookup; its future holds the lookup, or the error that is not a 404."""
+        return self._executor.submit(_lookup, self._clients, self._call, record_id)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._clients.close()
+
+    def __enter__(self) -> LookupStream[T]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def order_stream(*, gate: RateGate | None = None) -> LookupStream[Lookup]:
+    """A stream of order lookups (``/orders/lookup``)."""
+    return LookupStream(_order, gate=gate)
