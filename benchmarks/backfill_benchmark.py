@@ -100,22 +100,26 @@ def empty_mirror() -> None:
 
 
 def killed_at(lookups: int):
-    """Make the backfill stop when it stores its ``lookups``-th lookup; return the undo."""
+    """Make the backfill stop when it stores its ``lookups``-th lookup (the batch that reaches
+    it is stored up to it); return the undo."""
     from django_orders.sync import backfill
 
-    original = backfill.store_for_run
+    original = backfill.store_batch
     stored = [0]
 
-    def store(lookup, *args, **kwargs):
-        if stored[0] == lookups:
+    def store(batch, *args, **kwargs):
+        room = lookups - stored[0]
+        if room <= 0:
             raise KeyboardInterrupt
-        stored[0] += 1
-        return original(lookup, *args, **kwargs)
+        stored[0] += min(room, len(batch))
+        original(batch[:room], *args, **kwargs)
+        if room < len(batch):
+            raise KeyboardInterrupt
 
-    backfill.store_for_run = store
+    backfill.store_batch = store
 
     def undo() -> None:
-        backfill.store_for_run = original
+        backfill.store_batch = original
 
     return undo
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..conf import orders_settings
-from .lookups import Lookup, _ClientPerThread, _lookup, _order
+from .lookups import _ClientPerThread, _lookup, _order, _record
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
-__all__ = ["LookupStream", "order_stream"]
+__all__ = ["LookupStream", "lookup_stream"]
 
 T = TypeVar("T")
 
@@ -64,6 +65,9 @@ class LookupStream(Generic[T]):
         self.close()
 
 
-def order_stream(*, gate: RateGate | None = None) -> LookupStream[Lookup]:
-    """A stream of order lookups (``/orders/lookup``)."""
-    return LookupStream(_order, gate=gate)
+def lookup_stream(resource: str, *, gate: RateGate | None = None) -> LookupStream[Any]:
+    """A stream of ``resource``'s lookups: ``Lookup`` of ``/orders/lookup``, ``RecordLookup``
+    of the other resources' (``/customers/lookup``...)."""
+    if resource == "orders":
+        return LookupStream(_order, gate=gate)
+    return LookupStream(partial(_record, resource), gate=gate)

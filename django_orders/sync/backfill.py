@@ -4,27 +4,31 @@ The page window hides every record past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE
 reaches them all. The backfill reads ``/<resource>/search`` (orders, customers: the registry's
 searched resources) newest change first to the end, and looks up every record the mirror lacks
 or settled at an older ``updated_at`` (the change feed's rule, ``feed.decide``, without a
-floor). After each answer's lookups are stored it saves a checkpoint (``SyncCheckpoint``: the
-cursor and what was done), so a killed backfill goes on from there; a cursor refused as expired
-makes it read again from the top, and what it already settled costs a search result, not a
-lookup. When it finishes it leaves the feed's watermark where its first answer said the index
-was fresh, so the next run reads only what changed since.
+floor), through ``backfill_pipeline`` (the next answer read while the lookups run, orders
+written a batch a transaction). Once every lookup of an answer and of those before it is
+stored it saves a checkpoint (``SyncCheckpoint``: the cursor and what was done), so a killed
+backfill goes on from there; a cursor refused as expired makes it read again from the top, and
+what it already settled costs a search result, not a lookup. When it finishes it leaves the
+feed's watermark where its first answer said the index was fresh, so the next run reads only
+what changed since.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from ..client.factory import new_client
+from ..client.lookup_stream import lookup_stream
 from ..client.rate_gate import RateGate
 from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
-from ..exceptions import RequestRejected
 from ..mirror.events import FEED
-from ..mirror.resources import Resource
+from ..mirror.resources import ORDERS, Resource
 from ..models import SyncCheckpoint, SyncRun
+from .backfill_pipeline import Answer, Pipeline
 from .feed import (
     RESTARTS,
     FeedOutcome,
@@ -35,6 +39,7 @@ from .feed import (
     stored_watermark,
 )
 from .lease import Lease
+from .lookup_batches import store_batch
 from .progress import ProgressCallback
 from .refresh import store_for_run
 
@@ -63,41 +68,50 @@ def run_backfill(
     run.feed_read, run.feed_lookups = point.done, point.looked_up
     run.service_total, run.service_total_exact = point.total, point.total_exact
     gate = RateGate()
-    cursor = point.cursor or None
-    restarts = 0
-    with new_client(gate=gate) as client:
-        while True:
-            try:
-                page = client.search(
-                    resource, page_size=orders_settings.SEARCH_PAGE_SIZE, cursor=cursor
-                )
-            except RequestRejected as exc:
-                if not exc.is_cursor_expired or restarts >= RESTARTS:
-                    raise
-                restarts += 1
-                logger.info("The backfill's cursor expired; reading again from the top")
-                cursor = None
-                continue
-            _first(point, page, kind, outcome)
-            outcome.changed.clear()
-            # Per answer, so memory stays flat over a history of millions: what an earlier
-            # answer settled is in the mirror (search_updated_at), which decide reads.
-            decide(kind, outcome, page.results, _EVER, {}, set(), None, compare=True)
-            _look_up(kind, run, lease, outcome, gate)
-            point.cursor = page.next_cursor or ""
-            point.done += len(page.results)
-            point.looked_up = run.feed_lookups
-            point.save(using=database)
-            run.feed_read = point.done
-            SyncRun.objects.filter(pk=run.pk).update(
-                feed_read=run.feed_read, end_reason=BACKFILL, **_totals(run, point)
+    searched = searched_of(kind)
+
+    def answered(page: SearchPage) -> dict[str, datetime]:
+        _first(point, page, kind, outcome)
+        outcome.changed.clear()
+        # Per answer, so memory stays flat over a history of millions: what an earlier
+        # answer settled is in the mirror (search_updated_at), which decide reads.
+        decide(kind, outcome, page.results, _EVER, {}, set(), None, compare=True)
+        return dict(outcome.changed)
+
+    def checkpoint(answer: Answer) -> None:
+        point.cursor = answer.next_cursor or ""
+        point.done += answer.results
+        point.looked_up = run.feed_lookups
+        point.save(using=database)
+        run.feed_read = point.done
+        SyncRun.objects.filter(pk=run.pk).update(
+            feed_read=run.feed_read, end_reason=BACKFILL, **_totals(run, point)
+        )
+        lease.renew()
+        if progress is not None:
+            progress(run)
+
+    def store(lookups: list[Any], moments: dict[str, datetime]) -> None:
+        if kind is ORDERS:  # a batch a transaction
+            store_batch(lookups, moments, run, lease)
+            return
+        for lookup in lookups:
+            stamp = searched.stamp(lookup.record_id, moments[lookup.record_id])
+            store_for_run(
+                lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED, kind=kind
             )
-            lease.renew()
-            if progress is not None:
-                progress(run)
-            if not page.has_more:
-                break
-            cursor = page.next_cursor
+
+    size = orders_settings.SEARCH_PAGE_SIZE
+    with new_client(gate=gate) as client, lookup_stream(resource, gate=gate) as lookups:
+        Pipeline(
+            lookups,
+            search=lambda cursor: client.search(resource, page_size=size, cursor=cursor),
+            decide=answered,
+            store=store,
+            checkpoint=checkpoint,
+            heartbeat=lease.renew,
+            restarts=RESTARTS,
+        ).run(point.cursor or None)
     _finish(kind, run, point, outcome)
 
 
@@ -117,20 +131,6 @@ def _first(point: SyncCheckpoint, page: SearchPage, kind: Resource, outcome) -> 
 def _totals(run: SyncRun, point: SyncCheckpoint) -> dict[str, object]:
     run.service_total, run.service_total_exact = point.total, point.total_exact
     return {"service_total": point.total, "service_total_exact": point.total_exact}
-
-
-def _look_up(
-    kind: Resource, run: SyncRun, lease: Lease, outcome: FeedOutcome, gate: RateGate
-) -> None:
-    """The answer's new and changed records, through the lookup pool (one gate with the
-    search)."""
-    searched = searched_of(kind)
-    lookups = searched.look_up(list(outcome.changed), heartbeat=lease.renew, gate=gate)
-    for lookup in lookups:
-        stamp = searched.stamp(lookup.record_id, outcome.changed[lookup.record_id])
-        store_for_run(
-            lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED, kind=kind
-        )
 
 
 def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:

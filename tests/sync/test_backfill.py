@@ -13,6 +13,7 @@ from django_orders.management.commands.sync_orders import ProgressDisplay
 from django_orders.models import Order, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
+from django_orders.sync.backfill_pipeline import BATCH
 from tests.fixtures.mirror import IN_THREAD
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,22 +51,26 @@ def test_a_backfill_mirrors_the_whole_history_and_leaves_the_watermark(history, 
 
 
 def _killed_after(monkeypatch, lookups: int) -> None:
-    """The backfill stops (as on Ctrl-C) when it stores its ``lookups``-th lookup."""
-    original = backfill.store_for_run
+    """The backfill stops (as on Ctrl-C) when it stores its ``lookups``-th lookup: the batch
+    that reaches it is stored up to it, then the run is interrupted."""
+    original = backfill.store_batch
     stored: list[str] = []
 
-    def store(lookup, *args, **kwargs):
-        if len(stored) == lookups:
+    def store(batch, *args, **kwargs):
+        room = lookups - len(stored)
+        if room <= 0:
             raise KeyboardInterrupt
-        stored.append(lookup.order_id)
-        return original(lookup, *args, **kwargs)
+        stored.extend(lookup.order_id for lookup in batch[:room])
+        original(batch[:room], *args, **kwargs)
+        if room < len(batch):
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(backfill, "store_for_run", store)
+    monkeypatch.setattr(backfill, "store_batch", store)
 
 
 @pytest.mark.parametrize("expire", [False, True], ids=["cursor-kept", "cursor-expired"])
 def test_a_killed_backfill_goes_on_from_its_checkpoint(history, sandbox_paths, monkeypatch, expire):
-    original = backfill.store_for_run
+    original = backfill.store_batch
     _killed_after(monkeypatch, 20)
     with pytest.raises(KeyboardInterrupt):
         sync_orders(backfill=True)
@@ -76,16 +81,21 @@ def test_a_killed_backfill_goes_on_from_its_checkpoint(history, sandbox_paths, m
     )
     point = SyncCheckpoint.objects.get(resource="orders")
     assert point.done > 0 and point.cursor
+    assert Order.objects.count() == 10 + 20
+    killed_lookups = sandbox_paths.count(LOOKUP)
     searches_before = sandbox_paths.count(SEARCHED)
-    monkeypatch.setattr(backfill, "store_for_run", original)
+    monkeypatch.setattr(backfill, "store_batch", original)
     if expire:
         history.expire_search_cursors()  # the rerun reads from the top, skipping what is settled
     run = sync_orders(backfill=True)  # no wait: the killed run released its lease
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
     assert Order.objects.count() == 60
     assert run.feed_read == 60 + (point.done if expire else 0)
-    # Each of the 50 once, but for lookups in flight when it was killed (REFRESH_CONCURRENCY).
-    assert 50 <= sandbox_paths.count(LOOKUP) <= 50 + 8
+    # The 20 stored before the kill are settled, whatever the checkpoint says: the rerun looks
+    # up exactly the other 30. Sent twice: only what the killed run had found but not stored
+    # (its batch, and the lookups in flight).
+    assert sandbox_paths.count(LOOKUP) - killed_lookups == 30
+    assert 20 <= killed_lookups <= 20 + BATCH + 8
     resumed_searches = sandbox_paths.count(SEARCHED) - searches_before
     assert resumed_searches == (1 + 8 if expire else 8 - point.done // 8)
     assert not SyncCheckpoint.objects.exists()
