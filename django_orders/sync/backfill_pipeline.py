@@ -14,6 +14,7 @@ settled in the mirror, and the rerun reads it again without a lookup.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -67,7 +68,8 @@ class Pipeline:
     ``search(cursor)``: one answer (HTTP only: it runs on its own thread); ``decide(page)``:
     the orders to look up and the moment each projection shows; ``store(lookups, moments)``:
     write a batch; ``checkpoint(answer)``: save the walk up to the end of that answer;
-    ``heartbeat()``: renew the lease when nothing finished for ``HEARTBEAT_SECONDS``.
+    ``heartbeat()``: renew the lease. ``store`` renews it too: a batch is written, or the
+    lease renewed, at least every ``HEARTBEAT_SECONDS`` whatever the lookups' pace.
     """
 
     lookups: LookupStream[Any]
@@ -84,6 +86,7 @@ class Pipeline:
     _batch: dict[str, tuple[Any, _Job]] = field(default_factory=dict)
     _finished: SimpleQueue[Future] = field(default_factory=SimpleQueue)
     _looking: int = 0  # answers with lookups not yet found
+    _renewed: float = field(default_factory=time.monotonic)  # the lease, by a batch or not
 
     def run(self, cursor: str | None) -> None:
         """Walk to the end; an error of a lookup or a search propagates (the batch of lookups
@@ -106,11 +109,11 @@ class Pipeline:
                 if not more:
                     return
                 continue
+            waited = time.monotonic() - self._renewed
             try:
-                finished = [self._finished.get(timeout=HEARTBEAT_SECONDS)]
+                finished = [self._finished.get(timeout=max(0.0, HEARTBEAT_SECONDS - waited))]
             except Empty:
-                self._flush()
-                self.heartbeat()
+                self._renew()
                 continue
             while True:
                 try:
@@ -135,6 +138,8 @@ class Pipeline:
                 self._answer(page)
             if len(self._batch) >= self.batch_size or not self._flight:
                 self._flush()
+            elif time.monotonic() - self._renewed >= HEARTBEAT_SECONDS:
+                self._renew()  # lookups held back by a 429: the lease must not lapse meanwhile
 
     def _answer(self, page: SearchPage) -> None:
         """Decide one answer and queue its lookups behind those already queued."""
@@ -175,12 +180,21 @@ class Pipeline:
             self._flush()  # what the lookups found before the error is kept
             raise
 
+    def _renew(self) -> None:
+        """Write what was found, whose transaction renews the lease; or just renew it."""
+        if self._batch:
+            self._flush()
+        else:
+            self.heartbeat()
+            self._renewed = time.monotonic()
+
     def _flush(self) -> None:
         """Write the batch, then checkpoint the answers it completed."""
         if not self._batch:
             return
         batch = list(self._batch.values())
         self.store([lookup for lookup, _job in batch], {j.record_id: j.moment for _l, j in batch})
+        self._renewed = time.monotonic()
         self._batch.clear()
         for _lookup, job in batch:
             if self._pending.get(job.record_id) is job:

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django_orders.client.lookups import Lookup
 from django_orders.models import Order, OrderEvent, SyncCheckpoint, SyncRun
 from django_orders.services import refresh_orders, sync_orders
-from django_orders.sync import backfill
+from django_orders.sync import backfill, backfill_pipeline
 from django_orders.sync.backfill_pipeline import Answer, Pipeline
 from django_orders.sync.lease import Lease
 from django_orders.sync.lookup_batches import store_batch
@@ -186,6 +186,28 @@ def test_an_order_in_two_answers_is_looked_up_again_only_if_it_changed_in_betwee
     assert not thread.is_alive() and thread.errors == []  # type: ignore[attr-defined]
     assert {i: len(f) for i, f in lookups.futures.items()} == {"a": 1, "b": 2}
     assert [e[1:] for e in log if e[0] == "checkpoint"] == [("c1", 2), (None, 2)]
+
+
+def test_while_a_lookup_is_held_back_the_batch_is_written_and_the_lease_renewed(monkeypatch):
+    """A lookup that does not come back (a 429's wait) holds neither the others' write nor
+    the lease: past ``HEARTBEAT_SECONDS`` what was found is written (its transaction renews
+    the lease), then the lease is renewed on its own."""
+    monkeypatch.setattr(backfill_pipeline, "HEARTBEAT_SECONDS", 0.05)
+    pages = {None: _page([("a", 9), ("b", 8)], None)}
+    lookups, log = _Lookups(), []
+    pipeline = _pipeline(pages, lookups, log)  # a batch of 32: only the time writes "a"
+    beats: list[int] = []
+    pipeline.heartbeat = lambda: beats.append(1)
+    thread = _run_in_thread(pipeline)
+    lookups.wait_for("a", "b")
+    lookups.finish("a")
+    _until(lambda: ("stored", ["a"]) in log)
+    _until(lambda: len(beats) >= 2)
+    assert log == [("stored", ["a"])]
+    lookups.finish("b")
+    thread.join(timeout=30)
+    assert not thread.is_alive() and thread.errors == []  # type: ignore[attr-defined]
+    assert log == [("stored", ["a"]), ("stored", ["b"]), ("checkpoint", None, 2)]
 
 
 # --- batches against the sandbox ------------------------------------------------------------
