@@ -212,7 +212,8 @@ def test_while_a_lookup_is_held_back_the_batch_is_written_and_the_lease_renewed(
 
 # --- batches against the sandbox ------------------------------------------------------------
 
-pytestmark_db = pytest.mark.django_db(transaction=True)
+#: The tests below write through the sandbox and threads: real transactions.
+with_db = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -234,7 +235,7 @@ def _lookups_of(server, count: int, sent_at: datetime) -> list[Lookup]:
     return [Lookup(r["id"], r, sent_at) for r in records]
 
 
-@pytestmark_db
+@with_db
 @pytest.mark.parametrize("count", [2, 8])
 def test_a_batch_is_one_transaction_of_the_same_statements_whatever_its_size(history, count):
     run = SyncRun.objects.create(resource="orders")
@@ -256,7 +257,7 @@ def test_a_batch_is_one_transaction_of_the_same_statements_whatever_its_size(his
     assert SyncRun.objects.get(pk=run.pk).feed_lookups == count == run.created
 
 
-@pytestmark_db
+@with_db
 def test_each_order_of_a_batch_is_weighed_against_its_own_request(history):
     """Two orders held as observed at ``seen``; answers with the same status but other
     bytes: the one whose request was sent before ``seen`` is kept out, the later one written."""
@@ -285,7 +286,7 @@ def test_each_order_of_a_batch_is_weighed_against_its_own_request(history):
     assert (run.updated, run.unchanged, run.feed_lookups) == (1, 1, 2)
 
 
-@pytestmark_db
+@with_db
 def test_a_backfill_killed_between_batches_resumes_without_skipping_and_records_once(
     history, sandbox_paths, monkeypatch, status_changes
 ):
