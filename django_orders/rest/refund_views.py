@@ -8,7 +8,7 @@ conflicts: docs/architecture/interfaces.md ("Refunds in the API").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
@@ -313,9 +313,9 @@ class OrderRefundViewSet(
         if isinstance(exc, RefundRejected):
             return rejected(exc)
         if isinstance(exc, RefundRequestPending):
-            if in_flight(exc):  # type: ignore[arg-type]  # the same fields as a checkout's
+            if in_flight(exc):
                 return self._refused_key(refund_keys.IN_PROGRESS)
-            return refund_pending(self.request, exc.order_request)
+            return refund_pending(self.request, cast(OrderRequest, exc.order_request))
         raise exc  # Order.DoesNotExist: the exception handler's 404
 
     @staticmethod

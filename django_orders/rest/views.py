@@ -7,7 +7,7 @@ transactions and refuse to run inside an outer one (see ``creation.flow``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.urls import reverse
 from django.utils import timezone
@@ -25,7 +25,12 @@ from rest_framework.response import Response
 from .. import services
 from ..conf import setting_name
 from ..db import app_database, non_atomic_requests
-from ..exceptions import OrderRequestPending, OrderRequestRejected, OrdersConfigurationError
+from ..exceptions import (
+    OrderRequestPending,
+    OrderRequestRejected,
+    OrdersConfigurationError,
+    RefundRequestPending,
+)
 from ..mirror.queries import stored_order
 from ..models import Customer, Order, OrderRequest
 from ..services import stored_error
@@ -145,9 +150,9 @@ def pending_response(
     return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
 
 
-def in_flight(exc: OrderRequestPending) -> bool:
-    """Another process holds this checkout's claim right now: it is being sent."""
-    order_request = exc.order_request
+def in_flight(exc: OrderRequestPending | RefundRequestPending) -> bool:
+    """Another process holds this checkout's (or refund's) claim right now: it is being sent."""
+    order_request = cast(OrderRequest, exc.order_request)
     claimed_until = order_request.claimed_until
     return (
         exc.cause is None
@@ -235,7 +240,7 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
                     "later with the same key and body.",
                     headers={"Retry-After": str(PENDING_RETRY_AFTER)},
                 )
-            return pending_response(request, exc.order_request, token=True)
+            return pending_response(request, cast(OrderRequest, exc.order_request), token=True)
         # Just committed by create_order: read where it was written, not from a replica.
         written = OrderRequest.objects.using(app_database())
         request_pk = written.values_list("pk", flat=True).get(
