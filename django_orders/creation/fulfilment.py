@@ -31,13 +31,15 @@ from django.utils import timezone
 from ..client.factory import get_client
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import (
-    AuthenticationFailed,
+from ..exceptions.flows import (
     InvalidRecord,
-    InvalidResponse,
     OrderNotCompletable,
     OrderRequestPending,
     OrderRequestRejected,
+)
+from ..exceptions.wire import (
+    AuthenticationFailed,
+    InvalidResponse,
     OrdersAPIError,
     OrdersError,
     RequestRejected,

@@ -16,7 +16,7 @@ import msgspec
 
 from ..client.decoding import decode_answer, why_not_json
 from ..client.order_structs import decode_orders_page, to_records
-from ..exceptions import InvalidResponse
+from ..exceptions.wire import InvalidResponse
 from .parsing import (
     ParsedCustomer,
     ParsedOrder,

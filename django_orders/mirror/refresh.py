@@ -16,9 +16,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..client.lookups import Lookup
+from ..client.lookup_results import Lookup
 from ..db import app_atomic, app_on_commit
-from ..exceptions import InvalidRecord
+from ..exceptions.flows import InvalidRecord
 from ..models import Order
 from .announce import announce
 from .events import LOOKUP, Origin

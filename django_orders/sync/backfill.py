@@ -21,7 +21,7 @@ from ..client.rate_gate import RateGate
 from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
-from ..exceptions import RequestRejected
+from ..exceptions.wire import RequestRejected
 from ..mirror.events import FEED
 from ..models import Order, SyncCheckpoint, SyncRun
 from .feed import (

@@ -32,7 +32,7 @@ from ..client.search_structs import FRESHNESS_STATES, SearchPage, SearchResult
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database
-from ..exceptions import OrdersNetworkError, RequestRejected, ServerError
+from ..exceptions.wire import OrdersNetworkError, RequestRejected, ServerError
 from ..mirror.events import FEED
 from ..mirror.store import MirrorResult
 from ..models import Order, SyncRun

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from ..client.pages import Page
 from ..client.paging import PageWalk
-from ..exceptions import InvalidRecord, InvalidResponse
+from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidResponse
 from ..mirror.page_parsing import parse_fetched, reparse_leniently
 
 logger = logging.getLogger("django_orders.sync")

@@ -14,9 +14,10 @@ from datetime import datetime
 
 from django.db.models import F
 
-from ..client.lookups import Lookup, lookup_orders
+from ..client.lookup_results import Lookup
+from ..client.lookups import lookup_orders
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import InvalidRecord
+from ..exceptions.flows import InvalidRecord
 from ..mirror.events import LOOKUP, Origin
 from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult

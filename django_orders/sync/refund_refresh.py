@@ -16,9 +16,10 @@ from datetime import datetime
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ..client.lookups import RefundLookup, lookup_refunds
+from ..client.lookup_results import RefundLookup
+from ..client.lookups import lookup_refunds
 from ..db import app_atomic, app_database
-from ..exceptions import InvalidRecord
+from ..exceptions.flows import InvalidRecord
 from ..mirror.refunds import FINAL, StoredRefunds, stamp_refund_refreshed, store_refund_lookup
 from ..models import Refund, SyncRun
 from .lease import Lease
