@@ -31,14 +31,10 @@ from django.utils import timezone
 from ..client.factory import get_client
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions.flows import (
-    InvalidRecord,
-    OrderNotCompletable,
-    OrderRequestPending,
-    OrderRequestRejected,
-)
+from ..exceptions.flows import OrderNotCompletable, OrderRequestPending, OrderRequestRejected
 from ..exceptions.wire import (
     AuthenticationFailed,
+    InvalidRecord,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,

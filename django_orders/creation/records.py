@@ -23,8 +23,9 @@ from django.utils import timezone
 from ..client.errors import shorten
 from ..client.transport import OrdersClient
 from ..conf import orders_settings, setting_name
-from ..exceptions.flows import InvalidRecord, OrderAnswerMismatch
+from ..exceptions.flows import OrderAnswerMismatch
 from ..exceptions.wire import (
+    InvalidRecord,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,

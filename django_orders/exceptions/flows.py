@@ -141,10 +141,6 @@ class SyncAlreadyRunning(OrdersError):
     """Another process holds the sync lease for this resource."""
 
 
-class InvalidRecord(OrdersError):
-    """An upstream record breaks a rule the spec is firm about (prefix, timestamp...)."""
-
-
 def _article(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 

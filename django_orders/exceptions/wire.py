@@ -252,4 +252,5 @@ class InvalidResponse(OrdersAPIError):
     """An answer that is not what the contract says: not JSON, or missing its envelope."""
 
 
-# --- Services --------------------------------------------------------------------------------
+class InvalidRecord(OrdersError):
+    """An upstream record breaks a rule the spec is firm about (prefix, timestamp...)."""

@@ -25,7 +25,7 @@ from ..client.order_structs import (
     order_slices,
     to_records,
 )
-from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from .bulk_pages import (
     body_records,
     encode_sorted,

@@ -14,7 +14,7 @@ from datetime import datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, TypeVar
 
-from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from .record_fields import read_contact, read_number, read_payment_url, read_total  # re-exported
 from .timestamps import parse_timestamp
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ..client.lookup_results import Lookup
 from ..db import app_atomic, app_on_commit
-from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from ..models import Order
 from .announce import announce
 from .events import LOOKUP, Origin

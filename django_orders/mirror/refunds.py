@@ -21,7 +21,7 @@ from django.utils import timezone
 from ..client.lookup_results import RefundLookup
 from ..client.refund_structs import RefundStruct, decode_refund, embedded_refunds
 from ..db import app_database
-from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from ..models import Order, OrderRequest, Refund, RefundStatus
 from . import events
 from .events import LOOKUP, Origin

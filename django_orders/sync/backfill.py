@@ -34,8 +34,8 @@ from .feed import (
     stored_watermark,
 )
 from .lease import Lease
+from .lookup_store import store_for_run
 from .progress import ProgressCallback
-from .refresh import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 

@@ -19,8 +19,7 @@ from ..client.factory import new_client
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
-from ..exceptions.flows import InvalidRecord
-from ..exceptions.wire import error_name
+from ..exceptions.wire import InvalidRecord, error_name
 from ..mirror.announce import announce
 from ..mirror.resources import RESOURCE_NAME, Resource, resource_for
 from ..mirror.store import MirrorResult

@@ -37,8 +37,8 @@ from ..mirror.events import FEED
 from ..mirror.store import MirrorResult
 from ..models import Order, SyncRun
 from .lease import Lease
+from .lookup_store import store_for_run
 from .progress import ProgressCallback
-from .refresh import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 

@@ -15,7 +15,7 @@ from django.db import DataError, IntegrityError
 
 from ..client.decoding import storable_text
 from ..db import app_atomic
-from ..mirror.resources import Resource
+from ..mirror.resources.registry import Resource
 from ..mirror.store import MirrorResult
 from ..models import SyncRun
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from ..client.lookup_results import RefundLookup
 from ..client.lookups import lookup_refunds
 from ..db import app_atomic, app_database
-from ..exceptions.flows import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from ..mirror.refunds import FINAL, StoredRefunds, stamp_refund_refreshed, store_refund_lookup
 from ..models import Refund, SyncRun
 from .lease import Lease

@@ -18,7 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from ...client.refund_structs import decode_refund
-from ...exceptions.flows import InvalidRecord
+from ...exceptions.wire import InvalidRecord
 from ...models import Refund
 from ..events import PAGE
 from ..refunds import refund_row, store_refunds
