@@ -35,6 +35,7 @@ from .base import (
     names_nothing,
     pretty_json_text,
     raw_as_text,
+    status_badge,
 )
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
@@ -53,11 +54,6 @@ MAX_REQUESTS_SHOWN = 20
 EXPIRY_HIDDEN = (OrderStatus.PAID, OrderStatus.COMPLETED, OrderStatus.CANCELED)
 #: The expiry as the detail page lists it (``ReadOnlyModelAdmin`` shows it in local form).
 EXPIRY = ("expires_at", "expires_at_local")
-
-
-def status_badge(order: Order) -> SafeString:
-    # get_status_display() falls back to the stored value for a status the choices lack.
-    return badge(order.status, order.get_status_display())
 
 
 @admin.register(Order)

@@ -37,10 +37,9 @@ from ..exceptions import (
     RequestRejected,
 )
 from ..models import DocumentDelivery, Order, OrderRequest
+from .base import ERRORS, PENDING_RETRY_AFTER, HasOrdersPermission, OrdersAPIMixin, documented
 from .exceptions import error_response
-from .refund_views import HasOrdersPermission
 from .serializers import ErrorSerializer, OrderSerializer
-from .views import ERRORS, PENDING_RETRY_AFTER, OrdersAPIMixin, documented
 
 FORBIDDEN = {403: OpenApiResponse(description="Without the endpoint's permission.")}
 
