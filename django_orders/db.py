@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.transaction import Atomic, TransactionManagementError
 
-from .models import Order
+from .models.mirror import Order
 
 _View = TypeVar("_View", bound=Callable[..., object])
 

@@ -28,7 +28,8 @@ from ..models import Order, SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
 from .lease import Lease
-from .pagewrite import MALFORMED, set_aside, write_page
+from .pagewrite import write_page
+from .problems import MALFORMED, set_aside
 from .progress import (
     PROGRESS_FIELDS,
     ProgressCallback,

@@ -15,7 +15,7 @@ from ..mirror.refresh import stamp_refreshed, store_lookup
 from ..mirror.store import MirrorResult
 from ..models import SyncRun
 from .lease import Lease
-from .pagewrite import MALFORMED, REFUSALS, set_aside
+from .problems import MALFORMED, REFUSALS, set_aside
 from .progress import add_counts, counts_kept_on_commit, progress_values
 
 
@@ -33,7 +33,7 @@ def store_for_run(
     ``counter``: the run's count of these lookups (``refreshed``, or ``feed_lookups`` for the
     change feed's); ``origin``: what the timeline says found a change; ``also`` runs in the same
     transaction after a stored order. A record the database refuses, or a malformed one, is set
-    aside as a page's record is (``pagewrite``), and the order goes to the back of the refresh
+    aside as a page's record is (``problems``), and the order goes to the back of the refresh
     queue.
     """
 

@@ -23,7 +23,7 @@ from ..exceptions.wire import InvalidRecord
 from ..mirror.refunds import FINAL, StoredRefunds, stamp_refund_refreshed, store_refund_lookup
 from ..models import Refund, SyncRun
 from .lease import Lease
-from .pagewrite import MALFORMED, REFUSALS, set_aside
+from .problems import MALFORMED, REFUSALS, set_aside
 from .progress import ProgressCallback, counts_kept_on_commit, progress_values
 
 logger = logging.getLogger("django_orders.sync")
