@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 
 from ..db import app_database
 from ..models import Customer, Order
-from .parsing import ParsedCustomer, ParsedOrder
+from .parsed import ParsedCustomer, ParsedOrder
 from .upsert import read_by_ids
 from .wire_match import count_matches, store_wire_fingerprints
 

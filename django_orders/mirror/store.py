@@ -25,7 +25,7 @@ from . import events
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .events import PAGE, Origin
 from .lifecycle import APPEARING, observed, replaces
-from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .parsed import ParsedCustomer, ParsedOrder, ParsedRecord
 from .rows import customer_row as customer_row
 from .rows import order_row
 from .upsert import upsert, write_read_rows
