@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from ..models import Order
+from ..models.mirror import Order
 from ..signals import order_first_seen
 
 logger = logging.getLogger("django_orders.sync")

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..client.order_structs import CustomerStruct, LightOrder, OrderStruct
-from .bulk_pages import encode_sorted, hash_text
-from .parsed import ParsedCustomer, ParsedOrder
+from .parsed import ParsedCustomer, ParsedOrder, encode_sorted, hash_text
 from .record_fields import EMAIL_MAX, PHONE_MAX
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..models import OrderStatus
+from ..models.mirror import OrderStatus
 
 #: How far along its lifecycle a status is. Canceled and expired share a rank: neither follows
 #: the other. Statuses not listed (``unknown``, any other string) have no rank.

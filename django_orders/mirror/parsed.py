@@ -11,6 +11,8 @@ from datetime import datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
+import msgspec
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # CPython's C encoder, built once with the settings above; ``json.dumps`` builds an encoder
 # object and a C encoder on every call, which was a third of the cost of encoding a small
@@ -21,6 +23,15 @@ _C_CANONICAL = (
     if c_make_encoder is not None
     else None
 )
+
+
+#: msgspec's sorted encoding: ``canonical_json``'s text, as bytes, for decoded JSON values.
+encode_sorted = msgspec.json.Encoder(order="sorted").encode
+
+
+def hash_text(text: bytes) -> str:
+    """The fingerprint of canonical text: what ``wire_fingerprint`` and the light path hash."""
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 def canonical_json(record: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from ..client.lookup_results import Lookup
 from ..db import app_atomic, app_on_commit
 from ..exceptions.wire import InvalidRecord
-from ..models import Order
+from ..models.mirror import Order
 from .announce import announce
 from .events import LOOKUP, Origin
 from .parsing import parse_order

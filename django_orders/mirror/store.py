@@ -20,7 +20,7 @@ from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from ..db import app_database
-from ..models import Customer, Order, RemoteRecord
+from ..models.mirror import Customer, Order, RemoteRecord
 from . import events
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .events import PAGE, Origin

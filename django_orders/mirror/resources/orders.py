@@ -14,7 +14,7 @@ from django.db import DataError
 from ...client.pages import COLLECTIONS
 from ...client.refund_structs import embedded_refunds
 from ...exceptions.wire import InvalidRecord
-from ...models import TERMINAL_STATUSES, Order
+from ...models.mirror import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
 from ..deferred_pages import (
     carried_refunds,

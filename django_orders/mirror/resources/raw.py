@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from ...models import RemoteRecord
+from ...models.mirror import RemoteRecord
 from ..parsing import ParsedRecord, parse_record
 from ..store import MirrorResult, store_records
 from .registry import Resource

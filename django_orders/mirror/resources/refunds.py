@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ...client.refund_structs import decode_refund
 from ...exceptions.wire import InvalidRecord
-from ...models import Refund
+from ...models.mirror import Refund
 from ..events import PAGE
 from ..refunds import refund_row, store_refunds
 from ..store import MirrorResult
