@@ -18,27 +18,60 @@ from django.views.decorators.debug import sensitive_variables
 
 from ..exceptions.wire import OrdersConfigurationError
 from ..secret import Secret
-from .table import DEFAULT_MAX_RESPONSE_BYTES as DEFAULT_MAX_RESPONSE_BYTES
-from .table import DEFAULT_REQUEST_DEADLINE as DEFAULT_REQUEST_DEADLINE
-from .table import DEFAULTS as DEFAULTS
-from .table import ENV_NAMES as ENV_NAMES
-from .table import LEASE_MARGIN as LEASE_MARGIN
-from .table import LONGEST_CLIENT_WAIT as LONGEST_CLIENT_WAIT
-from .table import MAX_PAGE_SIZE as MAX_PAGE_SIZE
-from .table import MAX_REFRESH_CONCURRENCY as MAX_REFRESH_CONCURRENCY
-from .table import REQUIRED as REQUIRED
-from .table import SERVER_KEY_RETENTION as SERVER_KEY_RETENTION
-from .table import SETTINGS as SETTINGS
-from .table import SETTINGS_NAME as SETTINGS_NAME
-from .table import SYNC_HELPERS as SYNC_HELPERS
-from .table import Setting as Setting
-from .table import Validator as Validator
-from .table import duration as duration
-from .table import http_url_host as http_url_host
-from .table import longest_exchange as longest_exchange
-from .table import optional as optional
-from .table import setting_name as setting_name
-from .table import whole_number as whole_number
+from .table import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_DEADLINE,
+    DEFAULTS,
+    ENV_NAMES,
+    LEASE_MARGIN,
+    LONGEST_CLIENT_WAIT,
+    MAX_PAGE_SIZE,
+    MAX_REFRESH_CONCURRENCY,
+    REQUIRED,
+    SERVER_KEY_RETENTION,
+    SETTINGS,
+    SETTINGS_NAME,
+    SYNC_HELPERS,
+    Setting,
+    Validator,
+    duration,
+    http_url_host,
+    longest_exchange,
+    optional,
+    setting_name,
+    whole_number,
+)
+
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_REQUEST_DEADLINE",
+    "ENV_NAMES",
+    "LEASE_MARGIN",
+    "LONGEST_CLIENT_WAIT",
+    "MAX_PAGE_SIZE",
+    "MAX_REFRESH_CONCURRENCY",
+    "REQUIRED",
+    "SERVER_KEY_RETENTION",
+    "SETTINGS",
+    "SETTINGS_NAME",
+    "SYNC_HELPERS",
+    "OrdersSettings",
+    "Setting",
+    "Validator",
+    "duration",
+    "http_url_host",
+    "is_missing",
+    "longest_exchange",
+    "missing_setting",
+    "not_set_message",
+    "optional",
+    "orders_settings",
+    "problem",
+    "setting_name",
+    "validate",
+    "whole_number",
+]
 
 
 @sensitive_variables("value")
