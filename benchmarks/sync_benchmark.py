@@ -357,9 +357,16 @@ def write_readme(table: str) -> None:
 # --- the children: one backend, one fresh database ----------------------------------------------
 
 
-def configure(backend: str, *, database: str | None = None, migrate: bool = True) -> None:
+def configure(
+    backend: str,
+    *,
+    database: str | None = None,
+    migrate: bool = True,
+    orders_settings: dict | None = None,
+) -> None:
     """Django's settings for ``backend``: a fresh database (a new SQLite file, or the empty
-    PostgreSQL one), or the one named ``database`` (another process's), migrated if asked."""
+    PostgreSQL one), or the one named ``database`` (another process's), migrated if asked;
+    ``orders_settings`` are added to ``DJANGO_ORDERS``."""
     import django
     from django.conf import settings
 
@@ -389,6 +396,7 @@ def configure(backend: str, *, database: str | None = None, migrate: bool = True
             "BASE_URL": os.environ["BENCH_URL"],
             "PAGE_SIZE": PAGE_SIZE,
             "MAX_PAGE_NUMBER": None,
+            **(orders_settings or {}),
         },
         LOGGING_CONFIG=None,
     )
@@ -538,8 +546,9 @@ def copy_in_pages(cursor, table: str, columns: list[str], rows: list[tuple]) -> 
                 rows_in.write_row(row)
 
 
-def naive(url: str) -> tuple[float, int]:
-    """The loop one writes first: update_or_create per customer and per order."""
+def naive(url: str, limit: int | None = None) -> tuple[float, int]:
+    """The loop one writes first: update_or_create per customer and per order (over the first
+    pages holding ``limit`` orders, when given)."""
     from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
     from django_orders.mirror.parsing import parse_order
@@ -567,6 +576,8 @@ def naive(url: str) -> tuple[float, int]:
                     },
                 )
                 count += 1
+            if limit is not None and count >= limit:
+                break
     return time.perf_counter() - started, count
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -25,7 +24,14 @@ from .. import services
 from ..exceptions import OrdersError, RefundNotCancelable
 from ..models import Order, Refund, RefundStatus
 from ..money import format_money
-from .base import ReadOnlyModelAdmin, badge, compact_datetime, has_model_permission, pretty_json
+from .base import (
+    ReadOnlyModelAdmin,
+    action_confirmation,
+    badge,
+    compact_datetime,
+    has_model_permission,
+    pretty_json,
+)
 from .checkout import CurrencyListFilter
 
 #: Each cancel is one HTTP call made inside the web request.
@@ -139,20 +145,13 @@ class RefundAdmin(ReadOnlyModelAdmin):
         if request.POST.get("post") == "yes":
             self._cancel(request, pending)
             return None
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": _("Cancel refunds?"),
-            "subtitle": None,
-            "opts": opts,
-            "refunds": pending,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "action_name": "cancel_refunds",
-            "media": self.media,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(
-            request, f"admin/{opts.app_label}/{opts.model_name}/cancel_confirmation.html", context
+        return action_confirmation(
+            self,
+            request,
+            title=_("Cancel refunds?"),
+            action_name="cancel_refunds",
+            template="cancel_confirmation.html",
+            refunds=pending,
         )
 
     def _cancel(self, request: HttpRequest, refunds: list[Refund]) -> None:

@@ -1,5 +1,5 @@
-"""What a lookup gives back (``Lookup``, ``RefundLookup``): plain records with the time their
-request was sent, which the mirror stores without knowing how they were fetched.
+"""What a lookup gives back (``Lookup``, ``RecordLookup``, ``RefundLookup``): plain records with
+the time their request was sent, which the mirror stores without knowing how they were fetched.
 """
 
 from __future__ import annotations
@@ -19,6 +19,20 @@ class Lookup:
     """
 
     order_id: str
+    record: dict[str, Any] | None
+    sent_at: datetime | None = None
+
+    @property
+    def record_id(self) -> str:
+        """The id looked up, under the name every kind of lookup shares (``RecordLookup``)."""
+        return self.order_id
+
+
+@dataclass(frozen=True)
+class RecordLookup:
+    """One finished lookup of a raw resource's record (``None``: the service does not know it)."""
+
+    record_id: str
     record: dict[str, Any] | None
     sent_at: datetime | None = None
 

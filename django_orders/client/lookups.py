@@ -1,5 +1,6 @@
-"""Lookups several at a time: the refresh of orders the page walk cannot reach, and of the
-refunds still moving (``lookup_refunds``).
+"""Lookups several at a time: the refresh of orders the page walk cannot reach, of the
+refunds still moving (``lookup_refunds``), and the backfill's records of a raw resource
+(``lookup_records``).
 
 ``REFRESH_CONCURRENCY`` lookups in flight, each worker thread with its own client, all sharing
 one ``RateGate``; only HTTP happens on the workers, the calling thread writes each answer. Why:
@@ -12,17 +13,25 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
+from functools import partial
 from itertools import islice
 from typing import TypeVar
 
 from ..conf import orders_settings
 from ..exceptions.wire import RequestRejected
-from .factory import new_client
-from .lookup_results import Lookup, RefundLookup
+from .factory import get_client, new_client
+from .lookup_results import Lookup, RecordLookup, RefundLookup
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
-__all__ = ["Lookup", "RefundLookup", "lookup_orders", "lookup_refunds"]
+__all__ = [
+    "Lookup",
+    "RecordLookup",
+    "RefundLookup",
+    "lookup_orders",
+    "lookup_records",
+    "lookup_refunds",
+]
 
 #: How often, at the longest, the caller's ``heartbeat`` runs while lookups are in flight
 #: (the sync renews its lease there), even when no lookup finishes for a while.
@@ -79,6 +88,15 @@ def _refund(client: OrdersClient, refund_id: str, sent_at: datetime) -> RefundLo
         return RefundLookup(refund_id, None, sent_at)
 
 
+def _record(resource: str, client: OrdersClient, record_id: str, sent_at: datetime) -> RecordLookup:
+    try:
+        return RecordLookup(record_id, client.lookup_record(resource, record_id), sent_at)
+    except RequestRejected as exc:
+        if exc.status_code != 404:
+            raise
+        return RecordLookup(record_id, None, sent_at)
+
+
 def _lookup(
     clients: _ClientPerThread, call: Callable[[OrdersClient, str, datetime], T], record_id: str
 ) -> T:
@@ -94,6 +112,18 @@ def lookup_refunds(
 ) -> Iterator[RefundLookup]:
     """``lookup_orders`` for refunds (``/refunds/lookup``): the same pool, limits and rules."""
     return _lookup_each(_refund, refund_ids, concurrency, heartbeat, gate)
+
+
+def lookup_records(
+    resource: str,
+    record_ids: Iterable[str],
+    *,
+    concurrency: int | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    gate: RateGate | None = None,
+) -> Iterator[RecordLookup]:
+    """``lookup_orders`` for the records of ``resource`` (``/customers/lookup``...)."""
+    return _lookup_each(partial(_record, resource), record_ids, concurrency, heartbeat, gate)
 
 
 def lookup_orders(
@@ -126,6 +156,11 @@ def _lookup_each(
 ) -> Iterator[T]:
     ids = list(dict.fromkeys(record_ids))
     if not ids:
+        return
+    if len(ids) == 1 and gate is None:
+        # One lookup (the payment watcher's, an admin refresh of one order): this thread's
+        # client, with its connection and its rate gate, and no pool.
+        yield call(get_client(), ids[0], datetime.now(UTC))
         return
     if concurrency is None:
         concurrency = orders_settings.REFRESH_CONCURRENCY

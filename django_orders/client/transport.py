@@ -41,6 +41,7 @@ from .fulfilment import FulfilmentCalls
 from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for, page_from
 from .rate_gate import RateGate
+from .records import RecordCalls
 from .refunds import RefundCalls
 from .search import SearchCalls
 
@@ -57,7 +58,7 @@ BACKOFF_CAP = 8.0
 T = TypeVar("T")
 
 
-class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls):
+class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
     """A client for one API key and base URL.
 
     The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds

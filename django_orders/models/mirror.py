@@ -299,6 +299,15 @@ class RemoteRecord(models.Model):
     fingerprint = models.CharField(_("fingerprint"), max_length=64, blank=True, editable=False)
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+    # As ``Order.search_updated_at``, for a resource with a search index (customers): the
+    # updated_at of the last projection a backfill settled; a newer one means it changed.
+    search_updated_at = models.DateTimeField(
+        _("search updated"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("The provider's updated_at of the last change the backfill settled."),
+    )
 
     class Meta:
         verbose_name = _("remote record")

@@ -1,13 +1,14 @@
-"""``sync_orders --backfill``: the whole history of orders through the search index.
+"""``sync_orders --backfill``: the whole history of a resource through its search index.
 
-The page window hides every order past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE``; search
-reaches them all. The backfill reads ``/orders/search`` newest change first to the end, and
-looks up every order the mirror lacks or settled at an older ``updated_at`` (the change feed's
-rule, ``feed.decide``, without a floor). After each answer's lookups are stored it saves a
-checkpoint (``SyncCheckpoint``: the cursor and what was done), so a killed backfill goes on
-from there; a cursor refused as expired makes it read again from the top, and what it already
-settled costs a search result, not a lookup. When it finishes it leaves the feed's watermark
-where its first answer said the index was fresh, so the next run reads only what changed since.
+The page window hides every record past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE``; search
+reaches them all. The backfill reads ``/<resource>/search`` (orders, customers: the registry's
+searched resources) newest change first to the end, and looks up every record the mirror lacks
+or settled at an older ``updated_at`` (the change feed's rule, ``feed.decide``, without a
+floor). After each answer's lookups are stored it saves a checkpoint (``SyncCheckpoint``: the
+cursor and what was done), so a killed backfill goes on from there; a cursor refused as expired
+makes it read again from the top, and what it already settled costs a search result, not a
+lookup. When it finishes it leaves the feed's watermark where its first answer said the index
+was fresh, so the next run reads only what changed since.
 """
 
 from __future__ import annotations
@@ -16,21 +17,21 @@ import logging
 from datetime import UTC, datetime
 
 from ..client.factory import new_client
-from ..client.lookups import lookup_orders
 from ..client.rate_gate import RateGate
 from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
 from ..exceptions.wire import RequestRejected
 from ..mirror.events import FEED
-from ..models import Order, SyncCheckpoint, SyncRun
+from ..mirror.resources.registry import Resource
+from ..models import SyncCheckpoint, SyncRun
 from .feed import (
     RESTARTS,
     FeedOutcome,
     decide,
     feed_values,
     first_answer,
-    stamp_settled,
+    searched_of,
     stored_watermark,
 )
 from .lease import Lease
@@ -49,12 +50,12 @@ _EVER = datetime.min.replace(tzinfo=UTC)
 def run_backfill(
     run: SyncRun,
     lease: Lease,
-    resource: str,
-    search_type: str,
+    kind: Resource,
     progress: ProgressCallback | None,
 ) -> None:
     """Read the whole index into the mirror, from the saved checkpoint if there is one; the
     run's ``feed_read`` and ``service_total`` say how far it is ("done / at least N")."""
+    resource = kind.name
     database = app_database()
     point, _ = SyncCheckpoint.objects.using(database).get_or_create(resource=resource)
     outcome = FeedOutcome(watermark_before=stored_watermark(resource))
@@ -77,12 +78,12 @@ def run_backfill(
                 logger.info("The backfill's cursor expired; reading again from the top")
                 cursor = None
                 continue
-            _first(point, page, search_type, outcome)
+            _first(point, page, kind, outcome)
             outcome.changed.clear()
             # Per answer, so memory stays flat over a history of millions: what an earlier
             # answer settled is in the mirror (search_updated_at), which decide reads.
-            decide(outcome, page.results, _EVER, {}, set(), None, compare=True)
-            _look_up(run, lease, outcome, gate)
+            decide(kind, outcome, page.results, _EVER, {}, set(), None, compare=True)
+            _look_up(kind, run, lease, outcome, gate)
             point.cursor = page.next_cursor or ""
             point.done += len(page.results)
             point.looked_up = run.feed_lookups
@@ -97,17 +98,18 @@ def run_backfill(
             if not page.has_more:
                 break
             cursor = page.next_cursor
-    _finish(run, point, outcome)
+    _finish(kind, run, point, outcome)
 
 
-def _first(point: SyncCheckpoint, page: SearchPage, search_type: str, outcome) -> None:
+def _first(point: SyncCheckpoint, page: SearchPage, kind: Resource, outcome) -> None:
     """The first answer of a backfill (not of a resumed one) fixes the watermark it leaves."""
     if page.total is not None:
         point.total, point.total_exact = page.total.value, page.total.exact
     if point.index_freshness:
         return
+    assert kind.search_type is not None  # searched_of
     probe = FeedOutcome(watermark_before=None)
-    first_answer(probe, page, search_type, 0.0)
+    first_answer(probe, page, kind.search_type, 0.0)
     point.index_freshness = probe.freshness
     point.watermark = probe.watermark_after
 
@@ -117,15 +119,21 @@ def _totals(run: SyncRun, point: SyncCheckpoint) -> dict[str, object]:
     return {"service_total": point.total, "service_total_exact": point.total_exact}
 
 
-def _look_up(run: SyncRun, lease: Lease, outcome: FeedOutcome, gate: RateGate) -> None:
-    """The answer's new and changed orders, through the lookup pool (one gate with the search)."""
-    lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
+def _look_up(
+    kind: Resource, run: SyncRun, lease: Lease, outcome: FeedOutcome, gate: RateGate
+) -> None:
+    """The answer's new and changed records, through the lookup pool (one gate with the
+    search)."""
+    searched = searched_of(kind)
+    lookups = searched.look_up(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
-        stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
-        store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED)
+        stamp = searched.stamp(lookup.record_id, outcome.changed[lookup.record_id])
+        store_for_run(
+            lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED, kind=kind
+        )
 
 
-def _finish(run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:
+def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:
     """Leave the feed's watermark (never moved back) and drop the checkpoint."""
     before = outcome.watermark_before
     after = before
@@ -138,6 +146,6 @@ def _finish(run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:
             f"the search index was {point.index_freshness or 'unknown'} when the backfill "
             "began: the feed's watermark is kept"
         )
-    run.mirror_total = Order.objects.using(app_database()).count()
+    run.mirror_total = searched_of(kind).count()
     SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
     point.delete(using=app_database())

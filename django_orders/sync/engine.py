@@ -21,7 +21,7 @@ from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions.wire import InvalidRecord, error_name
 from ..mirror.announce import announce
-from ..mirror.resources import RESOURCE_NAME, Resource, resource_for
+from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
@@ -89,9 +89,10 @@ def sync_orders(
     """
     refuse_outer_transaction(app_database())
     kind = resource_for(resource, collection)
-    if backfill and kind.search_type is None:
+    if backfill and not kind.backfilled:
         raise ValueError(
-            f"--backfill reads the search index: {resource} has none here (backfill orders)"
+            f"--backfill reads the search index: {resource} has none here (backfill "
+            f"{' or '.join(backfilled_resources())})"
         )
     page_size = orders_settings.PAGE_SIZE if page_size is None else page_size
     refresh_limit = orders_settings.REFRESH_LIMIT if refresh_limit is None else refresh_limit
@@ -167,10 +168,8 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
-        if kind.search_type is not None and orders_settings.CHANGE_FEED:
-            feed = read_change_feed(
-                run, lease, kind.name, kind.search_type, seen_ids, walk_began, progress
-            )
+        if kind.change_feed and orders_settings.CHANGE_FEED:
+            feed = read_change_feed(run, lease, kind, seen_ids, walk_began, progress)
         # A current index read back to its watermark saw every change: no refresh needed.
         if kind.refreshed and (feed is None or not feed.replaces_refresh):
             refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
@@ -192,9 +191,8 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
 
 
 def _backfill(kind: Resource, run: SyncRun, lease: Lease, progress) -> None:
-    assert kind.search_type is not None
-    with walk_write_settings(Order):
-        run_backfill(run, lease, kind.name, kind.search_type, progress)
+    with walk_write_settings(kind.model):
+        run_backfill(run, lease, kind, progress)
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
     run.save(update_fields=["outcome", "finished_at", "problems", *PROGRESS_FIELDS])

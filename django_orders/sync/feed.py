@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from ..client.factory import new_client
-from ..client.lookups import lookup_orders
 from ..client.rate_gate import RateGate
 from ..client.search_structs import FRESHNESS_STATES, SearchPage, SearchResult
 from ..client.transport import OrdersClient
@@ -34,8 +31,9 @@ from ..conf import orders_settings
 from ..db import app_database
 from ..exceptions.wire import OrdersNetworkError, RequestRejected, ServerError
 from ..mirror.events import FEED
-from ..mirror.store import MirrorResult
-from ..models import Order, SyncRun
+from ..mirror.resources.registry import Resource
+from ..mirror.searched import SearchedMirror
+from ..models import SyncRun
 from .lease import Lease
 from .lookup_store import store_for_run
 from .progress import ProgressCallback
@@ -80,43 +78,53 @@ def stored_watermark(resource: str) -> datetime | None:
 def read_change_feed(
     run: SyncRun,
     lease: Lease,
-    resource: str,
-    search_type: str,
+    kind: Resource,
     walked: set[str],
     walk_began: float,
     progress: ProgressCallback | None,
 ) -> FeedOutcome:
-    """Read the feed of ``resource`` after the window walk and look up what changed.
+    """Read the feed of ``kind`` (a searched resource) after the window walk and look up what
+    changed.
 
     ``walked``: the ids the walk saw; ``walk_began``: ``time.monotonic()`` when it began. The
     outcome is stored on ``run`` before this returns. Errors other than an index that cannot
     answer (5xx, no search endpoint) or cursors that keep expiring propagate and fail the run.
     """
-    outcome = FeedOutcome(watermark_before=stored_watermark(resource))
+    searched = searched_of(kind)
+    outcome = FeedOutcome(watermark_before=stored_watermark(kind.name))
     outcome.watermark_after = outcome.watermark_before
     gate = RateGate()  # the searches and the lookups back off together on a 429
     with new_client(gate=gate) as client:
-        _read(client, outcome, resource, search_type, walked, walk_began, lease)
-    lookups = lookup_orders(list(outcome.changed), heartbeat=lease.renew, gate=gate)
+        _read(client, outcome, kind, walked, walk_began, lease)
+    lookups = searched.look_up(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
-        stamp = stamp_settled(lookup.order_id, outcome.changed[lookup.order_id])
-        result = store_for_run(lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED)
+        stamp = searched.stamp(lookup.record_id, outcome.changed[lookup.record_id])
+        result = store_for_run(
+            lookup, run, lease, counter="feed_lookups", also=stamp, origin=FEED, kind=kind
+        )
         if result is not None and progress is not None:
             progress(run)
-    _record(run, outcome)
+    _record(run, outcome, searched)
     return outcome
+
+
+def searched_of(kind: Resource) -> SearchedMirror:
+    """What the mirror keeps of ``kind``'s search index; ``ValueError`` if it has none."""
+    if kind.search_type is None or kind.searched is None:
+        raise ValueError(f"{kind.name} has no search index here")
+    return kind.searched
 
 
 def _read(
     client: OrdersClient,
     outcome: FeedOutcome,
-    resource: str,
-    search_type: str,
+    kind: Resource,
     walked: set[str],
     walk_began: float,
     lease: Lease,
 ) -> None:
     """Read the index back to the watermark (the first run: one result, for its freshness)."""
+    assert kind.search_type is not None  # searched_of
     size = orders_settings.SEARCH_PAGE_SIZE if outcome.watermark_before else 1
     floor = None
     if outcome.watermark_before is not None:
@@ -128,7 +136,7 @@ def _read(
     walk_seen_at: datetime | None = None
     while True:
         try:
-            page = client.search(resource, page_size=size, cursor=cursor)
+            page = client.search(kind.name, page_size=size, cursor=cursor)
         except RequestRejected as exc:
             if exc.is_cursor_expired and restarts < RESTARTS:
                 restarts += 1
@@ -144,10 +152,11 @@ def _read(
             return
         if first is None:
             first = page
-            walk_seen_at = first_answer(outcome, page, search_type, time.monotonic() - walk_began)
+            since = time.monotonic() - walk_began
+            walk_seen_at = first_answer(outcome, page, kind.search_type, since)
         if floor is None:
             return
-        decide(outcome, page.results, floor, decided, walked, walk_seen_at)
+        decide(kind, outcome, page.results, floor, decided, walked, walk_seen_at)
         lease.renew()  # a long read (after an outage) holds the lease like a long walk
         if not page.has_more or (page.results and page.results[-1].updated_at < floor):
             break
@@ -205,6 +214,7 @@ def _untrusted(outcome: FeedOutcome, state: str, why: str) -> None:
 
 
 def decide(
+    kind: Resource,
     outcome: FeedOutcome,
     results: list[SearchResult],
     floor: datetime,
@@ -214,11 +224,13 @@ def decide(
     *,
     compare: bool = False,
 ) -> None:
-    """Sort one answer's projections into to look up, settled, and unchanged.
+    """Sort one answer's projections of ``kind``'s records into to look up, settled, and
+    unchanged, by what the mirror holds of each (``kind.searched``).
 
-    ``compare`` (the backfill): an order the feed never settled but the mirror holds with the
-    projection's status and amount is settled without a lookup.
+    ``compare`` (the backfill): a record the feed never settled but the mirror holds as the
+    projection shows it (an order's status and amount) is settled without a lookup.
     """
+    searched = searched_of(kind)
     fresh = [
         r
         for r in results
@@ -226,62 +238,25 @@ def decide(
     ]
     if not fresh:
         return
-    stored = {
-        row[0]: row[1:]
-        for row in Order.objects.using(app_database())
-        .filter(pk__in={r.id for r in fresh})
-        .values_list("id", "search_updated_at", "status", "total", "currency")
-    }
+    held = searched.held(r.id for r in fresh)
     settled: dict[str, datetime] = {}
     for result in fresh:
         decided[result.id] = result.updated_at
-        row = stored.get(result.id)
+        row = held.get(result.id)
         if row is not None and row[0] is not None and result.updated_at <= row[0]:
             continue  # the mirror settled this version, or a newer one
         if row is not None and (
             (result.id in walked and walk_seen_at is not None and result.updated_at < walk_seen_at)
-            or (compare and row[0] is None and _same(result, row[1:]))
+            or (compare and row[0] is None and searched.same(result, row[1]))
         ):
             settled[result.id] = result.updated_at  # the walk just read it, or holds it so
             continue
         outcome.changed[result.id] = result.updated_at
     if settled:
-        _settle(settled)
+        searched.settle(settled)
 
 
-def _same(result: SearchResult, row: tuple) -> bool:
-    """Whether the mirror's status and amount are the projection's."""
-    status, total, currency = row
-    if result.status != status:
-        return False
-    amount = result.amount
-    return amount is None or (amount.value == total and amount.currency == currency)
-
-
-def _newer(order_id: str, moment: datetime) -> Q:
-    return Q(pk=order_id) & (Q(search_updated_at__isnull=True) | Q(search_updated_at__lt=moment))
-
-
-def _settle(moments: dict[str, datetime]) -> None:
-    """Record the projections the walk settled, in one statement; never moves one back."""
-    whens = [When(_newer(pk, moment), then=Value(moment)) for pk, moment in moments.items()]
-    Order.objects.using(app_database()).filter(pk__in=list(moments)).update(
-        search_updated_at=Case(*whens, default=F("search_updated_at"))
-    )
-
-
-def stamp_settled(order_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
-    """Inside a looked-up order's transaction: the projection it answered is settled."""
-
-    def stamp(result: MirrorResult) -> None:
-        Order.objects.using(app_database()).filter(_newer(order_id, moment)).update(
-            search_updated_at=moment
-        )
-
-    return stamp
-
-
-def _record(run: SyncRun, outcome: FeedOutcome) -> None:
+def _record(run: SyncRun, outcome: FeedOutcome, searched: SearchedMirror) -> None:
     run.watermark_before = outcome.watermark_before
     run.watermark_after = outcome.watermark_after
     run.index_freshness = outcome.freshness
@@ -289,7 +264,7 @@ def _record(run: SyncRun, outcome: FeedOutcome) -> None:
     run.warning = outcome.warning
     run.service_total = outcome.service_total
     run.service_total_exact = outcome.service_total_exact
-    run.mirror_total = Order.objects.using(app_database()).count()
+    run.mirror_total = searched.count()
     SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
 
 

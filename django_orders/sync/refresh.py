@@ -16,6 +16,7 @@ from django.db.models import F
 from ..client.lookups import lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..mirror.refresh import store_lookup
+from ..mirror.resources.orders import ORDERS
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
@@ -68,7 +69,7 @@ def refresh_outside_walk(
                     break
     unknown: list[str] = []
     for lookup in lookup_orders(candidates, heartbeat=lease.renew):
-        result = store_for_run(lookup, run, lease)
+        result = store_for_run(lookup, run, lease, kind=ORDERS)
         if result is None:
             unknown.append(lookup.order_id)
         elif progress is not None:

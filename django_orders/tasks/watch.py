@@ -21,7 +21,7 @@ from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
 from ..db import app_database
 from ..exceptions import OrdersError
 from ..models import TERMINAL_STATUSES, Order, PaymentWatch
-from ..services import confirm_order
+from ..services import refresh_orders
 from ..signals import order_created
 from .framework import task
 
@@ -72,15 +72,21 @@ def _claim(order_id: str, step: int, now: datetime, using: str) -> PaymentWatch 
 
 def _look_up(order_id: str) -> tuple[str | None, str]:
     """One lookup: the order's status afterwards (None when the service does not know it) and
-    what ended the watch, if anything did."""
+    what ended the watch, if anything did. A lookup of the refresh (not ``confirm_order``): the
+    timeline says the change was seen by a lookup, not at the checkout's return. An order the
+    mirror already holds in a terminal status (the return page confirmed it) needs none."""
+    stored = Order.objects.using(app_database()).filter(pk=order_id).only("status").first()
+    if stored is not None and stored.status in TERMINAL_STATUSES:
+        return stored.status, "status"
     try:
-        order = confirm_order(order_id, wait=0)
-    except Order.DoesNotExist:
-        return None, "unknown_order"
+        if refresh_orders([order_id]).missing:
+            return None, "unknown_order"
     except OrdersError as exc:
         # The next lookup may get through: the watch goes on, the lookup is counted.
         logger.warning("Payment watch of order %s: lookup failed (%s)", order_id, exc)
-        order = Order.objects.using(app_database()).get(pk=order_id)
+    order = Order.objects.using(app_database()).filter(pk=order_id).only("status").first()
+    if order is None:
+        return None, "unknown_order"
     return order.status, ("status" if order.status in TERMINAL_STATUSES else "")
 
 

@@ -82,6 +82,7 @@ def test_a_fresh_project_checks_and_migrates(tmp_path):
         "Applying django_orders.0008_order_events... OK",
         "Applying django_orders.0009_refund_sync... OK",
         "Applying django_orders.0010_fulfilment... OK",
+        "Applying django_orders.0011_record_search_updated_at... OK",
     ]
 
     with sqlite3.connect(project / "db.sqlite3") as db:

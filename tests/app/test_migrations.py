@@ -136,6 +136,7 @@ def test_the_migrations_are_one_line():
         "0008_order_events",
         "0009_refund_sync",
         "0010_fulfilment",
+        "0011_record_search_updated_at",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]

@@ -5,6 +5,7 @@ and decodes its search errors into the SDK's error model."""
 from __future__ import annotations
 
 import pytest
+from inttegro.customer.customer import Customer
 from inttegro.errors import APIError
 from inttegro.money import Amount
 from inttegro.search import (
@@ -125,3 +126,23 @@ def test_a_refused_search_is_the_sdks_api_error(sdk, seeded):
         relevance = Sort(field=SortField.RELEVANCE, direction=SortDirection.DESC)
         sdk.orders.search(Request(sort=relevance))
     assert_error(caught.value, 400, "invalid_request")
+
+
+def test_a_changed_customer_leads_the_customers_search_and_its_lookup_decodes(sdk, seeded):
+    """What ``sync_orders --backfill --resource customers`` reads: the search answer, then the
+    lookup of a customer it shows, each decoded by the SDK."""
+    oldest = sdk.customers.search(Request(sort=ASC, page_size=1)).results[0]
+    seeded.edit_customer(oldest.resource.id, lambda c: c.update(email_address="new@example.com"))
+    page = sdk.customers.search(Request(page_size=1))
+    assert_typed(page, "search")
+    (newest,) = page.results
+    assert newest.resource.id == oldest.resource.id and newest.updated_at > oldest.updated_at
+    assert newest.customer_name == oldest.customer_name
+    found = sdk.customers.lookup(newest.resource.id)
+    assert isinstance(found, Customer)
+    assert_typed(found)
+    assert (found.id, found.name, found.email_address) == (
+        oldest.resource.id,
+        oldest.customer_name,
+        "new@example.com",
+    )

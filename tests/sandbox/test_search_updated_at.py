@@ -148,3 +148,19 @@ def test_a_store_file_from_before_updated_at_gets_it_from_each_records_creation(
         customer = order["customer"]["id"]
         created = _at(json.loads(store.get_json("customers", customer))["created_at"])
         assert abs(updated_at("customers", customer) - created) < timedelta(milliseconds=1)
+
+
+def test_a_changed_customer_is_bumped_and_an_unchanged_one_is_not(sandbox, created):
+    customer_id = created["customer"]["id"]
+    before = sandbox.updated_at("customers", customer_id)
+    sandbox.advance_clock(STEP)
+    same = sandbox.edit_customer(customer_id, lambda c: None)
+    assert sandbox.updated_at("customers", customer_id) == before
+    changed = sandbox.edit_customer(customer_id, lambda c: c.update(name="Ama Mensah-Owusu"))
+    assert (same["name"], changed["name"]) == (created["customer"]["name"], "Ama Mensah-Owusu")
+    assert _at(sandbox.updated_at("customers", customer_id)) - _at(before) >= timedelta(
+        seconds=STEP
+    )
+    assert sandbox.store.order(created["id"])["customer"]["name"] == created["customer"]["name"]
+    with pytest.raises(KeyError):
+        sandbox.edit_customer("cu_none", lambda c: None)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_orders.models import Order, PaymentWatch
+from django_orders.models import Order, OrderEvent, PaymentWatch
 from django_orders.tasks import watch_payment
 from django_orders.tasks.watch import (
     FIRST_WATCH_PAUSE,
@@ -136,3 +136,40 @@ def test_an_order_not_in_the_mirror_runs_nothing(live_orders, enqueued, sandbox_
     assert watch_payment.call("or_not_here")["ran"] is False
     assert sandbox_paths == [] and enqueued == []
     assert not PaymentWatch.objects.exists()
+
+
+def test_the_timeline_says_the_watchers_lookup_saw_the_payment(new_order, enqueued, live_orders):
+    order = new_order()
+    live_orders.pay_order(order.pk)
+
+    watch_payment.call(order.pk)
+
+    [paid] = OrderEvent.objects.filter(order_id=order.pk, kind="status_changed", to_status="paid")
+    assert paid.source == OrderEvent.Source.LOOKUP
+
+
+def test_an_order_the_mirror_holds_paid_ends_the_watch_without_a_lookup(
+    new_order, enqueued, live_orders, sandbox_paths
+):
+    order = new_order()
+    live_orders.pay_order(order.pk)
+    Order.objects.filter(pk=order.pk).update(status="paid")
+
+    result = watch_payment.call(order.pk)
+
+    assert (result["status"], result["ended_by"]) == ("paid", "status")
+    assert sandbox_paths.count("/orders/lookup") == 0
+    assert enqueued == []
+
+
+def test_an_order_the_service_does_not_know_ends_the_watch(new_order, enqueued, sandbox_paths):
+    unknown = new_order()
+    unknown.pk = "or_NotKnownToTheService"  # a copy of the row, under an id the service lacks
+    unknown.save(force_insert=True)
+
+    result = watch_payment.call(unknown.pk)
+
+    assert (result["status"], result["ended_by"]) == (None, "unknown_order")
+    assert sandbox_paths.count("/orders/lookup") == 1
+    assert PaymentWatch.objects.get(pk=unknown.pk).end_reason == "unknown_order"
+    assert enqueued == []

@@ -15,6 +15,8 @@ from django_orders.services import COLLECTIONS, RESOURCE_NAME, RESOURCES, sync_o
 
 from ..arguments import whole_number
 
+#: The resources --backfill reads through their search index (the registry's).
+BACKFILLED = sorted(name for name, kind in RESOURCES.items() if kind.backfilled)
 EXIT_FAILED = 1
 EXIT_LEASE_HELD = 3
 EXIT_AUTH_FAILED = 4
@@ -149,11 +151,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--backfill",
             action="store_true",
-            help="Instead of the page walk, read the whole history of orders through "
-            "/orders/search and look up every order the mirror lacks or holds at an older "
+            help="Instead of the page walk, read the whole history of the resource through "
+            "/<resource>/search and look up every record the mirror lacks or holds at an older "
             "state. Saves a checkpoint after each search answer: killed, the next --backfill "
-            "goes on from it. When it finishes it leaves the change feed's watermark. Progress: "
-            '"done / at least N". Orders only (default: off).',
+            "goes on from it. When it finishes it leaves the resource's watermark (for orders, "
+            'the change feed\'s). Progress: "done / at least N". Resources with a search '
+            f"index only: {', '.join(BACKFILLED)} (default: off).",
         )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
@@ -255,13 +258,20 @@ def backfill_done(run: SyncRun) -> str:
 
 
 def backfill_summary(run: SyncRun, seconds: float) -> str:
+    kind = RESOURCES.get(run.resource)
+    nouns = kind.noun[1] if kind is not None else run.resource
     text = (
-        f"Backfilled {run.resource}: {backfill_done(run)} ({run.created:,} new, "
+        f"Backfilled {nouns}: {backfill_done(run)} ({run.created:,} new, "
         f"{run.updated:,} changed, {run.unchanged:,} unchanged); search index "
         f"{run.index_freshness or 'unknown'}"
     )
     if run.watermark_after is not None and run.watermark_after != run.watermark_before:
-        text += f"; the change feed goes on from {run.watermark_after:%Y-%m-%d %H:%M:%S} UTC"
+        moment = f"{run.watermark_after:%Y-%m-%d %H:%M:%S} UTC"
+        if kind is not None and kind.change_feed:
+            text += f"; the change feed goes on from {moment}"
+        else:
+            text += f"; watermark {moment} ({nouns} have no change feed: a later --backfill "
+            text += "looks up only what changed)"
     if run.standing:
         text += f"; {run.standing}"
     return f"{text}. {seconds:,.1f} seconds."

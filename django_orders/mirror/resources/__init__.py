@@ -12,6 +12,7 @@ from typing import Any
 
 from ...client.pages import COLLECTIONS as SPEC_COLLECTIONS
 from ...models.mirror import RemoteRecord
+from .customers import CUSTOMERS
 from .orders import ORDERS
 from .raw import raw_resource
 from .refunds import REFUNDS
@@ -22,6 +23,7 @@ __all__ = [
     "RESOURCES",
     "RESOURCE_NAME",
     "Resource",
+    "backfilled_resources",
     "raw_resources",
     "register",
     "resource_for",
@@ -57,11 +59,17 @@ def raw_resources() -> list[str]:
     return sorted(name for name, r in RESOURCES.items() if r.model is RemoteRecord)
 
 
+def backfilled_resources() -> list[str]:
+    """The registered resources ``sync_orders --backfill`` reads through search, by name."""
+    return sorted(name for name, r in RESOURCES.items() if r.backfilled)
+
+
 def _register_builtin() -> None:
-    """Orders, refunds, and the spec's other known resources (``client.pages.COLLECTIONS``)
-    raw."""
+    """Orders, refunds, customers (raw, with a search index), and the spec's other known
+    resources (``client.pages.COLLECTIONS``) raw."""
     register(ORDERS)
     register(REFUNDS)
+    register(CUSTOMERS)
     for name, collection in SPEC_COLLECTIONS.items():
         if name not in RESOURCES:
             register(raw_resource(name, collection))

@@ -1,7 +1,8 @@
 """The orders resource: pages read light, parsed by the order schema, stored with their
 customers into ``Order`` and ``Customer`` (``store.store_orders``) and the refunds they carry
-into ``Refund`` (``store_page``), refreshed by lookup while open. Its walk shortcuts are in
-docs/architecture/sync.md."""
+into ``Refund`` (``store_page``), refreshed by lookup while open, and searched through
+``/orders/search`` (the change feed after each walk, and the backfill: ``searched``). Its walk
+shortcuts are in docs/architecture/sync.md."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 from django.db import DataError
 
+from ...client.lookups import lookup_orders
 from ...client.pages import COLLECTIONS
 from ...client.refund_structs import embedded_refunds
+from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
@@ -24,7 +27,9 @@ from ..deferred_pages import (
 )
 from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
+from ..refresh import stamp_refreshed, store_lookup
 from ..refunds import store_refunds
+from ..searched import SearchedMirror
 from ..store import MirrorResult, store_orders
 from .registry import Resource
 
@@ -110,6 +115,15 @@ def customers(records: Sequence[ParsedOrder]) -> set[str]:
     return {record.customer.id for record in records}
 
 
+def same_order(result: SearchResult, held: tuple[Any, ...]) -> bool:
+    """Whether the mirror's status and amount are the projection's."""
+    status, total, currency = held
+    if result.status != status:
+        return False
+    amount = result.amount
+    return amount is None or (amount.value == total and amount.currency == currency)
+
+
 def is_open(record: ParsedOrder) -> bool:
     return record.status not in TERMINAL_STATUSES
 
@@ -130,4 +144,14 @@ ORDERS = Resource(
     customers=customers,
     noun=("order", "orders"),
     search_type="order",
+    searched=SearchedMirror(
+        model=Order,
+        key="id",
+        same=same_order,
+        compared=("status", "total", "currency"),
+        look_up=lookup_orders,
+        store_lookup=store_lookup,
+        set_aside=stamp_refreshed,
+    ),
+    change_feed=True,
 )

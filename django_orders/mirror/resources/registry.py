@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import models
 
+from ..searched import SearchedMirror
 from ..store import MirrorResult
 
 #: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
@@ -52,9 +53,19 @@ class Resource:
     noun: tuple[str, str] = ("record", "records")
     #: The ids of the customers a page's records embed (rolled back with the page).
     customers: Callable[[Sequence[Any]], set[str]] = _no_customers
-    #: The search index's resource type (``order``) when each sync also reads the change feed
-    #: of ``/<name>/search`` (``sync.feed``); ``None``: no feed.
+    #: The search index's resource type (``order``, ``customer``) of ``/<name>/search``, and
+    #: what the mirror keeps of it (``searched``): with both, ``sync_orders --backfill`` reads
+    #: the resource's whole history (``sync.backfill``); ``None``: no search index.
     search_type: str | None = None
+    searched: SearchedMirror | None = None
+    #: Whether each sync of the resource also reads the change feed of its search index
+    #: after the walk (``sync.feed``).
+    change_feed: bool = False
+
+    @property
+    def backfilled(self) -> bool:
+        """Whether ``sync_orders --backfill`` can read its whole history through search."""
+        return self.search_type is not None and self.searched is not None
 
     @property
     def refreshed(self) -> bool:

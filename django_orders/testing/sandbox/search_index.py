@@ -7,7 +7,9 @@ delayed index can answer as of N seconds ago. Ordered ``(updated_ms, id)``: a cu
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +74,30 @@ def rewrite(db: sqlite3.Connection, table: str, record_id: str, text: str, now_m
         f"UPDATE {table} SET json = ?, updated_ms = ? WHERE id = ?",
         (text, max(now_ms, old_ms + 1), record_id),
     )
+
+
+def edit(
+    db: sqlite3.Connection,
+    table: str,
+    record_id: str,
+    change: Callable[[dict[str, Any]], None],
+    now_ms: int,
+) -> str:
+    """Apply ``change`` to a stored record's decoded JSON and :func:`rewrite` it; return its
+    text. A change that changes nothing writes nothing and bumps nothing; ``KeyError`` for an
+    unknown record."""
+    if table not in SEARCHED:
+        raise ValueError(f"{table!r} is not searched: only {', '.join(SEARCHED)}")
+    row = db.execute(f"SELECT json FROM {table} WHERE id = ?", (record_id,)).fetchone()
+    if row is None:
+        raise KeyError(record_id)
+    record = json.loads(row[0])
+    change(record)
+    if record == json.loads(row[0]):
+        return str(row[0])
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    rewrite(db, table, record_id, text, now_ms)
+    return text
 
 
 def updated_ms(db: sqlite3.Connection, table: str, record_id: str) -> int | None:

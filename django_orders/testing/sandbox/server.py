@@ -8,15 +8,17 @@ process).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from . import deliveries, search_index
 from .app import DEFAULT_PAGE_CAP, AppServer, SandboxApp
-from .clock import Clock, iso_ms, iso_z
+from .clock import Clock, iso_ms, iso_z, now_ms
 from .faults import Fault, FaultRegistry
 from .handler import Handler
 from .pacing import Pacing
@@ -156,6 +158,15 @@ class SandboxServer:
     def set_order_status(self, order_id: str, status: str) -> dict[str, Any]:
         """Change an order's status (``completed`` sets ``completed_at`` on the sandbox clock)."""
         return self.store.set_order_status(order_id, status, iso_z(self.clock.now()))
+
+    def edit_customer(
+        self, customer_id: str, change: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any]:
+        """Change a stored customer (``change`` mutates the decoded record), bumping its search
+        ``updated_at`` on the sandbox clock; returns it. ``KeyError`` for an unknown one."""
+        with self.store.transaction() as db:
+            text = search_index.edit(db, "customers", customer_id, change, now_ms(self.store.now()))
+        return json.loads(text)
 
     def pay_order(self, order_id: str) -> dict[str, Any]:
         """Pay an order as a customer on the hosted page would (``paid``, ``paid_at``).

@@ -1,0 +1,28 @@
+"""The customers resource: raw records (``RemoteRecord``) walked through ``/customers/page``,
+and, past the page window, read through ``/customers/search`` by ``sync_orders --backfill
+--resource customers``, which looks up (``/customers/lookup``) each one the mirror lacks or
+settled at an older ``updated_at``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...client.pages import COLLECTIONS
+from ...client.search_structs import SearchResult
+from .raw import raw_resource, searched_raw
+
+
+def same_customer(result: SearchResult, held: tuple[Any, ...]) -> bool:
+    """Whether the mirror holds the customer under the name the projection shows (the one
+    field of a customer's projection about the customer)."""
+    (raw,) = held
+    return isinstance(raw, dict) and raw.get("name") == result.customer_name
+
+
+CUSTOMERS = raw_resource(
+    "customers",
+    COLLECTIONS["customers"],
+    noun=("customer", "customers"),
+    search_type="customer",
+    searched=searched_raw("customers", same_customer, "raw"),
+)

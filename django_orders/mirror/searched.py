@@ -1,0 +1,125 @@
+"""What the mirror keeps of a resource with a search index, for the change feed and the backfill.
+
+Each searched resource (``Resource.searched``) says where its records are, the last search
+``updated_at`` the mirror settled of each (``search_updated_at``: a newer projection means the
+record changed upstream), whether a stored record is as a projection shows it, and how one is
+looked up and written. Orders are rows of ``Order``; customers raw rows of ``RemoteRecord``
+(``store_record_lookup``). ``sync.feed.decide`` reads only this, never a model by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from ..client.search_structs import SearchResult
+from ..db import app_atomic, app_database
+from ..exceptions import InvalidRecord
+from .events import Origin
+from .parsing import parse_record
+from .store import MirrorResult, store_records
+
+#: Called inside a looked-up record's transaction with what was stored (``None``: nothing).
+Within = Callable[[MirrorResult | None, datetime], None]
+
+
+@dataclass(frozen=True)
+class SearchedMirror:
+    """The mirror's side of one resource's search index."""
+
+    model: type[models.Model]
+    #: The field that holds the search result's id (``id``; ``remote_id`` for raw records).
+    key: str
+    #: Whether the mirror holds a record as its projection shows it (orders: status and
+    #: amount), given the ``compared`` fields' values: held so, the backfill settles it
+    #: without a lookup.
+    same: Callable[[SearchResult, tuple[Any, ...]], bool]
+    compared: tuple[str, ...]
+    #: ``(ids, *, heartbeat=, gate=)``: the lookups, several in flight (``client.lookups``);
+    #: each has ``record_id`` and ``record`` (``None``: unknown to the service).
+    look_up: Callable[..., Iterator[Any]]
+    #: ``(lookup, *, within=, origin=)``: one lookup written in its own transaction, ``within``
+    #: inside it; ``None`` for a record the service does not know.
+    store_lookup: Callable[..., MirrorResult | None]
+    #: ``(record_id, *, within=)``: the transaction of a lookup set aside, nothing stored
+    #: (an order goes to the back of the refresh queue).
+    set_aside: Callable[..., None]
+    #: What selects the resource's rows in ``model`` (``{"resource": "customers"}``).
+    scope: Mapping[str, str] = field(default_factory=dict)
+
+    def rows(self) -> models.QuerySet[Any]:
+        """The resource's rows, on the database the mirror writes to."""
+        return self.model._default_manager.using(app_database()).filter(**self.scope)
+
+    def held(self, ids: Iterable[str]) -> dict[str, tuple[datetime | None, tuple[Any, ...]]]:
+        """Of ``ids``, those the mirror holds: their settled ``updated_at`` and compared fields
+        (one query)."""
+        found = self.rows().filter(**{f"{self.key}__in": set(ids)})
+        return {
+            row[0]: (row[1], tuple(row[2:]))
+            for row in found.values_list(self.key, "search_updated_at", *self.compared)
+        }
+
+    def _newer(self, record_id: str, moment: datetime) -> Q:
+        unsettled = Q(search_updated_at__isnull=True) | Q(search_updated_at__lt=moment)
+        return Q(**{self.key: record_id}) & unsettled
+
+    def settle(self, moments: Mapping[str, datetime]) -> None:
+        """Record the projections settled without a lookup, in one statement; never moves one
+        back."""
+        whens = [
+            When(self._newer(pk, moment), then=Value(moment)) for pk, moment in moments.items()
+        ]
+        self.rows().filter(**{f"{self.key}__in": list(moments)}).update(
+            search_updated_at=Case(*whens, default=F("search_updated_at"))
+        )
+
+    def stamp(self, record_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
+        """Inside a looked-up record's transaction: the projection it answered is settled."""
+
+        def stamp(result: MirrorResult) -> None:
+            self.rows().filter(self._newer(record_id, moment)).update(search_updated_at=moment)
+
+        return stamp
+
+    def count(self) -> int:
+        """How many records of the resource the mirror holds."""
+        return self.rows().count()
+
+
+def store_record_lookup(
+    resource: str, lookup: Any, *, within: Within | None = None, origin: Origin | None = None
+) -> MirrorResult | None:
+    """One looked-up raw record into ``RemoteRecord``, in its own transaction (``within``
+    inside it); ``None`` for a record the service does not know, left as it is. ``origin`` is
+    for the timeline, which raw records do not have."""
+    if lookup.record is None:
+        set_aside_record(lookup.record_id, within=within)
+        return None
+    try:
+        parsed = parse_record(lookup.record)
+    except InvalidRecord as exc:
+        raise InvalidRecord(f"/{resource}/lookup of {lookup.record_id}: {exc}") from None
+    if parsed.id != lookup.record_id:
+        raise InvalidRecord(
+            f"/{resource}/lookup of {lookup.record_id} answered with record {parsed.id}"
+        )
+    now = timezone.now()
+    with app_atomic():
+        result = store_records(resource, [parsed], now=now)
+        if within is not None:
+            within(result, now)
+    return result
+
+
+def set_aside_record(record_id: str, *, within: Within | None = None) -> None:
+    """A raw record's lookup that stores nothing: only the caller's bookkeeping."""
+    with app_atomic():
+        if within is not None:
+            within(None, timezone.now())
