@@ -11,7 +11,7 @@ import pytest
 
 #: The longest chain allowed, in modules. Issue 32 asks for 9; this is where the package stands,
 #: to be lowered as chains are cut, never raised.
-MAX_CHAIN = 13
+MAX_CHAIN = 12
 
 
 def longest_chain(graph: grimp.ImportGraph) -> list[str]:
