@@ -31,7 +31,7 @@ class DjangoOrdersConfig(AppConfig):
         checks.register(check_watch_payments)
         if task_framework() is not None:
             # The payment watcher's receiver: the creation flow only sends order_created.
-            from .tasks.receivers import connect_receivers
+            from .tasks.watch import connect_receivers
 
             connect_receivers()
         # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.

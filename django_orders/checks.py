@@ -27,7 +27,7 @@ from .conf import (
     problem,
     setting_name,
 )
-from .exceptions import OrdersConfigurationError
+from .exceptions.wire import OrdersConfigurationError
 
 SETTINGS_HINT = "See the settings reference in the README."
 

@@ -29,6 +29,7 @@ from django.utils.safestring import SafeString
 from ..db import non_atomic_requests
 from ..display import local_datetime
 from ..mirror.queries import bounded_search_term, nests_too_deep
+from ..models import Order
 from .paginator import EstimatedCountPaginator
 
 # (background, text) per known value; anything else is shown as it is, in neutral colours.
@@ -67,6 +68,11 @@ def badge(value: str, label: str | None = None) -> SafeString:
         colour,
         label if label is not None else value,
     )
+
+
+def status_badge(order: Order) -> SafeString:
+    # get_status_display() falls back to the stored value for a status the choices lack.
+    return badge(order.status, order.get_status_display())
 
 
 def pretty_json(value: Any) -> SafeString:

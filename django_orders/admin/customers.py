@@ -15,8 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..models import Customer, Order
-from .base import ReadOnlyModelAdmin, local_datetime, pretty_json_text, raw_as_text
-from .orders import status_badge
+from .base import ReadOnlyModelAdmin, local_datetime, pretty_json_text, raw_as_text, status_badge
 
 #: Orders shown on a customer's page; the rest are one link away in the orders list.
 MAX_ORDERS_SHOWN = 20

@@ -1,5 +1,5 @@
-"""The orders changelist's "Mark fulfilled", "Send receipt" and "Send invoice" actions, and
-the order page's list of document deliveries.
+"""The orders changelist's "Mark fulfilled", "Send receipt" and "Send invoice" actions (the
+order page lists the deliveries: ``deliveries``).
 
 Each action talks to the payment service, so each has its own permission
 (``django_orders.complete_order``, ``send_receipt``, ``send_invoice``) and, like "Cancel
@@ -19,20 +19,17 @@ idempotent: every one is a new delivery).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
-from ..display import local_datetime
 from ..exceptions import (
     DeliveryOutcomeUnknown,
     DocumentNotSendable,
@@ -40,7 +37,7 @@ from ..exceptions import (
     OrdersError,
 )
 from ..models import DocumentDelivery, Order, OrderStatus
-from .base import action_confirmation, badge
+from .base import action_confirmation
 
 #: Each order acted on is one HTTP call (or two) inside the web request.
 MAX_SELECTED = 20
@@ -48,7 +45,6 @@ MAX_SELECTED = 20
 USED_CONFIRMATIONS = "django_orders_used_confirmations"
 MAX_REMEMBERED = 50
 #: Deliveries listed on an order's page, newest first.
-MAX_DELIVERIES_SHOWN = 50
 RECEIPT_STATUSES = frozenset({OrderStatus.PAID, OrderStatus.COMPLETED})
 NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, OrderStatus.PREPARING})
 
@@ -259,63 +255,3 @@ def delivery_summary(delivery: DocumentDelivery) -> str:
         failed = "; ".join(f"{f.get('channel')}: {f.get('error')}" for f in delivery.failures)
         parts.append(gettext("; failed: %(failures)s") % {"failures": failed})
     return "".join(parts) + "."
-
-
-def order_deliveries(order: Order) -> list[DocumentDelivery]:
-    """The order's newest deliveries: one query, whatever their number."""
-    return list(
-        DocumentDelivery.objects.filter(order_id=order.pk).order_by("-created_at", "-id")[
-            :MAX_DELIVERIES_SHOWN
-        ]
-    )
-
-
-def deliveries_table(deliveries: Iterable[DocumentDelivery]) -> SafeString | str:
-    """Each delivery: when, which document, its outcome, the channels sent and failed (with
-    the provider's error), and the error of a send that got no answer or was refused."""
-    rows = list(deliveries)
-    if not rows:
-        return gettext("No receipt or invoice sent from this shop.")
-    body = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        (
-            (
-                local_datetime(row.created_at),
-                row.get_document_display(),
-                badge(row.state, row.get_state_display()),
-                ", ".join(row.sent_channels) or "-",
-                format_html_join(
-                    "",
-                    "<div>{}: {}</div>",
-                    ((f.get("channel"), f.get("error")) for f in row.failures),
-                )
-                or "-",
-                _note(row),
-            )
-            for row in rows
-        ),
-    )
-    head = "".join(
-        f"<th>{gettext(title)}</th>"
-        for title in ("sent at", "document", "outcome", "channels sent", "channels failed", "note")
-    )
-    return format_html(
-        '<table class="orders-deliveries"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
-        SafeString(head),
-        body,
-    )
-
-
-def _failures(row: DocumentDelivery) -> SafeString:
-    pairs = ((f.get("channel"), f.get("error")) for f in row.failures if isinstance(f, dict))
-    return format_html_join("", "<div>{}: {}</div>", pairs)
-
-
-def _note(row: DocumentDelivery) -> str:
-    if row.state == DocumentDelivery.State.UNKNOWN:
-        return gettext(
-            "No answer: the customer may or may not have it. Not resent; check with the "
-            "customer before sending again."
-        ) + (f" ({row.error})" if row.error else "")
-    return row.error or "-"

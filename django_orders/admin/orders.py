@@ -7,7 +7,7 @@ customers, and two indexed queries for the date hierarchy (see ``dates``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets, quote
@@ -35,12 +35,11 @@ from .base import (
     names_nothing,
     pretty_json_text,
     raw_as_text,
+    status_badge,
 )
 from .checkout import CurrencyListFilter, line_items_table, payment_link
 from .dates import PeriodProbingQuerySet
-from .order_cancel import CancelOrdersMixin
-from .order_fulfilment import FulfilmentActionsMixin, deliveries_table, order_deliveries
-from .order_refund import RefundOrderMixin
+from .deliveries import deliveries_table, order_deliveries
 from .refund_lines import order_refunds, refunds_table, remainders_table
 from .timeline import MAX_EVENTS_SHOWN, timeline_table
 
@@ -55,13 +54,17 @@ EXPIRY_HIDDEN = (OrderStatus.PAID, OrderStatus.COMPLETED, OrderStatus.CANCELED)
 EXPIRY = ("expires_at", "expires_at_local")
 
 
-def status_badge(order: Order) -> SafeString:
-    # get_status_display() falls back to the stored value for a status the choices lack.
-    return badge(order.status, order.get_status_display())
+if TYPE_CHECKING:
+    # What the mixin is mixed into (``OrderAdmin``, in the package), so mypy knows the rest.
+    _Base = ReadOnlyModelAdmin
+else:
+    _Base = object
 
 
-@admin.register(Order)
-class OrderAdmin(RefundOrderMixin, CancelOrdersMixin, FulfilmentActionsMixin, ReadOnlyModelAdmin):
+class OrderPagesMixin(_Base):
+    """The orders' changelist and read-only page, and the refresh action; ``OrderAdmin`` (the
+    package) puts the staff actions that call the service beside it."""
+
     list_display = (
         "id",
         "number_column",

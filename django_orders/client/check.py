@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..exceptions import OrdersError
+from ..exceptions.wire import OrdersError
 from .factory import get_client
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from ..exceptions import (
+from ..exceptions.wire import (
     AnswerTimedOut,
     AuthenticationFailed,
     ConnectionLost,
@@ -287,3 +287,9 @@ def shorten(text: str | None, limit: int = MESSAGE_LENGTH) -> str | None:
     if len(text) > limit:
         text = f"{text[:limit]}... [cut: {len(text):,} characters in all]"
     return storable_text(text)
+
+
+def request_id_of(response: requests.Response) -> str | None:
+    """``X-Request-Id``, cut to what the database keeps (a service may send anything)."""
+    value = response.headers.get("X-Request-Id")
+    return value[:REQUEST_ID_LENGTH] if value else value

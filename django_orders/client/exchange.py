@@ -17,7 +17,7 @@ import urllib3
 from django.views.decorators.debug import sensitive_variables
 from requests.adapters import HTTPAdapter
 
-from ..exceptions import AnswerTimedOut, ConnectionLost, OutcomeUnknown
+from ..exceptions.wire import AnswerTimedOut, ConnectionLost, OutcomeUnknown
 from ..secret import HIDDEN, Secret
 from .errors import network_error
 from .reading import TRACKED_POOLS, AnswerTooLarge, Deadline, UnsupportedEncoding, read_body

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import InvalidResponse
+from ..exceptions.wire import InvalidResponse
 from .answers import unwrap
 
 if TYPE_CHECKING:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..conf import orders_settings
-from ..exceptions import RequestRejected
+from ..conf.table import HEARTBEAT_SECONDS
+from ..exceptions.wire import RequestRejected
 from .factory import get_client, new_client
+from .lookup_results import Lookup, RecordLookup, RefundLookup
 from .rate_gate import RateGate
 from .transport import OrdersClient
 
@@ -32,47 +33,6 @@ __all__ = [
     "lookup_records",
     "lookup_refunds",
 ]
-
-#: How often, at the longest, the caller's ``heartbeat`` runs while lookups are in flight
-#: (the sync renews its lease there), even when no lookup finishes for a while.
-HEARTBEAT_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """One finished lookup: the record, or ``None`` when the service does not know the order.
-
-    ``sent_at``: when its request was sent (the mirror refuses an answer to a request sent
-    before the one whose answer it holds: ``mirror.lifecycle``); ``None`` counts as when the
-    answer is stored.
-    """
-
-    order_id: str
-    record: dict[str, Any] | None
-    sent_at: datetime | None = None
-
-    @property
-    def record_id(self) -> str:
-        """The id looked up, under the name every kind of lookup shares (``RecordLookup``)."""
-        return self.order_id
-
-
-@dataclass(frozen=True)
-class RecordLookup:
-    """One finished lookup of a raw resource's record (``None``: the service does not know it)."""
-
-    record_id: str
-    record: dict[str, Any] | None
-    sent_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class RefundLookup:
-    """One finished refund lookup: the record, or ``None`` when the service does not know it."""
-
-    refund_id: str
-    record: dict[str, Any] | None
-    sent_at: datetime | None = None
 
 
 class _ClientPerThread:

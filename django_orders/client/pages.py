@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..conf import MAX_PAGE_SIZE
+from ..conf.table import MAX_PAGE_SIZE
+from ..exceptions.wire import InvalidResponse
+from .answers import Answer
+from .order_structs import LightPageStruct
 
 #: Collection property per resource (spec traversal rule 3, api-notes.md).
 COLLECTIONS: dict[str, str] = {
@@ -112,3 +115,40 @@ def check_page_shape(
                 f"page {page_number} with page.size {size!r}: expected the requested page_size "
                 f"{page_size} or the number of records returned ({count})"
             )
+
+
+def page_from(answer: Answer, path: str, collection: str, page_number: int, page_size: int) -> Page:
+    """The page in ``answer``, or ``InvalidResponse`` saying how it breaks the contract."""
+
+    def invalid(what: str) -> InvalidResponse:
+        return InvalidResponse(
+            f"POST {path} answered {what}",
+            status_code=answer.status_code,
+            request_id=answer.request_id,
+        )
+
+    if answer.typed:
+        # The light decoder vouched for the envelope and that every record is an object.
+        envelope: LightPageStruct = answer.data
+        records: list[Any] = envelope.page.orders
+        check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
+    else:
+        page = answer.data.get("page") if isinstance(answer.data, dict) else None
+        if not isinstance(page, dict):
+            raise invalid("without the 'page' envelope")
+        records = page.get(collection)  # type: ignore[assignment]
+        if not isinstance(records, list):
+            raise invalid(f"without the '{collection}' list in 'page'")
+        if not all(isinstance(r, dict) for r in records):
+            raise invalid(f"with a non-object in '{collection}'")
+        check_page_shape(page, records, page_number, page_size, invalid)
+    return Page(
+        number=page_number,
+        size=page_size,
+        records=records,
+        request_id=answer.request_id,
+        status_code=answer.status_code,
+        plain=answer.plain,
+        typed=answer.typed,
+        body=answer.body,
+    )

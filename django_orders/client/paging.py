@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Final, Literal
 
 from ..conf import orders_settings
-from ..exceptions import RequestRejected
+from ..exceptions.wire import RequestRejected
 from .pages import Page, check_page_args, collection_for, is_whole
 from .transport import OrdersClient
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from ..exceptions import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 
 __all__ = [
     "RefundFailure",

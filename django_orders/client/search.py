@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..conf import MAX_PAGE_SIZE
-from ..exceptions import InvalidResponse
+from ..conf.table import MAX_PAGE_SIZE
+from ..exceptions.wire import InvalidResponse
 from .search_structs import SearchPage, search_page_from
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from ..conf import (
     LONGEST_CLIENT_WAIT,
     orders_settings,
 )
-from ..exceptions import (
+from ..exceptions.wire import (
     InvalidResponse,
     OrdersNetworkError,
     OutcomeUnknown,
@@ -33,13 +33,13 @@ from ..exceptions import (
     ServerError,
 )
 from ..secret import Secret
-from .answers import Answer, page_from, request_id_of, unwrap
+from .answers import Answer, unwrap
 from .decoding import decode_answer, why_not_json
-from .errors import error_from_response, scrubbed
+from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .fulfilment import FulfilmentCalls
 from .order_structs import decode_light_page
-from .pages import Page, check_page_args, collection_for
+from .pages import Page, check_page_args, collection_for, page_from
 from .rate_gate import RateGate
 from .records import RecordCalls
 from .refunds import RefundCalls

@@ -15,11 +15,12 @@ from typing import Any
 from django.utils import timezone
 
 from ..client.factory import get_client
-from ..client.lookups import Lookup
+from ..client.lookup_results import Lookup
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import OrderNotCancellable, RequestRejected
+from ..exceptions.flows import OrderNotCancellable
+from ..exceptions.wire import RequestRejected
 from ..mirror.events import CHECKOUT, LOOKUP, SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer, store_lookup

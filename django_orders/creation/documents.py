@@ -25,10 +25,9 @@ from django.utils import timezone
 from ..client.factory import get_client
 from ..client.fulfilment import DeliveryResult
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import (
+from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable
+from ..exceptions.wire import (
     AuthenticationFailed,
-    DeliveryOutcomeUnknown,
-    DocumentNotSendable,
     OrdersAPIError,
     RateLimited,
     RequestRejected,

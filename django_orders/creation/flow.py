@@ -21,15 +21,13 @@ from ..client.errors import never_reached_the_api
 from ..client.factory import get_client
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import (
-    AuthenticationFailed,
+from ..exceptions.flows import (
     OrderAnswerMismatch,
     OrderRequestPending,
     OrderRequestRejected,
-    OrdersAPIError,
-    OrdersConfigurationError,
     ReferenceConflict,
 )
+from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, OrdersConfigurationError
 from ..mirror.events import CHECKOUT, RESUME, acting
 from ..models import Order, OrderRequest
 from .payloads import encode_payload, request_body, stored_body

@@ -31,13 +31,11 @@ from django.utils import timezone
 from ..client.factory import get_client
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import (
+from ..exceptions.flows import OrderNotCompletable, OrderRequestPending, OrderRequestRejected
+from ..exceptions.wire import (
     AuthenticationFailed,
     InvalidRecord,
     InvalidResponse,
-    OrderNotCompletable,
-    OrderRequestPending,
-    OrderRequestRejected,
     OrdersAPIError,
     OrdersError,
     RequestRejected,

@@ -23,10 +23,10 @@ from django.utils import timezone
 from ..client.errors import shorten
 from ..client.transport import OrdersClient
 from ..conf import orders_settings, setting_name
-from ..exceptions import (
+from ..exceptions.flows import OrderAnswerMismatch
+from ..exceptions.wire import (
     InvalidRecord,
     InvalidResponse,
-    OrderAnswerMismatch,
     OrdersAPIError,
     OrdersError,
     RequestRejected,

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..exceptions import InvalidRefundRequest
+from ..exceptions.flows import InvalidRefundRequest
 
 #: The provider's refund reasons (``inttegro.refund.Reason``); ``custom`` needs details.
 REASONS = (

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ..client.refund_structs import decode_refund
 from ..client.transport import OrdersClient
-from ..exceptions import InvalidRecord, InvalidResponse
+from ..exceptions.wire import InvalidRecord, InvalidResponse
 from ..mirror import events
 from ..mirror.events import RESUME, Origin
 from ..mirror.refunds import store_refunds

@@ -20,17 +20,15 @@ from ..client.factory import get_client
 from ..client.refund_structs import embedded_refunds
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import (
-    AuthenticationFailed,
+from ..exceptions.flows import (
     InvalidRefundRequest,
     OrderNotRefundable,
-    OrdersAPIError,
     ReferenceConflict,
     RefundNotCancelable,
     RefundRejected,
     RefundRequestPending,
-    RequestRejected,
 )
+from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, RequestRejected
 from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..mirror.refresh import store_answer

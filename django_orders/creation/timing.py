@@ -14,7 +14,7 @@ from typing import Any
 from ..client.decoding import storable_text
 from ..client.errors import shorten
 from ..conf import longest_exchange, orders_settings
-from ..exceptions import RateLimited
+from ..exceptions.wire import RateLimited
 from ..models import OrderRequest
 
 #: The longest wait between two resends of one request, whatever its attempts.

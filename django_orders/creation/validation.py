@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from rest_framework import serializers
 
 from ..conf import http_url_host, orders_settings
-from ..exceptions import InvalidOrderRequest
+from ..exceptions.flows import InvalidOrderRequest
 from ..redirect_hosts import redirect_host_allowed
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")

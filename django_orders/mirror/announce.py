@@ -7,15 +7,23 @@ one entry, one signal, whatever path saw the change.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
-from ..models import Order
+from ..models.mirror import Order
 from ..signals import order_first_seen
-from .store import MirrorResult
 
 logger = logging.getLogger("django_orders.sync")
 
 
-def announce(result: MirrorResult) -> None:
+class Written(Protocol):
+    """What ``announce`` reads of a write's result (``store.MirrorResult``), only when a
+    receiver listens: the orders it saw for the first time."""
+
+    @property
+    def first_seen(self) -> list[Order]: ...
+
+
+def announce(result: Written) -> None:
     """Sent after commit, so a receiver never sees a row that a rollback would take back.
 
     ``send_robust``: one failing receiver neither stops the others nor the sync.

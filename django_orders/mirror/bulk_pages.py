@@ -6,7 +6,6 @@ timestamps read in one call, the checks that let a record skip ``parse_order``'s
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,7 +15,8 @@ import msgspec
 
 from ..client.decoding import decode_answer, why_not_json
 from ..client.order_structs import decode_orders_page, to_records
-from ..exceptions import InvalidResponse
+from ..exceptions.wire import InvalidResponse
+from .parsed import encode_sorted, hash_text
 from .parsing import (
     ParsedCustomer,
     ParsedOrder,
@@ -27,16 +27,10 @@ from .parsing import (
 )
 from .record_fields import read_contact, read_number, read_payment_url, read_total
 
-encode_sorted = msgspec.json.Encoder(order="sorted").encode
-
 
 def canonical_bytes(record: Any) -> bytes:
     """``canonical_json(record).encode()`` for a value of a plain body (``decode_plain``)."""
     return encode_sorted(record)
-
-
-def hash_text(text: bytes) -> str:
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 class _PlainCustomer(ParsedCustomer):

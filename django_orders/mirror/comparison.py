@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..db import app_database
-from ..models import Customer, Order
-from .parsing import ParsedCustomer, ParsedOrder
+from ..models.mirror import Customer, Order
+from .parsed import ParsedCustomer, ParsedOrder
 from .upsert import read_by_ids
 from .wire_match import count_matches, store_wire_fingerprints
 

@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 
 from ..client.order_structs import (
-    CustomerStruct,
     LightOrder,
     LineItemGroup,
     Money,
@@ -25,7 +24,7 @@ from ..client.order_structs import (
     order_slices,
     to_records,
 )
-from ..exceptions import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from .bulk_pages import (
     body_records,
     encode_sorted,
@@ -34,9 +33,9 @@ from .bulk_pages import (
     parse_body,
     vouched,
 )
+from .deferred_records import DEFERRED_FIELDS, DeferredCustomer, DeferredOrder
 from .parsing import (
     LenientPage,
-    ParsedCustomer,
     ParsedOrder,
     parse_leniently,
     parse_order,
@@ -44,145 +43,11 @@ from .parsing import (
 )
 from .record_fields import (
     CURRENCY_MAX,
-    EMAIL_MAX,
     NUMBER_MAX,
-    PHONE_MAX,
     TOTAL_MAX,
     TOTAL_MIN,
     checked_payment_url,
 )
-
-
-class _DeferredCustomer(ParsedCustomer):
-    """A customer of a light page (``Page.typed``), known at once by its id and its bytes'
-    hash; its other fields, text and fingerprint are read from its page on first use.
-
-    ``__getattr__`` is only called for a slot not set yet: a walk compares a customer by id and
-    bytes, and needs the rest only to write it (then with the checks ``parse_customer`` makes).
-    """
-
-    __slots__ = ("_index", "_page")
-
-    def __init__(
-        self, customer_id: str, wire_fingerprint: str, page: DeferredPage, index: int
-    ) -> None:
-        # ParsedCustomer's attributes, set here rather than through its __init__: one per order
-        # of every page, on the helper's hot path.
-        self.id = customer_id
-        self._raw = None  # decoded from raw_json if asked for: the same values
-        self._json = None
-        self._fingerprint = None
-        self.wire_fingerprint = wire_fingerprint
-        self._page = page
-        self._index = index
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("guest", "name", "email_address", "phone_number"):
-            struct = self._page.struct(self._index)
-            if struct is None:
-                parsed = self._page.parsed(self._index).customer
-                self.guest, self.name = parsed.guest, parsed.name
-                self.email_address, self.phone_number = parsed.email_address, parsed.phone_number
-                return object.__getattribute__(self, name)
-            customer: CustomerStruct = struct.customer  # type: ignore[assignment]  # vouched for
-            self.guest = customer.guest is True
-            text = customer.name
-            self.name = (text if type(text) is str else "")[:255]
-            email = customer.email_address
-            self.email_address = email if type(email) is str and len(email) <= EMAIL_MAX else ""
-            phone = customer.phone_number
-            self.phone_number = phone if type(phone) is str and len(phone) <= PHONE_MAX else ""
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def _encode(self) -> None:
-        struct = self._page.struct(self._index)
-        if struct is None:
-            parsed = self._page.parsed(self._index).customer
-            self._json, self._fingerprint = parsed.raw_json, parsed.fingerprint
-            return
-        text = encode_sorted(struct.customer)
-        self._json = text.decode()
-        self._fingerprint = hash_text(text)
-
-    @property
-    def raw_json(self) -> str:
-        if self._json is None:
-            self._encode()
-        assert self._json is not None
-        return self._json
-
-    @property
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._encode()
-        assert self._fingerprint is not None
-        return self._fingerprint
-
-
-#: The fields of an order of a light page that are read for the whole page on first use
-#: (``DeferredPage.read``); its id, status, customer and wire fingerprint are read at once,
-#: its fingerprint on first use, encoded for that order alone where the schema fits the page
-#: (where it does not, the page is parsed whole: ``DeferredPage.parsed``).
-DEFERRED_FIELDS = frozenset(
-    (
-        "initiated_at",
-        "completed_at",
-        "paid_at",
-        "canceled_at",
-        "expires_at",
-        "total",
-        "currency",
-        "number",
-        "payment_url",
-        "raw_json",
-    )
-)
-
-
-class _DeferredOrder(ParsedOrder):
-    """An order of a typed page, read at once only as far as the writer needs to tell whether it
-    changed: its id, status, customer and wire fingerprint.
-
-    Why: in a re-sync nearly every order is unchanged, and everything else about it is never
-    used; reading it was most of the page's parsing (benchmarks/README.md). Its other
-    fields (``DEFERRED_FIELDS``) are left unset and read for the whole page the first time one
-    of them is asked for: ``__getattr__`` is only called for an attribute that normal lookup did
-    not find, so a field once read costs nothing more. Its canonical text and fingerprint are
-    encoded on first use, for this order alone: an order whose bytes are the ones the mirror
-    last stored (``wire_fingerprint``) is known unchanged without them, and without its page
-    ever being decoded with the order schema.
-    """
-
-    __slots__ = ("__weakref__", "_index", "_page", "refunds_bytes")
-
-    def __init__(
-        self,
-        light: LightOrder,
-        customer: _DeferredCustomer,
-        wire_fingerprint: str,
-        page: DeferredPage,
-        index: int,
-    ) -> None:
-        # The eager fields only; the deferred slots stay unset until the page is read.
-        self.id = light.id  # vouched for by vouched
-        self.status = light.status
-        self.customer = customer
-        self.wire_fingerprint = wire_fingerprint
-        #: The ``refunds`` it carries, as sent (empty when absent): ``carried_refunds``.
-        self.refunds_bytes = light.refunds
-        self._raw = None  # decoded from raw_json if asked for: the same values
-        self._page = page
-        self._index = index
-
-    def __getattr__(self, name: str) -> Any:
-        if name in DEFERRED_FIELDS:
-            self._page.read()
-        elif name == "fingerprint":
-            self.fingerprint = hash_text(self._page.canonical_text(self._index))
-        else:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return object.__getattribute__(self, name)
 
 
 class DeferredPage:
@@ -215,7 +80,7 @@ class DeferredPage:
         self.number = number
         self.resource = resource
         self.body = body
-        self.orders: list[weakref.ref[_DeferredOrder]] = []
+        self.orders: list[weakref.ref[DeferredOrder]] = []
         self.done = False
         #: Whether any of its orders has a ``refunds`` key (``light_orders`` tells).
         self.carries_refunds = True
@@ -345,7 +210,7 @@ class DeferredPage:
 def read_deferred(orders: list[Any]) -> None:
     """Read now the deferred fields of a page parsed with ``parse_fetched(..., deferred=True)``
     (nothing to do for any other page)."""
-    if orders and type(orders[0]) is _DeferredOrder:
+    if orders and type(orders[0]) is DeferredOrder:
         orders[0]._page.read()
 
 
@@ -354,14 +219,14 @@ def may_carry_refunds(orders: Sequence[Any]) -> bool:
     whose orders has a ``refunds`` key: the light reading told (``light_orders``), so such a
     page costs nothing more. True for any other page."""
     first = orders[0] if orders else None
-    return type(first) is not _DeferredOrder or first._page.carries_refunds
+    return type(first) is not DeferredOrder or first._page.carries_refunds
 
 
 def carried_refunds(order: ParsedOrder) -> Any:
     """The ``refunds`` an order's record carries (``None`` when absent or null): an order of a
     light page from the bytes its light reading kept (most have none: nothing to decode), any
     other from its decoded record. ``InvalidRecord`` for bytes that are not JSON."""
-    if type(order) is _DeferredOrder:
+    if type(order) is DeferredOrder:
         carried = order.refunds_bytes
         if not carried:
             return None
@@ -392,7 +257,7 @@ def _wire_hash(data: Any) -> str:
 _REFUNDS = attrgetter("refunds")
 
 
-def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_DeferredOrder] | None:
+def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[DeferredOrder] | None:
     """The orders of a typed page, each with its bytes' hash and its customer's, the rest read
     from ``page`` on first use; ``None`` when a record's id, status, start or customer id is
     not of the form the bulk path vouches for (the page is then parsed at once)."""
@@ -402,13 +267,13 @@ def light_orders(orders: list[LightOrder], page: DeferredPage) -> list[_Deferred
     for order, customer_id in zip(orders, customers, strict=True):
         if not vouched(order.id, order.status, order.initiated_at, customer_id):
             return None
-    parsed: list[_DeferredOrder] = []
+    parsed: list[DeferredOrder] = []
     add = parsed.append
     for index, (order, customer_id, order_bytes) in enumerate(
         zip(orders, customers, order_slices(page.body), strict=True)
     ):
-        customer = _DeferredCustomer(customer_id, _wire_hash(order.customer), page, index)
-        add(_DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
+        customer = DeferredCustomer(customer_id, _wire_hash(order.customer), page, index)
+        add(DeferredOrder(order, customer, _wire_hash(order_bytes), page, index))
     page.orders = [weakref.ref(order) for order in parsed]
     # On the helper thread, in C: the writer then skips a page without refunds at once.
     page.carries_refunds = any(map(_REFUNDS, orders))

@@ -30,7 +30,9 @@ from django.utils import timezone
 
 from .. import signals
 from ..db import app_database
-from ..models import Order, OrderEvent, OrderRequest, Refund
+from ..models.journal import OrderRequest
+from ..models.mirror import Order, Refund
+from ..models.timeline import OrderEvent
 from .upsert import insert_rows, json_text
 
 logger = logging.getLogger("django_orders.events")

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.db.models import Case, F, Q, Value, When
 
-from ..models import OrderStatus
+from ..models.mirror import OrderStatus
 
 #: How far along its lifecycle a status is. Canceled and expired share a rank: neither follows
 #: the other. Statuses not listed (``unknown``, any other string) have no rank.

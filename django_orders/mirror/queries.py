@@ -12,7 +12,8 @@ from django.db.models import Lookup, Q, QuerySet
 
 from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
 from ..db import app_database
-from ..models import Customer, Order, OrderEvent
+from ..models.mirror import Customer, Order
+from ..models.timeline import OrderEvent
 
 
 class EqualsAny(Lookup):

@@ -17,10 +17,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..client.lookups import Lookup
+from ..client.lookup_results import Lookup
 from ..db import app_atomic, app_on_commit
-from ..exceptions import InvalidRecord
-from ..models import Order
+from ..exceptions.wire import InvalidRecord
+from ..models.mirror import Order
 from .announce import announce
 from .events import LOOKUP, Origin
 from .parsing import ParsedOrder, parse_order

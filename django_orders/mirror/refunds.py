@@ -18,11 +18,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.lookups import RefundLookup
+from ..client.lookup_results import RefundLookup
 from ..client.refund_structs import RefundStruct, decode_refund, embedded_refunds
 from ..db import app_database
-from ..exceptions import InvalidRecord
-from ..models import Order, OrderRequest, Refund, RefundStatus
+from ..exceptions.wire import InvalidRecord
+from ..models.journal import OrderRequest
+from ..models.mirror import Order, Refund, RefundStatus
 from . import events
 from .events import LOOKUP, Origin
 from .timestamps import parse_optional_timestamp, parse_timestamp

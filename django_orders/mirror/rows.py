@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import TypeVar
 
 from ..db import app_database
-from ..models import Customer, Order
-from .parsing import ParsedCustomer, ParsedOrder
+from ..models.mirror import Customer, Order
+from .parsed import ParsedCustomer, ParsedOrder
 
 _Row = TypeVar("_Row", Customer, Order)
 

@@ -16,14 +16,10 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Case, F, Q, Value, When
-from django.utils import timezone
 
 from ..client.search_structs import SearchResult
-from ..db import app_atomic, app_database
-from ..exceptions import InvalidRecord
-from .events import Origin
-from .parsing import parse_record
-from .store import MirrorResult, store_records
+from ..db import app_database
+from .result import MirrorResult
 
 #: Called inside a looked-up record's transaction with what was stored (``None``: nothing).
 Within = Callable[[MirrorResult | None, datetime], None]
@@ -91,35 +87,3 @@ class SearchedMirror:
     def count(self) -> int:
         """How many records of the resource the mirror holds."""
         return self.rows().count()
-
-
-def store_record_lookup(
-    resource: str, lookup: Any, *, within: Within | None = None, origin: Origin | None = None
-) -> MirrorResult | None:
-    """One looked-up raw record into ``RemoteRecord``, in its own transaction (``within``
-    inside it); ``None`` for a record the service does not know, left as it is. ``origin`` is
-    for the timeline, which raw records do not have."""
-    if lookup.record is None:
-        set_aside_record(lookup.record_id, within=within)
-        return None
-    try:
-        parsed = parse_record(lookup.record)
-    except InvalidRecord as exc:
-        raise InvalidRecord(f"/{resource}/lookup of {lookup.record_id}: {exc}") from None
-    if parsed.id != lookup.record_id:
-        raise InvalidRecord(
-            f"/{resource}/lookup of {lookup.record_id} answered with record {parsed.id}"
-        )
-    now = timezone.now()
-    with app_atomic():
-        result = store_records(resource, [parsed], now=now)
-        if within is not None:
-            within(result, now)
-    return result
-
-
-def set_aside_record(record_id: str, *, within: Within | None = None) -> None:
-    """A raw record's lookup that stores nothing: only the caller's bookkeeping."""
-    with app_atomic():
-        if within is not None:
-            within(None, timezone.now())

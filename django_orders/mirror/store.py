@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 
 from django.db import connections
 from django.db.models.constants import OnConflict
@@ -19,12 +17,13 @@ from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from ..db import app_database
-from ..models import Customer, Order, RemoteRecord
+from ..models.mirror import Customer, Order, RemoteRecord
 from . import events
 from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
 from .events import PAGE, Origin
 from .lifecycle import APPEARING, SentAt, confirmed_observed_at, observed, replaces, sent_for
-from .parsing import ParsedCustomer, ParsedOrder, ParsedRecord
+from .parsed import ParsedCustomer, ParsedOrder, ParsedRecord
+from .result import MirrorResult as MirrorResult
 from .rows import customer_row as customer_row
 from .rows import order_row
 from .upsert import upsert, write_read_rows
@@ -96,50 +95,6 @@ RECORD_UPDATE = ("raw", "fingerprint", "changed_at")
 RECORD_CONFLICT = ("resource", "remote_id")
 
 logger = logging.getLogger("django_orders.sync")
-
-
-@dataclass
-class MirrorResult:
-    """What a write did.
-
-    ``orders`` holds the orders this call wrote, as model instances; ``first_seen`` feeds
-    ``order_first_seen`` (``announce``); ``status_changes`` (instance, previous status) are the
-    changes also recorded on the timeline, whose entries send ``order_status_changed``
-    (``events``). The instances are built on first access: a first sync with no signal
-    receivers never needs them. ``kept`` counts the
-    answers refused because the mirror holds a newer state (``lifecycle``); they count as
-    ``unchanged`` too: nothing of them was written.
-    """
-
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    kept: int = 0
-    now: datetime | None = None
-    refreshed: bool = False
-    _written: list[tuple[ParsedOrder, str | None, datetime]] = field(
-        default_factory=list, repr=False
-    )
-
-    @cached_property
-    def orders(self) -> dict[str, Order]:
-        assert self.now is not None  # store_orders() sets it whenever it writes an order
-        return {
-            order.id: order_row(order, self.now, refreshed=self.refreshed, observed_at=observed)
-            for order, _previous, observed in self._written
-        }
-
-    @property
-    def first_seen(self) -> list[Order]:
-        return [self.orders[order.id] for order, previous, _ in self._written if previous is None]
-
-    @property
-    def status_changes(self) -> list[tuple[Order, str]]:
-        return [
-            (self.orders[order.id], previous)
-            for order, previous, _observed in self._written
-            if previous is not None and previous != order.status
-        ]
 
 
 def store_orders(

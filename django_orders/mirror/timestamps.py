@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from ..exceptions import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 
 _TIMESTAMP = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?"

@@ -7,8 +7,6 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .mirror import Order, Refund
-
 
 class OrderRequest(models.Model):
     """A write to the service (an order create, a refund create), committed BEFORE it is sent.
@@ -78,7 +76,7 @@ class OrderRequest(models.Model):
     )
     last_request_id = models.CharField(_("last upstream request id"), max_length=128, blank=True)
     order = models.ForeignKey(
-        Order,
+        "django_orders.Order",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -86,7 +84,7 @@ class OrderRequest(models.Model):
         verbose_name=_("order"),
     )
     refund = models.ForeignKey(
-        Refund,
+        "django_orders.Refund",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -168,7 +166,10 @@ class DocumentDelivery(models.Model):
         FAILED = "failed", _("Not sent")
 
     order = models.ForeignKey(
-        Order, on_delete=models.PROTECT, related_name="deliveries", verbose_name=_("order")
+        "django_orders.Order",
+        on_delete=models.PROTECT,
+        related_name="deliveries",
+        verbose_name=_("order"),
     )
     document = models.CharField(_("document"), max_length=16, choices=Document.choices)
     idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True)

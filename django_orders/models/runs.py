@@ -7,8 +7,6 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .mirror import Order
-
 
 class SyncRun(models.Model):
     """One run of the page sync, written as it goes so that a crash leaves an honest record."""
@@ -147,7 +145,7 @@ class PaymentWatch(models.Model):
     """
 
     order = models.OneToOneField(
-        Order,
+        "django_orders.Order",
         on_delete=models.CASCADE,
         primary_key=True,
         related_name="payment_watch",

@@ -6,9 +6,6 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .journal import OrderRequest
-from .mirror import Order, Refund
-
 APPEND_ONLY = (
     "OrderEvent is append-only: a timeline entry is never changed (old ones are deleted by "
     "the prune_order_events command)."
@@ -54,7 +51,7 @@ class OrderEvent(models.Model):
     id = models.BigAutoField(primary_key=True)
     # Indexed with the time (orders_event_timeline_idx), not alone.
     order = models.ForeignKey(
-        Order,
+        "django_orders.Order",
         on_delete=models.CASCADE,
         related_name="events",
         verbose_name=_("order"),
@@ -69,7 +66,7 @@ class OrderEvent(models.Model):
     # The timeline outlives what it mentions and nothing reads it by refund or request: no
     # constraint, no index (each would slow a page's events), never cascaded.
     refund = models.ForeignKey(
-        Refund,
+        "django_orders.Refund",
         on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
@@ -79,7 +76,7 @@ class OrderEvent(models.Model):
         verbose_name=_("refund"),
     )
     order_request = models.ForeignKey(
-        OrderRequest,
+        "django_orders.OrderRequest",
         on_delete=models.DO_NOTHING,
         null=True,
         blank=True,

@@ -19,7 +19,7 @@ went out). Do not retry a POST blindly: a retry is a second delivery.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
@@ -36,11 +36,10 @@ from ..exceptions import (
     OrderRequestPending,
     RequestRejected,
 )
-from ..models import DocumentDelivery, Order
+from ..models import DocumentDelivery, Order, OrderRequest
+from .base import ERRORS, PENDING_RETRY_AFTER, HasOrdersPermission, OrdersAPIMixin, documented
 from .exceptions import error_response
-from .refund_views import HasOrdersPermission
 from .serializers import ErrorSerializer, OrderSerializer
-from .views import ERRORS, PENDING_RETRY_AFTER, OrdersAPIMixin, documented
 
 FORBIDDEN = {403: OpenApiResponse(description="Without the endpoint's permission.")}
 
@@ -125,7 +124,7 @@ class CompleteOrderView(StaffOrderAction):
         except OrderRequestPending as exc:
             body = {
                 "order": order_id,
-                "state": exc.order_request.state,
+                "state": cast(OrderRequest, exc.order_request).state,
                 "retry_after": PENDING_RETRY_AFTER,
             }
             return Response(

@@ -8,13 +8,13 @@ conflicts: docs/architecture/interfaces.md ("Refunds in the API").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -31,19 +31,20 @@ from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..models import Order, OrderRequest, Refund
 from ..services import stored_error
 from . import refund_keys
-from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
-from .idempotency import HEADER, parse_key, scoped_reference
-from .serializers import ErrorSerializer
-from .tokens import checkout_handle, parse_checkout_handle
-from .views import (
+from .base import (
     ERRORS,
     IN_PROGRESS,
     PENDING_RETRY_AFTER,
+    HasOrdersPermission,
     OrdersAPIMixin,
     api_url,
     documented,
     in_flight,
 )
+from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
+from .idempotency import HEADER, parse_key, scoped_reference
+from .serializers import ErrorSerializer
+from .tokens import checkout_handle, parse_checkout_handle
 
 KIND = OrderRequest.Kind.REFUND_CREATE
 State = OrderRequest.State
@@ -128,19 +129,6 @@ class RefundPendingSerializer(serializers.Serializer):
 
 
 # --- permissions, pagination ------------------------------------------------------------------
-
-
-class HasOrdersPermission(BasePermission):
-    """``django_orders.<codename>``: a 403 without it."""
-
-    def __init__(self, codename: str) -> None:
-        self.codename = codename
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        return bool(
-            user and user.is_authenticated and user.has_perm(f"django_orders.{self.codename}")
-        )
 
 
 class RefundCursorPagination(CursorPagination):
@@ -313,9 +301,9 @@ class OrderRefundViewSet(
         if isinstance(exc, RefundRejected):
             return rejected(exc)
         if isinstance(exc, RefundRequestPending):
-            if in_flight(exc):  # type: ignore[arg-type]  # the same fields as a checkout's
+            if in_flight(exc):
                 return self._refused_key(refund_keys.IN_PROGRESS)
-            return refund_pending(self.request, exc.order_request)
+            return refund_pending(self.request, cast(OrderRequest, exc.order_request))
         raise exc  # Order.DoesNotExist: the exception handler's 404
 
     @staticmethod

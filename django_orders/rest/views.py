@@ -7,34 +7,45 @@ transactions and refuse to run inside an outer one (see ``creation.flow``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
-from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import services
 from ..conf import setting_name
-from ..db import app_database, non_atomic_requests
-from ..exceptions import OrderRequestPending, OrderRequestRejected, OrdersConfigurationError
+from ..db import app_database
+from ..exceptions import (
+    OrderRequestPending,
+    OrderRequestRejected,
+    OrdersConfigurationError,
+)
 from ..mirror.queries import stored_order
 from ..models import Customer, Order, OrderRequest
 from ..services import stored_error
+from .base import (
+    ERRORS,
+    IN_PROGRESS,
+    PENDING_RETRY_AFTER,
+    OrdersAPIMixin,
+    State,
+    api_url,
+    documented,
+    in_flight,
+)
 from .builder import body_serializer, build_order_arguments, checkout_builder
-from .exceptions import error_response, exception_handler, logger, orders_exception_response
+from .exceptions import error_response, logger, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
 from .idempotency import HEADER, caller_scope, parse_key, scoped_reference
 from .pagination import CustomerCursorPagination, OrderCursorPagination
-from .parsers import BoundedJSONParser
 from .permissions import (
     CheckoutTarget,
     IsStaffOrOwner,
@@ -51,11 +62,6 @@ from .serializers import (
 from .throttles import CHECKOUT_SCOPE, CONFIRM_SCOPE, OrdersScopedRateThrottle
 from .tokens import TOKEN_HEADER, checkout_handle, make_owner_token, parse_checkout_handle
 
-State = OrderRequest.State
-#: Retry-After of a pending checkout that has no scheduled resend yet.
-PENDING_RETRY_AFTER = 5
-IN_PROGRESS = "idempotency_key_in_progress"
-
 TOKEN_PARAMETER = OpenApiParameter(
     TOKEN_HEADER,
     location=OpenApiParameter.HEADER,
@@ -63,64 +69,6 @@ TOKEN_PARAMETER = OpenApiParameter(
     description="The owner token of the checkout answer (guests); staff and the logged-in "
     "buyer need none.",
 )
-ERRORS = {
-    404: OpenApiResponse(ErrorSerializer, description="Unknown, or not yours."),
-    503: OpenApiResponse(description="The order service cannot be reached."),
-}
-
-
-def documented(*, schema: type[AutoSchema] = AutoSchema, **kwargs: Any):
-    """``extend_schema`` on drf-spectacular's ``AutoSchema`` (or ``schema``) whatever the
-    project's ``DEFAULT_SCHEMA_CLASS`` (the decorator builds on that setting otherwise):
-    mounting the API must not require any setting."""
-
-    def decorate(method):
-        method.schema = schema
-        return extend_schema(**kwargs)(method)
-
-    return decorate
-
-
-if TYPE_CHECKING:
-    # What the mixin is mixed into, so mypy knows super().as_view() and the schema attribute.
-    from rest_framework.views import APIView as _APIView
-else:
-    _APIView = object
-
-
-class OrdersAPIMixin(_APIView):
-    """What every view of this API shares: the exception handler, the schema class, and no
-    ``ATOMIC_REQUESTS`` (the services commit before and after each upstream call)."""
-
-    schema = AutoSchema()
-
-    def get_exception_handler(self):
-        return exception_handler
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        # An id of the path holding a NUL (``%00``) names nothing, and PostgreSQL refuses one
-        # in a query (a 500): 404 before any query.
-        if any("\x00" in str(value) for value in kwargs.values()):
-            raise NotFound()
-        super().initial(request, *args, **kwargs)
-
-    def get_parsers(self) -> list[Any]:
-        # The project's parsers, DRF's JSON one bounded (``parsers``).
-        return [
-            BoundedJSONParser() if type(parser) is JSONParser else parser
-            for parser in super().get_parsers()
-        ]
-
-    @classmethod
-    def as_view(cls, *args: Any, **kwargs: Any):
-        return non_atomic_requests(super().as_view(*args, **kwargs))
-
-
-def api_url(request: Request, name: str, *args: Any) -> str:
-    """An absolute URL of this API, in the namespace it was mounted under."""
-    namespace = request.resolver_match.namespace if request.resolver_match else ""
-    url = reverse(f"{namespace}:{name}" if namespace else name, args=args)
-    return request.build_absolute_uri(url)
 
 
 def pending_response(
@@ -143,18 +91,6 @@ def pending_response(
         body["token"] = make_owner_token(order_request.pk)
     headers = {"Retry-After": str(retry_after), "Location": status_url}
     return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
-
-
-def in_flight(exc: OrderRequestPending) -> bool:
-    """Another process holds this checkout's claim right now: it is being sent."""
-    order_request = exc.order_request
-    claimed_until = order_request.claimed_until
-    return (
-        exc.cause is None
-        and order_request.state == State.PENDING
-        and claimed_until is not None
-        and claimed_until > timezone.now()
-    )
 
 
 class CheckoutSchema(AutoSchema):
@@ -235,7 +171,7 @@ class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
                     "later with the same key and body.",
                     headers={"Retry-After": str(PENDING_RETRY_AFTER)},
                 )
-            return pending_response(request, exc.order_request, token=True)
+            return pending_response(request, cast(OrderRequest, exc.order_request), token=True)
         # Just committed by create_order: read where it was written, not from a replica.
         written = OrderRequest.objects.using(app_database())
         request_pk = written.values_list("pk", flat=True).get(

@@ -26,7 +26,8 @@ from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
 from ..mirror.events import FEED
-from ..mirror.resources import ORDERS, Resource
+from ..mirror.resources.orders import ORDERS
+from ..mirror.resources.registry import Resource
 from ..models import SyncCheckpoint, SyncRun
 from .backfill_pipeline import Answer, Pipeline
 from .feed import (
@@ -40,8 +41,8 @@ from .feed import (
 )
 from .lease import Lease
 from .lookup_batches import store_batch
+from .lookup_store import store_for_run
 from .progress import ProgressCallback
-from .refresh import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -93,7 +94,7 @@ def run_backfill(
 
     def store(lookups: list[Any], moments: dict[str, datetime]) -> None:
         if kind is ORDERS:  # a batch a transaction
-            store_batch(lookups, moments, run, lease)
+            store_batch(lookups, moments, run, lease, kind=kind)
             return
         for lookup in lookups:
             stamp = searched.stamp(lookup.record_id, moments[lookup.record_id])

@@ -21,11 +21,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from queue import Empty, SimpleQueue
-from typing import Any
+from typing import Any, Protocol
 
-from ..client.lookup_stream import LookupStream
-from ..client.lookups import HEARTBEAT_SECONDS
 from ..client.search_structs import SearchPage
+from ..conf.table import HEARTBEAT_SECONDS
 from ..exceptions import RequestRejected
 
 logger = logging.getLogger("django_orders.sync")
@@ -38,6 +37,12 @@ BATCH = 32
 #: one read ahead (an answer whose lookups are all found waits for its batch with its cursor
 #: and counts only).
 AHEAD = 2
+
+
+class Submits(Protocol):
+    """What the pipeline needs of ``client.lookup_stream.LookupStream``: one lookup sent."""
+
+    def submit(self, record_id: str) -> Future[Any]: ...
 
 
 @dataclass
@@ -72,7 +77,7 @@ class Pipeline:
     lease renewed, at least every ``HEARTBEAT_SECONDS`` whatever the lookups' pace.
     """
 
-    lookups: LookupStream[Any]
+    lookups: Submits
     search: Callable[[str | None], SearchPage]
     decide: Callable[[SearchPage], Mapping[str, datetime]]
     store: Callable[[list[Any], dict[str, datetime]], None]

@@ -19,7 +19,7 @@ from ..client.factory import new_client
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
-from ..exceptions import InvalidRecord, error_name
+from ..exceptions.wire import InvalidRecord, error_name
 from ..mirror.announce import announce
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.store import MirrorResult
@@ -28,7 +28,8 @@ from ..models import Order, SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
 from .lease import Lease
-from .pagewrite import MALFORMED, set_aside, write_page
+from .pagewrite import write_page
+from .problems import MALFORMED, set_aside
 from .progress import (
     PROGRESS_FIELDS,
     ProgressCallback,

@@ -29,14 +29,14 @@ from ..client.search_structs import FRESHNESS_STATES, SearchPage, SearchResult
 from ..client.transport import OrdersClient
 from ..conf import orders_settings
 from ..db import app_database
-from ..exceptions import OrdersNetworkError, RequestRejected, ServerError
+from ..exceptions.wire import OrdersNetworkError, RequestRejected, ServerError
 from ..mirror.events import FEED
-from ..mirror.resources import Resource
+from ..mirror.resources.registry import Resource
 from ..mirror.searched import SearchedMirror
 from ..models import SyncRun
 from .lease import Lease
+from .lookup_store import store_for_run
 from .progress import ProgressCallback
-from .refresh import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 

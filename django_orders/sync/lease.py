@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
 from ..db import app_database
-from ..exceptions import OrdersError, SyncAlreadyRunning
+from ..exceptions.flows import SyncAlreadyRunning
+from ..exceptions.wire import OrdersError
 from ..models import SyncLease
 
 

@@ -20,13 +20,14 @@ from ..db import app_database
 from ..exceptions import InvalidRecord
 from ..mirror.events import FEED, Origin
 from ..mirror.refresh import store_lookups
+from ..mirror.resources.registry import Resource
 from ..mirror.store import MirrorResult
 from ..mirror.upsert import column_of
 from ..models import Order, SyncRun
 from .lease import Lease
-from .pagewrite import REFUSALS
+from .lookup_store import store_for_run
+from .problems import REFUSALS
 from .progress import add_counts, counts_kept_on_commit, progress_values
-from .refresh import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -42,6 +43,7 @@ def store_batch(
     run: SyncRun,
     lease: Lease,
     *,
+    kind: Resource,
     settle: Settle | None = None,
     counter: str = "feed_lookups",
     origin: Origin = FEED,
@@ -78,7 +80,7 @@ def store_batch(
         )
     for lookup in lookups:
         also = _settling(settle, {lookup.order_id: moments[lookup.order_id]})
-        store_for_run(lookup, run, lease, counter=counter, also=also, origin=origin)
+        store_for_run(lookup, run, lease, counter=counter, also=also, origin=origin, kind=kind)
 
 
 def _settling(settle: Settle, moment: dict[str, datetime]) -> Callable[[MirrorResult], None]:

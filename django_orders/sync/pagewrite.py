@@ -11,24 +11,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import DataError, IntegrityError
-
-from ..client.decoding import storable_text
 from ..db import app_atomic
-from ..mirror.resources import Resource
+from ..mirror.resources.registry import Resource
 from ..mirror.store import MirrorResult
 from ..models import SyncRun
+from .problems import REFUSALS, reason_of, set_aside
 
 logger = logging.getLogger("django_orders.sync")
-
-#: ``set_aside``'s ``why`` for a record that breaks the spec (``mirror.parsing``).
-MALFORMED = "it breaks the spec"
-#: What the database raises for a value it will not store.
-REFUSALS = (DataError, IntegrityError, UnicodeError)
-#: Reasons listed in ``SyncRun.problems``; past this, only counted.
-MAX_PROBLEMS_LISTED = 50
-#: The longest reason kept for one record.
-REASON_LENGTH = 300
 
 
 def write_page(
@@ -69,7 +58,7 @@ def write_page(
             "another process stored one of its records meanwhile"
             if meanwhile
             else "the database refused the page",
-            _reason(exc),
+            reason_of(exc),
         )
     with app_atomic():
         results = []
@@ -87,21 +76,6 @@ def write_page(
     return results
 
 
-def set_aside(
-    run: SyncRun, where: str, exc: BaseException, *, why: str = "the database refused it"
-) -> None:
-    """Count a record set aside on ``run`` and note why (the caller saves the run): one the
-    database refused, or a malformed one (``why`` says which)."""
-    run.skipped += 1
-    logger.error("Set aside %s: %s (%s)", where, why, _reason(exc))
-    lines = run.problems.count("\n") + 1 if run.problems else 0
-    if lines < MAX_PROBLEMS_LISTED:
-        line = f"{where}: {_reason(exc)}"
-        run.problems = f"{run.problems}\n{line}" if run.problems else line
-    elif lines == MAX_PROBLEMS_LISTED:
-        run.problems += "\n... more set aside: see the count and the logs."
-
-
 #: SQLSTATE of a unique violation (PostgreSQL).
 UNIQUE_VIOLATION = "23505"
 
@@ -110,10 +84,3 @@ def _stored_meanwhile(exc: BaseException) -> bool:
     """Whether the database refused a row because its key is taken: the page's read found it
     absent, so another transaction committed it since (psycopg 3's ``sqlstate``)."""
     return getattr(exc.__cause__, "sqlstate", None) == UNIQUE_VIOLATION
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(storable_text(str(exc)).split()) or type(exc).__name__
-    if len(text) > REASON_LENGTH:
-        text = text[:REASON_LENGTH] + "..."
-    return f"{type(exc).__name__}: {text}"

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..client.pages import Page
 from ..client.paging import PageWalk
-from ..exceptions import InvalidRecord, InvalidResponse
+from ..exceptions.wire import InvalidRecord, InvalidResponse
 from ..mirror.page_parsing import parse_fetched, reparse_leniently
 
 logger = logging.getLogger("django_orders.sync")

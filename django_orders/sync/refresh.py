@@ -8,25 +8,20 @@ lease renewal in that same transaction when a sync run does the refresh.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from django.db.models import F
 
-from ..client.lookups import Lookup, RecordLookup, lookup_orders
+from ..client.lookups import lookup_orders
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions import InvalidRecord
-from ..mirror.events import LOOKUP, Origin
 from ..mirror.refresh import store_lookup
-from ..mirror.resources import Resource
 from ..mirror.resources.orders import ORDERS
-from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
-from .pagewrite import MALFORMED, REFUSALS, set_aside
-from .progress import ProgressCallback, add_counts, counts_kept_on_commit, progress_values
+from .lookup_store import store_for_run
+from .progress import ProgressCallback
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -74,7 +69,7 @@ def refresh_outside_walk(
                     break
     unknown: list[str] = []
     for lookup in lookup_orders(candidates, heartbeat=lease.renew):
-        result = store_for_run(lookup, run, lease)
+        result = store_for_run(lookup, run, lease, kind=ORDERS)
         if result is None:
             unknown.append(lookup.order_id)
         elif progress is not None:
@@ -122,50 +117,3 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
     summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
     return summary
-
-
-def store_for_run(
-    lookup: Lookup | RecordLookup,
-    run: SyncRun,
-    lease: Lease,
-    *,
-    counter: str = "refreshed",
-    also: Callable[[MirrorResult], None] | None = None,
-    origin: Origin = LOOKUP,
-    kind: Resource = ORDERS,
-) -> MirrorResult | None:
-    """``store_lookup`` with the run's counts and the lease renewal in the record's transaction.
-
-    ``counter``: the run's count of these lookups (``refreshed``, or ``feed_lookups`` for the
-    change feed's); ``origin``: what the timeline says found a change; ``also`` runs in the same
-    transaction after a stored record; ``kind``: the resource looked up (``kind.searched``
-    writes it; orders by default). A record the database refuses, or a malformed one, is set
-    aside as a page's record is (``pagewrite``), and an order goes to the back of the refresh
-    queue.
-    """
-    searched = kind.searched
-    assert searched is not None, f"{kind.name} is not looked up by id here"
-
-    def count(result: MirrorResult | None, now: datetime) -> None:
-        if result is not None:
-            setattr(run, counter, getattr(run, counter) + 1)
-            add_counts(run, result)
-            if also is not None:
-                also(result)
-            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run))
-        lease.renew(now=now)
-
-    try:
-        with counts_kept_on_commit(run):
-            return searched.store_lookup(lookup, within=count, origin=origin)
-    except (*REFUSALS, InvalidRecord) as exc:
-        refused = not isinstance(exc, InvalidRecord)
-        why = "the database refused it" if refused else MALFORMED
-        set_aside(run, f"lookup of {kind.noun[0]} {lookup.record_id}", exc, why=why)
-
-        def note(result: MirrorResult | None, now: datetime) -> None:
-            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)
-            lease.renew(now=now)
-
-        searched.set_aside(lookup.record_id, within=note)
-        return MirrorResult()

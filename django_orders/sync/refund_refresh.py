@@ -16,13 +16,14 @@ from datetime import datetime
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ..client.lookups import RefundLookup, lookup_refunds
+from ..client.lookup_results import RefundLookup
+from ..client.lookups import lookup_refunds
 from ..db import app_atomic, app_database
-from ..exceptions import InvalidRecord
+from ..exceptions.wire import InvalidRecord
 from ..mirror.refunds import FINAL, StoredRefunds, stamp_refund_refreshed, store_refund_lookup
 from ..models import Refund, SyncRun
 from .lease import Lease
-from .pagewrite import MALFORMED, REFUSALS, set_aside
+from .problems import MALFORMED, REFUSALS, set_aside
 from .progress import ProgressCallback, counts_kept_on_commit, progress_values
 
 logger = logging.getLogger("django_orders.sync")

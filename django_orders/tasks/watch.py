@@ -3,12 +3,14 @@
 With no webhooks, the shop would learn of a payment only at the return page or the next sync.
 Bounded (lookups, doubling pauses, the order's expiry); one watcher per order, the
 ``PaymentWatch`` row being the claim. Why: docs/architecture/refresh.md ("The payment watcher").
+``watch_new_order``, connected by ``ready()``, starts one for each new order.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -20,6 +22,7 @@ from ..db import app_database
 from ..exceptions import OrdersError
 from ..models import TERMINAL_STATUSES, Order, PaymentWatch
 from ..services import refresh_orders
+from ..signals import order_created
 from .framework import task
 
 logger = logging.getLogger("django_orders.tasks")
@@ -121,3 +124,18 @@ def watch_payment(order_id: str, step: int = 0) -> dict[str, Any]:
     if not ended_by:
         watch_payment.using(run_after=next_at).enqueue(order_id, step=lookups)
     return {"order": order_id, "step": step, "ran": True, "status": status, "ended_by": ended_by}
+
+
+DISPATCH_UID = "django_orders.tasks.watch_new_orders"
+
+
+def watch_new_order(sender: Any, order: Order, **kwargs: Any) -> None:
+    """With ``WATCH_PAYMENTS`` on, enqueue the order's watcher once its row is committed."""
+    if not orders_settings.WATCH_PAYMENTS or order.is_terminal:
+        return
+    # order_created is sent after the commit already; on_commit keeps it so for any sender.
+    transaction.on_commit(partial(start_watch, order.pk), using=app_database())
+
+
+def connect_receivers() -> None:
+    order_created.connect(watch_new_order, dispatch_uid=DISPATCH_UID)

@@ -68,8 +68,8 @@ def test_the_package_keeps_every_contract():
             "django_orders.rest.filters -> django_orders.admin.base",
         ),
         (
-            "conf.py",
-            "from .client.factory import reset as deliberate",
+            "conf/__init__.py",
+            "from ..client.factory import reset as deliberate",
             "one-direction",
             "django_orders.conf -> django_orders.client.factory",
         ),

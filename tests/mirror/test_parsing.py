@@ -147,9 +147,9 @@ def test_canonical_json_is_exactly_the_standard_librarys_text(record, accelerate
     with or without CPython's C encoder."""
     import json
 
-    from django_orders.mirror import parsing
+    from django_orders.mirror import parsed
 
     if not accelerated:
-        monkeypatch.setattr(parsing, "_C_CANONICAL", None)
+        monkeypatch.setattr(parsed, "_C_CANONICAL", None)
     expected = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert parsing.canonical_json(record) == expected
+    assert parsed.canonical_json(record) == expected

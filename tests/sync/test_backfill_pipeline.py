@@ -17,6 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_orders.client.lookups import Lookup
+from django_orders.mirror.resources import ORDERS
 from django_orders.models import Order, OrderEvent, SyncCheckpoint, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.sync import backfill, backfill_pipeline
@@ -244,7 +245,7 @@ def test_a_batch_is_one_transaction_of_the_same_statements_whatever_its_size(his
     lookups = _lookups_of(history, count, datetime.now(UTC))
     moments = {lookup.order_id: T0 for lookup in lookups}
     with CaptureQueriesContext(connection) as captured:
-        store_batch(lookups, moments, run, lease)
+        store_batch(lookups, moments, run, lease, kind=ORDERS)
     statements = logged_statements(captured)
     work = [sql for sql in statements if not sql.startswith(TRANSACTION_CONTROL)]
     # The orders and their customers read (one statement), the customers and the orders
@@ -278,7 +279,7 @@ def test_each_order_of_a_batch_is_weighed_against_its_own_request(history):
     run = SyncRun.objects.create(resource="orders")
     lease = Lease("orders")
     lease.acquire()
-    store_batch(lookups, {older: T0, newer: T0}, run, lease)
+    store_batch(lookups, {older: T0, newer: T0}, run, lease, kind=ORDERS)
     assert Order.objects.get(pk=older).raw == upstream[older]
     kept = Order.objects.get(pk=newer)
     assert kept.raw["customer"]["name"] == "Renamed"
@@ -338,7 +339,7 @@ def test_a_batch_with_an_answer_the_app_cannot_use_is_written_one_by_one(history
     lookups = _lookups_of(history, 3, datetime.now(UTC))
     bad = lookups[1]
     lookups[1] = Lookup(bad.order_id, {**bad.record, "initiated_at": "not a time"}, bad.sent_at)
-    store_batch(lookups, {lookup.order_id: T0 for lookup in lookups}, run, lease)
+    store_batch(lookups, {lookup.order_id: T0 for lookup in lookups}, run, lease, kind=ORDERS)
     good = {lookups[0].order_id, lookups[2].order_id}
     assert set(Order.objects.filter(search_updated_at=T0).values_list("id", flat=True)) == good
     assert not Order.objects.filter(pk=bad.order_id).exists()

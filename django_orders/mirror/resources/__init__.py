@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...client.pages import COLLECTIONS as SPEC_COLLECTIONS
-from ...models import RemoteRecord
+from ...models.mirror import RemoteRecord
 from .customers import CUSTOMERS
 from .orders import ORDERS
 from .raw import raw_resource

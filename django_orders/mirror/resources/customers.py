@@ -5,8 +5,10 @@ settled at an older ``updated_at``."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+from ...client.lookups import lookup_records
 from ...client.pages import COLLECTIONS
 from ...client.search_structs import SearchResult
 from .raw import raw_resource, searched_raw
@@ -24,5 +26,7 @@ CUSTOMERS = raw_resource(
     COLLECTIONS["customers"],
     noun=("customer", "customers"),
     search_type="customer",
-    searched=searched_raw("customers", same_customer, "raw"),
+    searched=searched_raw(
+        "customers", same_customer, "raw", look_up=partial(lookup_records, "customers")
+    ),
 )

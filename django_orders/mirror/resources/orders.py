@@ -16,8 +16,8 @@ from ...client.lookups import lookup_orders
 from ...client.pages import COLLECTIONS
 from ...client.refund_structs import embedded_refunds
 from ...client.search_structs import SearchResult
-from ...exceptions import InvalidRecord
-from ...models import TERMINAL_STATUSES, Order
+from ...exceptions.wire import InvalidRecord
+from ...models.mirror import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
 from ..deferred_pages import (
     carried_refunds,

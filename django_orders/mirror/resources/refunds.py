@@ -18,8 +18,8 @@ from typing import Any
 from django.utils import timezone
 
 from ...client.refund_structs import decode_refund
-from ...exceptions import InvalidRecord
-from ...models import Refund
+from ...exceptions.wire import InvalidRecord
+from ...models.mirror import Refund
 from ..events import PAGE
 from ..refunds import refund_row, store_refunds
 from ..store import MirrorResult

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db import models
 
+from ..result import MirrorResult
 from ..searched import SearchedMirror
-from ..store import MirrorResult
 
 #: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
 #: is stored in columns of this length (``SyncRun``, ``SyncLease``, ``RemoteRecord``).

@@ -22,12 +22,4 @@ __all__ = [
     "RefundNotOpen",
     "SandboxServer",
     "Store",
-    "main",
 ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI (see ``.cli``); imported lazily to keep imports light."""
-    from .cli import main as cli_main
-
-    return cli_main(argv)

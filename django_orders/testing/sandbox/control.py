@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import deliveries, document_control, refund_control
+from . import deliveries
 from .clock import iso_z
 from .errors import ApiError, Reply, invalid
 from .lifecycle import OrderNotPayable
@@ -30,17 +30,8 @@ _FAULT_PARAMS = frozenset(
 
 
 def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
-    """Dispatch one control call; all are POST with a JSON object body."""
-    if path.startswith(refund_control.PREFIX):
-        reply = refund_control.handle(app, path, payload)
-        if reply is not None:
-            return reply
-        raise not_found(path)
-    if path.startswith(document_control.PREFIX):
-        reply = document_control.handle(app, path, payload)
-        if reply is not None:
-            return reply
-        raise not_found(path)
+    """Dispatch one control call; all are POST with a JSON object body. The refund and
+    delivery controls have modules of their own (``handler.control_reply`` routes to them)."""
     if path == "/__sandbox__/faults":
         unknown = sorted(set(payload) - _FAULT_PARAMS)
         if unknown:

@@ -18,18 +18,11 @@ from .errors import ApiError, Reply, invalid
 from .idempotency import Idempotency, fingerprint, remember
 from .lifecycle import PAYABLE, missing_order
 from .store import Store
+from .validation import order_id_of
 
 COMPLETE_PATH = "/orders/complete"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def order_id_of(payload: dict[str, Any]) -> str:
-    """The ``order_id`` every order operation names (the contract: a string, length >= 1)."""
-    order_id = payload.get("order_id")
-    if not isinstance(order_id, str) or not order_id.strip():
-        raise invalid("order_id", "order_id must be a non-empty string.")
-    return order_id
 
 
 def complete_request(payload: dict[str, Any]) -> tuple[str, bool]:

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from . import checkout, control
+from . import checkout, control, document_control, refund_control
 from .errors import ApiError, Reply, server_error
 from .faults import RESPONSE_KINDS, Fault
 from .idempotency import request_key
@@ -45,6 +45,17 @@ HTML_502 = (
     b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
     b"</body>\r\n</html>\r\n"
 )
+
+
+def control_reply(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
+    """One control call (``/__sandbox__/...``), routed to the module that owns its path."""
+    for routes in (refund_control, document_control):
+        if path.startswith(routes.PREFIX):
+            reply = routes.handle(app, path, payload)
+            if reply is None:
+                raise control.not_found(path)
+            return reply
+    return control.handle(app, path, payload)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -96,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(checkout.handle(app, method, path))
             elif app.enable_control and path.startswith(control.PREFIX):
                 self._require_post(method)
-                self._send(control.handle(app, path, self._parse(raw)))
+                self._send(control_reply(app, path, self._parse(raw)))
             elif path not in API_PATHS:
                 raise control.not_found(path)
             else:

@@ -321,3 +321,11 @@ def page_request(
             param="page_number",
         )
     return PageRequest(max(number, 1), size)
+
+
+def order_id_of(payload: dict[str, Any]) -> str:
+    """The ``order_id`` every order operation names (the contract: a string, length >= 1)."""
+    order_id = payload.get("order_id")
+    if not isinstance(order_id, str) or not order_id.strip():
+        raise invalid("order_id", "order_id must be a non-empty string.")
+    return order_id
