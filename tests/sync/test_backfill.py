@@ -14,24 +14,11 @@ from django_orders.models import Order, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
 from django_orders.sync.backfill_pipeline import BATCH
-from tests.fixtures.mirror import IN_THREAD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOOKUP = "/orders/lookup"
 SEARCHED = "/orders/search"
-
-
-@pytest.fixture
-def history(sandbox, orders_settings_for, sleeps):
-    """60 orders, a window of 10 mirrored by a walk; search answers of 8."""
-    orders_settings_for(
-        sandbox, PAGE_SIZE=5, MAX_PAGE_NUMBER=2, SEARCH_PAGE_SIZE=8, MAX_RETRIES=1, **IN_THREAD
-    )
-    sandbox.seed(60, seed=5)
-    sync_orders()
-    assert Order.objects.count() == 10
-    return sandbox
 
 
 def test_a_backfill_mirrors_the_whole_history_and_leaves_the_watermark(history, sandbox_paths):

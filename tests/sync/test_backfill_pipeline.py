@@ -25,7 +25,6 @@ from django_orders.sync.backfill_pipeline import Answer, Pipeline
 from django_orders.sync.lease import Lease
 from django_orders.sync.lookup_batches import store_batch
 from tests.fixtures.mirror import (
-    IN_THREAD,
     TRANSACTION_CONTROL,
     logged_statements,
     store_orders_by_id,
@@ -215,17 +214,6 @@ def test_while_a_lookup_is_held_back_the_batch_is_written_and_the_lease_renewed(
 
 #: The tests below write through the sandbox and threads: real transactions.
 with_db = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def history(sandbox, orders_settings_for, sleeps):
-    """60 orders, a window of 10 mirrored by a walk; search answers of 8."""
-    orders_settings_for(
-        sandbox, PAGE_SIZE=5, MAX_PAGE_NUMBER=2, SEARCH_PAGE_SIZE=8, MAX_RETRIES=1, **IN_THREAD
-    )
-    sandbox.seed(60, seed=5)
-    sync_orders()
-    return sandbox
 
 
 def _lookups_of(server, count: int, sent_at: datetime) -> list[Lookup]:
