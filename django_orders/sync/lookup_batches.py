@@ -13,17 +13,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from django.db import connections
-
 from ..client.lookups import Lookup
-from ..db import app_database
 from ..exceptions import InvalidRecord
 from ..mirror.events import FEED, Origin
 from ..mirror.refresh import store_lookups
 from ..mirror.resources.registry import Resource
 from ..mirror.store import MirrorResult
-from ..mirror.upsert import column_of
-from ..models import Order, SyncRun
+from ..models import SyncRun
 from .lease import Lease
 from .lookup_store import store_for_run
 from .problems import REFUSALS
@@ -31,7 +27,7 @@ from .progress import add_counts, counts_kept_on_commit, progress_values
 
 logger = logging.getLogger("django_orders.sync")
 
-__all__ = ["settle_orders", "store_batch"]
+__all__ = ["store_batch"]
 
 #: Called in the batch's transaction with the moment each stored order's projection showed.
 Settle = Callable[[dict[str, datetime]], None]
@@ -50,11 +46,13 @@ def store_batch(
 ) -> None:
     """Store ``lookups`` (each order once), count them on ``run`` (``counter``, as
     ``store_for_run`` does), settle each stored order at its ``moments`` entry (``settle``,
-    ``settle_orders`` by default), and renew the lease, all in one transaction. An order the
-    service does not know (404) is stamped, not counted or settled, as ``store_for_run``
-    leaves it."""
+    the resource's ``searched.settle`` by default), and renew the lease, all in one
+    transaction. An order the service does not know (404) is stamped, not counted or settled,
+    as ``store_for_run`` leaves it."""
 
-    settle = settle or settle_orders
+    if settle is None:
+        assert kind.searched is not None, f"{kind.name} is not looked up by id here"
+        settle = kind.searched.settle
 
     def count(result: MirrorResult | None, now: datetime) -> None:
         found = {
@@ -88,24 +86,3 @@ def _settling(settle: Settle, moment: dict[str, datetime]) -> Callable[[MirrorRe
         settle(moment)
 
     return also
-
-
-def settle_orders(moments: Mapping[str, datetime]) -> None:
-    """Record that the mirror holds each order as of its projection's moment (its
-    ``search_updated_at``), never moving one back: one statement text, run once an order
-    (``executemany``), in the caller's transaction. The ORM's ``CASE`` of one branch an order
-    costs more to build than the batch's write."""
-    if not moments:
-        return
-    connection = connections[app_database()]
-    quote = connection.ops.quote_name
-    column = quote(column_of(Order, "search_updated_at"))
-    pk = quote(column_of(Order, "id"))
-    sql = (
-        f"UPDATE {quote(Order._meta.db_table)} SET {column} = %s "  # noqa: S608
-        f"WHERE {pk} = %s AND ({column} IS NULL OR {column} < %s)"
-    )
-    adapt = connection.ops.adapt_datetimefield_value
-    rows = [(adapt(moment), pk, adapt(moment)) for pk, moment in moments.items()]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
