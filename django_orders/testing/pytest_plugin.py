@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from django_orders.testing.sandbox import SandboxServer
+from django_orders.testing.sandbox.server import SandboxServer
 
 __all__ = ["orders_sandbox"]
 

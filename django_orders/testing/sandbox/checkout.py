@@ -17,7 +17,7 @@ from .errors import Reply
 from .lifecycle import OrderNotPayable
 
 if TYPE_CHECKING:
-    from .app import SandboxApp
+    from .service import Service
 
 PREFIX = "/pay/"
 _ROUTE = re.compile(r"/pay/([A-Za-z0-9_]{1,128})(?:/(pay|cancel|invoice\.pdf|receipt))?")
@@ -55,7 +55,7 @@ def with_order_id(url: str, order_id: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
-def handle(app: SandboxApp, method: str, path: str) -> Reply:
+def handle(service: Service, method: str, path: str) -> Reply:
     """Answer one request under ``/pay/``."""
     match = _ROUTE.fullmatch(path)
     if match is None:
@@ -66,7 +66,7 @@ def handle(app: SandboxApp, method: str, path: str) -> Reply:
         reply = _page(405, "Method not allowed", f"<p>Use {allowed}.</p>")
         reply.headers["Allow"] = allowed
         return reply
-    order = app.service.lifecycle.order(order_id)
+    order = service.lifecycle.order(order_id)
     if order is None:
         return _page(404, "Order not found", "<p>No order has this payment link.</p>")
     if action == "invoice.pdf":
@@ -78,7 +78,7 @@ def handle(app: SandboxApp, method: str, path: str) -> Reply:
         return _summary(order, 200, title="Receipt")
     if action == "pay":
         try:
-            order = app.service.lifecycle.pay(order_id)
+            order = service.lifecycle.pay(order_id)
         except OrderNotPayable as exc:
             return _summary(order, 409, notice=_STATE_TEXT.get(exc.status))
         return _leave(order, "redirect_url", "Payment received", "Thank you: the order is paid.")

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import deliveries
 from .clock import iso_z
-from .errors import ApiError, Reply, invalid
+from .errors import ApiError, Reply, invalid, not_found
 from .lifecycle import OrderNotPayable
 from .search_switch import SwitchError
 from .service import check_page_cap, check_page_size_reading
 
 if TYPE_CHECKING:
-    from .app import SandboxApp
+    from .service import Service
 
 PREFIX = "/__sandbox__/"
 _STATUS_PATH = re.compile(r"/__sandbox__/orders/([^/]+)/status")
@@ -29,9 +29,9 @@ _FAULT_PARAMS = frozenset(
 )
 
 
-def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
+def handle(service: Service, path: str, payload: dict[str, Any]) -> Reply:
     """Dispatch one control call; all are POST with a JSON object body. The refund and
-    delivery controls have modules of their own (``handler.control_reply`` routes to them)."""
+    delivery controls have modules of their own (``server.control_reply`` routes to them)."""
     if path == "/__sandbox__/faults":
         unknown = sorted(set(payload) - _FAULT_PARAMS)
         if unknown:
@@ -40,7 +40,7 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
             raise invalid("kind", "kind is required.")
         params = dict(payload)
         try:
-            fault = app.faults.add(**params)
+            fault = service.faults.add(**params)
         except (TypeError, ValueError) as exc:
             raise invalid("kind", str(exc)) from exc
         return Reply.json_obj(201, {"fault": fault.as_dict()})
@@ -50,67 +50,69 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
                 reading = check_page_size_reading(payload["page_size_reading"])
             except ValueError as exc:
                 raise invalid("page_size_reading", str(exc)) from None
-            app.service.page_size_reading = reading
+            service.page_size_reading = reading
         if "page_cap" in payload:
             try:
                 cap = check_page_cap(payload["page_cap"])
             except ValueError as exc:
                 raise invalid("page_cap", str(exc)) from None
-            app.page_cap = app.service.page_cap = cap
+            service.page_cap = cap
         return Reply.json_obj(
             200,
-            {"page_size_reading": app.service.page_size_reading, "page_cap": app.service.page_cap},
+            {"page_size_reading": service.page_size_reading, "page_cap": service.page_cap},
         )
     if path == "/__sandbox__/search":
         try:
-            switches = app.service.search.switch.configure(**payload)
+            switches = service.search.switch.configure(**payload)
         except SwitchError as exc:
             raise invalid(exc.name, f"{exc}.") from None
         return Reply.json_obj(200, {"search": switches})
     if path == "/__sandbox__/faults/list":
-        return Reply.json_obj(200, {"faults": [fault.as_dict() for fault in app.faults.active()]})
+        return Reply.json_obj(
+            200, {"faults": [fault.as_dict() for fault in service.faults.active()]}
+        )
     if path == "/__sandbox__/faults/clear":
-        return Reply.json_obj(200, {"cleared": app.faults.clear()})
+        return Reply.json_obj(200, {"cleared": service.faults.clear()})
     if path == "/__sandbox__/clock":
         seconds = payload.get("advance_seconds", 0)
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise invalid("advance_seconds", "advance_seconds must be a number >= 0.")
-        app.clock.advance(seconds)
-        return Reply.json_obj(200, {"now": iso_z(app.clock.now())})
+        service.clock.advance(seconds)
+        return Reply.json_obj(200, {"now": iso_z(service.clock.now())})
     if path == "/__sandbox__/seed":
         orders, seed = payload.get("orders", 0), payload.get("seed", 0)
         if not isinstance(orders, int) or not isinstance(seed, int) or orders < 0:
             raise invalid("orders", "orders and seed must be integers, orders >= 0.")
-        inserted = app.store.seed(orders, seed)
-        return Reply.json_obj(200, {"inserted": inserted, "orders": app.store.count_orders()})
+        inserted = service.store.seed(orders, seed)
+        return Reply.json_obj(200, {"inserted": inserted, "orders": service.store.count_orders()})
     if path == "/__sandbox__/orders/insert":
         count = payload.get("count", 1)
         if not isinstance(count, int) or count < 1:
             raise invalid("count", "count must be an integer >= 1.")
-        ids = app.store.insert_orders(
-            count, app.clock.timestamp(), payload.get("status", "requires_payment")
+        ids = service.store.insert_orders(
+            count, service.clock.timestamp(), payload.get("status", "requires_payment")
         )
         return Reply.json_obj(200, {"order_ids": ids})
     if path == "/__sandbox__/state":
         return Reply.json_obj(
             200,
             {
-                "orders": app.store.count_orders(),
-                "refunds_created_via_api": app.service.refund_ledger.created_via_api(),
-                "created_via_api": app.store.orders_created_via_api(),
-                "faults": [fault.as_dict() for fault in app.faults.active()],
-                "page_cap": app.service.page_cap,
-                "search": app.service.search.switch.as_dict(),
-                "deliveries": app.store.reading(deliveries.recorded),
-                "channel_failures": app.service.documents.channels.as_dict(),
-                "now": iso_z(app.clock.now()),
+                "orders": service.store.count_orders(),
+                "refunds_created_via_api": service.refund_ledger.created_via_api(),
+                "created_via_api": service.store.orders_created_via_api(),
+                "faults": [fault.as_dict() for fault in service.faults.active()],
+                "page_cap": service.page_cap,
+                "search": service.search.switch.as_dict(),
+                "deliveries": service.store.reading(deliveries.recorded),
+                "channel_failures": service.documents.channels.as_dict(),
+                "now": iso_z(service.clock.now()),
             },
         )
     if path == "/__sandbox__/reset":
-        app.store.reset()
-        app.faults.clear()
-        app.service.refund_ledger.failures.clear()
-        app.service.documents.channels.clear()
+        service.store.reset()
+        service.faults.clear()
+        service.refund_ledger.failures.clear()
+        service.documents.channels.clear()
         return Reply.json_obj(200, {"reset": True})
     match = _STATUS_PATH.fullmatch(path)
     if match:
@@ -118,21 +120,19 @@ def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
         if not isinstance(status, str) or not status:
             raise invalid("status", "status must be a non-empty string.")
         try:
-            order = app.store.set_order_status(match.group(1), status, iso_z(app.clock.now()))
+            order = service.store.set_order_status(
+                match.group(1), status, iso_z(service.clock.now())
+            )
         except KeyError:
             raise ApiError(404, "resource_missing", f"No such order: {match.group(1)!r}.") from None
         return Reply.json_obj(200, {"order": order})
     match = _PAY_PATH.fullmatch(path)
     if match:
         try:
-            order = app.service.lifecycle.pay(match.group(1))
+            order = service.lifecycle.pay(match.group(1))
         except KeyError:
             raise ApiError(404, "resource_missing", f"No such order: {match.group(1)!r}.") from None
         except OrderNotPayable as exc:
             raise ApiError(409, "order_not_payable", str(exc)) from None
-        return app.service.localize(Reply.json_obj(200, {"order": order}))
+        return service.localize(Reply.json_obj(200, {"order": order}))
     raise not_found(path)
-
-
-def not_found(path: str) -> ApiError:
-    return ApiError(404, "not_found", f"Unrecognized request path: {path}.")

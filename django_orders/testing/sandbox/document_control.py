@@ -13,20 +13,20 @@ from . import deliveries
 from .errors import Reply, invalid
 
 if TYPE_CHECKING:
-    from .app import SandboxApp
+    from .service import Service
 
 PREFIX = "/__sandbox__/deliveries"
 _FAILURE_PARAMS = frozenset({"channel", "error", "times"})
 
 
-def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply | None:
+def handle(service: Service, path: str, payload: dict[str, Any]) -> Reply | None:
     """Answer one delivery control call, or None when ``path`` is not one of them."""
-    switch = app.service.documents.channels
+    switch = service.documents.channels
     if path == PREFIX:
         order_id = payload.get("order_id")
         if order_id is not None and not isinstance(order_id, str):
             raise invalid("order_id", "order_id must be a string.")
-        found = app.store.reading(lambda db: deliveries.recorded(db, order_id))
+        found = service.store.reading(lambda db: deliveries.recorded(db, order_id))
         return Reply.json_obj(200, {"deliveries": found})
     if path == PREFIX + "/failures":
         unknown = sorted(set(payload) - _FAILURE_PARAMS)

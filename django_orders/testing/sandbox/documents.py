@@ -16,9 +16,8 @@ from typing import Any
 
 from . import deliveries, validation
 from .clock import Clock, iso_z
-from .errors import ApiError, Reply
+from .errors import ApiError, Reply, missing_order
 from .idempotency import Idempotency, fingerprint, remember
-from .lifecycle import missing_order
 from .seed import BASE_URL_TOKEN, random_id
 from .store import Store
 from .validation import order_id_of

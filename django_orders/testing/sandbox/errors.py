@@ -86,6 +86,16 @@ def invalid(param: str, message: str) -> ApiError:
     return ApiError(400, "invalid_request", message, param=param)
 
 
+def missing_order(order_id: str, param: str) -> ApiError:
+    """The 404 of an order id the store does not hold."""
+    return ApiError(404, "resource_missing", f"No such order: {order_id!r}.", param=param)
+
+
+def not_found(path: str) -> ApiError:
+    """The 404 of a path the sandbox does not serve."""
+    return ApiError(404, "not_found", f"Unrecognized request path: {path}.")
+
+
 def server_error(status: int = 500) -> ApiError:
     """A JSON 5xx as the service itself would send it."""
     codes = {

@@ -14,9 +14,9 @@ from typing import Any
 
 from . import validation
 from .clock import Clock, iso_z
-from .errors import ApiError, Reply, invalid
+from .errors import ApiError, Reply, invalid, missing_order
 from .idempotency import Idempotency, fingerprint, remember
-from .lifecycle import PAYABLE, missing_order
+from .seed import PAYABLE
 from .store import Store
 from .validation import order_id_of
 

@@ -4,7 +4,8 @@ Order of checks follows the real service: unknown path (404), wrong method (405)
 credential (401), body (400), then the operation. Faults are applied after auth,
 so an armed fault never fires for a request that would have been refused anyway.
 The hosted payment page under ``/pay/`` is the customer's browser, not the API:
-no key, HTML answers, no faults.
+no key, HTML answers, no faults. What answers each path comes in a routing table (``Routes``),
+built one level up by ``server``, so this module imports none of the modules that answer.
 """
 
 from __future__ import annotations
@@ -15,18 +16,16 @@ import logging
 import secrets
 import socket
 import time
-from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
-from . import checkout, control, document_control, refund_control
-from .errors import ApiError, Reply, server_error
-from .faults import RESPONSE_KINDS, Fault
+from .errors import ApiError, Reply, not_found, server_error
+from .faults import RESPONSE_KINDS, Fault, FaultRegistry
 from .idempotency import request_key
-from .service import API_PATHS, CREATE_PATHS
-
-if TYPE_CHECKING:
-    from .app import AppServer, SandboxApp
+from .pacing import Pacing
 
 logger = logging.getLogger("django_orders.testing.sandbox")
 
@@ -47,15 +46,42 @@ HTML_502 = (
 )
 
 
-def control_reply(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply:
-    """One control call (``/__sandbox__/...``), routed to the module that owns its path."""
-    for routes in (refund_control, document_control):
-        if path.startswith(routes.PREFIX):
-            reply = routes.handle(app, path, payload)
-            if reply is None:
-                raise control.not_found(path)
-            return reply
-    return control.handle(app, path, payload)
+@dataclass(frozen=True)
+class Routes:
+    """What answers a request, and what the plumbing checks first, for one sandbox."""
+
+    api_key: str
+    #: The API's paths, and those of its writes that store their answer under a key.
+    api_paths: frozenset[str]
+    keyed_paths: frozenset[str]
+    #: ``(path, payload, delay, Idempotency-Key header) -> Reply``: one API call.
+    api: Callable[[str, dict[str, Any], float, str | None], Reply]
+    #: Drops a stored answer (the ``error_after_write`` fault without ``keep_key``).
+    forget_key: Callable[[str, str], None]
+    pacing: Pacing
+    faults: FaultRegistry
+    #: The hosted payment page: its path prefix and ``(method, path) -> Reply``.
+    browser: tuple[str, Callable[[str, str], Reply]]
+    #: The control endpoints, None unless enabled: prefix and ``(path, payload) -> Reply``.
+    control: tuple[str, Callable[[str, dict[str, Any]], Reply]] | None = None
+
+
+class AppServer(ThreadingHTTPServer):
+    """A threaded HTTP server whose handlers find what answers as ``self.server.routes``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    #: The listen backlog. ``socketserver``'s default of 5 is fewer than the lookups a refresh
+    #: pool opens at once (``REFRESH_CONCURRENCY``, 8 by default): when the accepting thread
+    #: lags (a busy interpreter), a connection past the backlog is dropped and its client tries
+    #: again a second later, which shows as a pool with fewer lookups in flight.
+    request_queue_size = 128
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], routes: Routes
+    ) -> None:
+        self.routes = routes
+        super().__init__(address, handler)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -98,23 +124,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self.request_id = "req_" + secrets.token_hex(12)
-        app = self.server.app
+        routes = self.server.routes
         path = urlsplit(self.path).path
         try:
             raw = self._read_body()
-            if path.startswith(checkout.PREFIX):
+            browser_prefix, browser = routes.browser
+            if path.startswith(browser_prefix):
                 # The customer's browser: no key, form posts, HTML answers, never a fault.
-                self._send(checkout.handle(app, method, path))
-            elif app.enable_control and path.startswith(control.PREFIX):
+                self._send(browser(method, path))
+            elif routes.control is not None and path.startswith(routes.control[0]):
                 self._require_post(method)
-                self._send(control_reply(app, path, self._parse(raw)))
-            elif path not in API_PATHS:
-                raise control.not_found(path)
+                self._send(routes.control[1](path, self._parse(raw)))
+            elif path not in routes.api_paths:
+                raise not_found(path)
             else:
                 self._require_post(method)
-                self._authenticate(app)
+                self._authenticate(routes)
                 self._require_json(raw)
-                self._api(app, path, self._parse(raw))
+                self._api(routes, path, self._parse(raw))
         except ApiError as exc:
             self._send(exc.reply())
         except (BrokenPipeError, ConnectionResetError):
@@ -174,9 +201,9 @@ class Handler(BaseHTTPRequestHandler):
                 detail="Every request body is a JSON object sent as application/json.",
             )
 
-    def _authenticate(self, app: SandboxApp) -> None:
+    def _authenticate(self, routes: Routes) -> None:
         given = self.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {app.api_key}".encode()):
+        if not hmac.compare_digest(given.encode(), f"Bearer {routes.api_key}".encode()):
             raise ApiError(
                 401,
                 "unauthorized",
@@ -202,13 +229,13 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "invalid_request", "The request body must be a JSON object.")
         return payload
 
-    def _api(self, app: SandboxApp, path: str, payload: dict[str, Any]) -> None:
+    def _api(self, routes: Routes, path: str, payload: dict[str, Any]) -> None:
         # Counted as in flight while the latency passes, and no longer once the answer goes
         # out: a client that sends its next request on receiving this answer never finds
         # this one still counted.
-        with app.pacing.answering():
-            app.pacing.delay()
-        retry_after = app.pacing.admit()
+        with routes.pacing.answering():
+            routes.pacing.delay()
+        retry_after = routes.pacing.admit()
         if retry_after is not None:
             raise ApiError(
                 429,
@@ -217,7 +244,7 @@ class Handler(BaseHTTPRequestHandler):
                 type="rate_limit_error",
                 headers={"Retry-After": str(retry_after)},
             )
-        fault = app.faults.take(path, RESPONSE_KINDS)
+        fault = routes.faults.take(path, RESPONSE_KINDS)
         if fault is not None:
             logger.info("fault %s fires on %s (request %s)", fault.kind, path, self.request_id)
             if self._fault_before(fault):
@@ -225,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
         delay = fault.seconds if fault is not None and fault.kind == "slow" else 0.0
         header_key = self.headers.get("Idempotency-Key")
         try:
-            reply = app.service.handle(path, payload, delay, header_key)
+            reply = routes.api(path, payload, delay, header_key)
         except ApiError as exc:
             reply = exc.reply()
         if fault is None or fault.kind == "slow":
@@ -236,10 +263,10 @@ class Handler(BaseHTTPRequestHandler):
         elif fault.kind == "drop_after_commit":
             self.close_connection = True  # nothing written: the client sees the socket close
         elif fault.kind == "error_after_write":
-            if not fault.keep_key and path in CREATE_PATHS:
+            if not fault.keep_key and path in routes.keyed_paths:
                 key = request_key(payload, header_key)
                 if key is not None:
-                    app.store.forget_key(path, key)
+                    routes.forget_key(path, key)
             self._send(server_error(fault.status).reply())
         elif fault.kind == "malformed_json":
             self._send(Reply(200, reply.body[: max(1, len(reply.body) // 2)]))

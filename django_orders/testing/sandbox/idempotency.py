@@ -13,13 +13,22 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from .clock import Clock
 from .errors import ApiError
-from .store import Store
 
 KEY_LIFETIME_SECONDS = 24 * 3600
+
+
+class KeyStore(Protocol):
+    """Where the answers are kept (``store.Store``), passed in: the operations that claim keys
+    reach the store through their own parameter, not through this module."""
+
+    def stored_key(self, path: str, key: str) -> tuple[str, str, float] | None:
+        """(fingerprint, body, created_at) of the stored answer, or None."""
+
+    def forget_key(self, path: str, key: str) -> None: ...
 
 
 def fingerprint(payload: dict[str, Any]) -> str:
@@ -64,7 +73,7 @@ def remember(
 class Idempotency:
     """Decides, per (path, key), whether to run, replay or refuse a request."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: KeyStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self._running: set[tuple[str, str]] = set()
@@ -90,14 +99,12 @@ class Idempotency:
                     fix_code="retry_with_exponential_backoff",
                 )
             stored = self.store.stored_key(path, key)
-            if (
-                stored is not None
-                and stored.created_at + KEY_LIFETIME_SECONDS <= self.clock.timestamp()
-            ):
-                self.store.forget_key(path, key)
+            if stored is not None and stored[2] + KEY_LIFETIME_SECONDS <= self.clock.timestamp():
+                self.store.forget_key(path, key)  # expired: the key creates anew
                 stored = None
             if stored is not None:
-                if stored.fingerprint != print_:
+                stored_print, stored_body, _created_at = stored
+                if stored_print != print_:
                     raise ApiError(
                         422,
                         "idempotency_key_conflict",
@@ -107,7 +114,7 @@ class Idempotency:
                         cause="state_conflict",
                         fix_code="change_idempotency_key",
                     )
-                replay: str | None = stored.body
+                replay: str | None = stored_body
             else:
                 replay = None
                 self._running.add((path, key))

@@ -12,13 +12,12 @@ import random
 from typing import Any
 
 from .clock import Clock, iso_z
-from .errors import ApiError
-from .seed import RecordFactory
+from .errors import ApiError, missing_order
+from .seed import PAYABLE, RecordFactory
 from .store import Store
 
-#: Statuses in which an order can still be paid or cancelled.
-PAYABLE = "requires_payment"
-CANCELABLE = frozenset({"preparing", "requires_payment"})
+#: Statuses in which an order can still be cancelled (``PAYABLE``: still be paid).
+CANCELABLE = frozenset({"preparing", PAYABLE})
 
 
 class OrderNotPayable(ValueError):
@@ -108,7 +107,3 @@ class Lifecycle:
                 )
             )
         return order
-
-
-def missing_order(order_id: str, param: str) -> ApiError:
-    return ApiError(404, "resource_missing", f"No such order: {order_id!r}.", param=param)

@@ -14,16 +14,16 @@ from .errors import ApiError, Reply, invalid
 from .refund_ledger import RefundNotOpen
 
 if TYPE_CHECKING:
-    from .app import SandboxApp
+    from .service import Service
 
 PREFIX = "/__sandbox__/refunds/"
 _MOVE_PATH = re.compile(r"/__sandbox__/refunds/([^/]+)/(process|settle|fail)")
 _FAILURE_PARAMS = frozenset({"reason", "times", "detail", "retryable"})
 
 
-def handle(app: SandboxApp, path: str, payload: dict[str, Any]) -> Reply | None:
+def handle(service: Service, path: str, payload: dict[str, Any]) -> Reply | None:
     """Answer one refund control call, or None when ``path`` is not one of them."""
-    ledger = app.service.refund_ledger
+    ledger = service.refund_ledger
     if path == PREFIX + "failures":
         unknown = sorted(set(payload) - _FAILURE_PARAMS)
         if unknown:

@@ -181,8 +181,10 @@ class Refunds:
             "created_at": stamp(now),
         }
 
-    def cancel(self, payload: dict[str, Any], header_key: str | None) -> Reply:
+    def cancel(self, payload: dict[str, Any], header_key: str | None, delay: float = 0.0) -> Reply:
         """``POST /refunds/cancel``: a pending refund becomes ``canceled``; safe to repeat."""
+        if delay:
+            time.sleep(delay)
         refund_id, reason = refund_requests.cancel_refund(payload)
         if header_key or payload.get("request_meta") is not None:
             validation.idempotency_key(payload, header_key)

@@ -42,6 +42,8 @@ STATUSES = (
     ("requires_payment", 45), ("completed", 38), ("paid", 5), ("canceled", 4),
     ("expired", 4), ("preparing", 2), ("unknown", 2),
 )  # fmt: skip
+#: The status of an order that can still be paid (``lifecycle``, ``fulfilment``).
+PAYABLE = "requires_payment"
 _STATUS_NAMES = [name for name, _ in STATUSES]
 _STATUS_WEIGHTS = [weight for _, weight in STATUSES]
 

@@ -3,7 +3,7 @@
 ``SandboxServer`` is what tests and the CLI use: start it on a free loopback
 port, point the client at ``.url``, and drive faults, the clock and records
 through its Python attributes (in-process) or the control endpoints (out of
-process).
+process). The routing table the request handler answers from is put together here.
 """
 
 from __future__ import annotations
@@ -12,27 +12,56 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import deliveries, search_index
-from .app import DEFAULT_PAGE_CAP, AppServer, SandboxApp
+from . import checkout, control, deliveries, document_control, refund_control, search_index
+from .app import DEFAULT_PAGE_CAP, SandboxApp
 from .clock import Clock, iso_ms, iso_z, now_ms
+from .errors import Reply, not_found
 from .faults import Fault, FaultRegistry
-from .handler import Handler
+from .handler import AppServer, Handler, Routes
 from .pacing import Pacing
 from .refund_ledger import DEFAULT_REFUND_DELAY, RefundTiming
 from .search_switch import IndexSwitch
-from .service import DEFAULT_ORDER_LIFETIME, check_page_cap, check_page_size_reading
+from .service import DEFAULT_ORDER_LIFETIME, Service, check_page_cap, check_page_size_reading
 from .store import DEFAULT_DB_PATH, Store
 
 logger = logging.getLogger("django_orders.testing.sandbox")
 
 
+def control_reply(service: Service, path: str, payload: dict[str, Any]) -> Reply:
+    """One control call (``/__sandbox__/...``), routed to the module that owns its path."""
+    for routes in (refund_control, document_control):
+        if path.startswith(routes.PREFIX):
+            reply = routes.handle(service, path, payload)
+            if reply is None:
+                raise not_found(path)
+            return reply
+    return control.handle(service, path, payload)
+
+
+def routes(app: SandboxApp) -> Routes:
+    """What the request handler answers with: the API, the payment page, the controls (if on)."""
+    service = app.service
+    return Routes(
+        api_key=app.api_key,
+        api_paths=service.api_paths,
+        keyed_paths=service.keyed_paths,
+        api=service.handle,
+        forget_key=app.store.forget_key,
+        pacing=app.pacing,
+        faults=app.faults,
+        browser=(checkout.PREFIX, partial(checkout.handle, service)),
+        control=(control.PREFIX, partial(control_reply, service)) if app.enable_control else None,
+    )
+
+
 class SandboxHTTPServer(AppServer):
     def __init__(self, address: tuple[str, int], app: SandboxApp) -> None:
-        super().__init__(address, Handler, app)
+        super().__init__(address, Handler, routes(app))
 
 
 class SandboxServer:
@@ -107,7 +136,7 @@ class SandboxServer:
 
     @page_cap.setter
     def page_cap(self, value: int | None) -> None:
-        self.app.page_cap = self.app.service.page_cap = check_page_cap(value)
+        self.app.service.page_cap = check_page_cap(value)
 
     @property
     def page_size_reading(self) -> str:

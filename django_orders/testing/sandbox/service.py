@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,6 @@ from .fulfilment import COMPLETE_PATH, Fulfilment
 from .idempotency import Idempotency, fingerprint
 from .lifecycle import Lifecycle, missing_order
 from .refund_ledger import RefundLedger, RefundTiming
-from .refunds import CANCEL_REFUND_PATH, CREATE_REFUND_PATH, Refunds
 from .search import SEARCH_PATHS, Search
 from .search_switch import IndexSwitch
 from .seed import BASE_URL_TOKEN, customer_fingerprint, invoice_json, random_id
@@ -46,12 +46,10 @@ LOOKUPS = {
     "/payouts/lookup": ("payouts", "payout_id", "payout"),
     "/refunds/lookup": ("refunds", "refund_id", "refund"),
 }
-#: Writes that need a key and store their answer under it (the ``error_after_write`` fault may
-#: forget it): creates, completion and document sends.
-CREATE_PATHS = frozenset({CREATE_PATH, CREATE_REFUND_PATH, COMPLETE_PATH, *DOCUMENT_PATHS})
-API_PATHS = frozenset(
-    {*CREATE_PATHS, CANCEL_PATH, CANCEL_REFUND_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS}
-)
+#: This module's writes that need a key and store their answer under it (the
+#: ``error_after_write`` fault may forget it): creates, completion and document sends.
+_KEYED_PATHS = frozenset({CREATE_PATH, COMPLETE_PATH, *DOCUMENT_PATHS})
+_PATHS = frozenset({*_KEYED_PATHS, CANCEL_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS})
 #: Reads that show refunds (their own, or embedded in orders): due lifecycle moves go first.
 _SHOW_REFUNDS = frozenset({"orders", "refunds"})
 
@@ -64,6 +62,10 @@ DEFAULT_ORDER_LIFETIME = 3600.0
 LINE_ID_PREFIXES = {"product": "oli_", "fee": "olf_", "shipping": "ols_"}
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+#: An operation a module above this one answers (``register``): called with the payload, the
+#: ``Idempotency-Key`` header and the ``slow`` fault's delay, which it sleeps itself.
+Operation = Callable[[dict[str, Any], str | None, float], Reply]
 
 
 def check_page_cap(value: object) -> int | None:
@@ -106,11 +108,29 @@ class Service:
         self.idempotency = Idempotency(store, clock)
         self.lifecycle = Lifecycle(store, clock)
         self.refund_ledger = RefundLedger(store, clock, refund_timing)
-        self.refunds = Refunds(self.refund_ledger, self.idempotency)
         self.search = Search(store, clock, IndexSwitch(), self._apply_due_moves)
         self.fulfilment = Fulfilment(store, clock, self.idempotency, self._apply_due_moves)
         self.documents = Documents(store, clock, self.idempotency, self._apply_due_moves)
         self._rng = random.SystemRandom()
+        self._registered: dict[str, Operation] = {}
+        self._keyed = set(_KEYED_PATHS)
+
+    def register(self, path: str, operation: Operation, *, keyed: bool) -> None:
+        """Answer ``path`` with ``operation``; ``keyed``: it stores its answer under the request's
+        idempotency key (the refunds, put together by ``app``, plug in here)."""
+        self._registered[path] = operation
+        if keyed:
+            self._keyed.add(path)
+
+    @property
+    def api_paths(self) -> frozenset[str]:
+        """Every path of the API, the registered ones included."""
+        return _PATHS | frozenset(self._registered)
+
+    @property
+    def keyed_paths(self) -> frozenset[str]:
+        """The writes that store their answer under an idempotency key."""
+        return frozenset(self._keyed)
 
     def handle(
         self,
@@ -120,10 +140,11 @@ class Service:
         idempotency_key: str | None = None,
     ) -> Reply:
         """Answer one API call; ``idempotency_key`` is the ``Idempotency-Key`` header."""
-        if path == CREATE_PATH:
+        registered = self._registered.get(path)
+        if registered is not None:
+            reply = registered(payload, idempotency_key, delay)
+        elif path == CREATE_PATH:
             reply = self.create(payload, delay, idempotency_key)
-        elif path == CREATE_REFUND_PATH:
-            reply = self.refunds.create(payload, idempotency_key, delay)
         elif path == COMPLETE_PATH:
             reply = self.fulfilment.complete(payload, idempotency_key, delay)
         elif path in DOCUMENT_PATHS:
@@ -137,8 +158,6 @@ class Service:
                 reply = self.search.handle(path, payload)
             elif path == CANCEL_PATH:
                 reply = self.cancel(payload, idempotency_key)
-            elif path == CANCEL_REFUND_PATH:
-                reply = self.refunds.cancel(payload, idempotency_key)
             else:
                 reply = self.lookup(path, payload)
         return self.localize(reply)
