@@ -59,6 +59,11 @@ _UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_unstorable_escape(data: Any) -> bool:
+    """Whether JSON text (bytes, or a ``msgspec.Raw``) escapes a NUL or a surrogate."""
+    return _UNSTORABLE.search(data) is not None
+
+
 def nesting_depth_exceeds(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON text nests objects and arrays deeper than ``limit``.
 

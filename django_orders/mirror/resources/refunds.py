@@ -45,8 +45,9 @@ class ParsedRefund:
         return f"<ParsedRefund {self.id}>"
 
 
-def parse_refund(record: Any) -> ParsedRefund:
-    """One record of a page; ``InvalidRecord`` naming the refund and the field."""
+def parse_refund(record: Any, *, plain: bool = False) -> ParsedRefund:
+    """One record of a page; ``InvalidRecord`` naming the refund and the field. (``plain``, as
+    every resource's ``parse`` takes it, is of no use here: a refund keeps no canonical text.)"""
     if not isinstance(record, dict):
         raise InvalidRecord(f"a refund must be an object, not {type(record).__name__}")
     row = refund_row(decode_refund(record), record, timezone.now())
