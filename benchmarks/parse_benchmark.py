@@ -9,7 +9,7 @@ the bytes the service sent, then times, alternating round by round, on the same 
 
 - old: ``json.loads`` of the body, then ``parse_order`` of each record (the parser before
   issue 22, and the reference every other must agree with);
-- generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
+- generic: the client's generic decoder (``wire_json.decode_answer``: msgspec into dicts and
   lists), then ``parse_order(record, plain=True)`` of each;
 - typed: what the sync's helper threads do with a page of new orders: the transport's reading
   of the body (``fetch_page(..., raw=True)``: each record cut out as its bytes), the orders'
@@ -149,8 +149,8 @@ def wire_parse(bodies: list[bytes]) -> list:
 
 
 def generic_parse(bodies: list[bytes]) -> list:
-    from django_orders.client.decoding import decode_answer
     from django_orders.mirror.parsing import parse_order
+    from django_orders.wire_json import decode_answer
 
     pages = []
     for body in bodies:

@@ -33,8 +33,8 @@ from ..exceptions.wire import (
     ServerError,
 )
 from ..secret import Secret
+from ..wire_json import decode_answer, why_not_json
 from .answers import Answer, unwrap
-from .decoding import decode_answer, why_not_json
 from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .fulfilment import FulfilmentCalls

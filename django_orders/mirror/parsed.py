@@ -48,7 +48,7 @@ def canonical_json(record: dict[str, Any]) -> str:
 
 def canonical_bytes(record: dict[str, Any], plain: bool = False) -> bytes:
     """``canonical_json(record)``, encoded. ``plain``: the record was decoded by msgspec from a
-    body without floats (``decoding.decode_answer``), so msgspec's sorted encoding, in C, is
+    body without floats (``wire_json.decode_answer``), so msgspec's sorted encoding, in C, is
     that very text."""
     return encode_sorted(record) if plain else canonical_json(record).encode()
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from ..client.decoding import decode_answer
 from ..exceptions.wire import InvalidRecord
+from ..wire_json import decode_answer
 from .parsed import ParsedCustomer as ParsedCustomer
 from .parsed import ParsedOrder as ParsedOrder
 from .parsed import ParsedRecord as ParsedRecord
@@ -185,7 +185,7 @@ class LenientPage(list):
 def decode_record(item: Any) -> tuple[Any, bool]:
     """A page's record as the parsers take it, and whether it is ``plain``: a record kept as
     its bytes (``msgspec.Raw``, ``fetch_page(..., raw=True)``) decoded as any answer's body is
-    (``decoding.decode_answer``: the same values as ``json.loads``, NUL and lone surrogates
+    (``wire_json.decode_answer``: the same values as ``json.loads``, NUL and lone surrogates
     made storable); a record decoded already, as it is. Bytes that are not JSON are an
     ``InvalidRecord``: that record is set aside, not the page."""
     if type(item) is not msgspec.Raw:

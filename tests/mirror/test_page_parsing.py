@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from django_orders.client.decoding import NOT_PLAIN, PLAIN_DEPTH, decode_answer, decode_plain
 from django_orders.client.paging import iter_pages
 from django_orders.client.transport import OrdersClient
 from django_orders.exceptions import InvalidRecord
@@ -33,6 +32,7 @@ from django_orders.mirror.parsing import (
 )
 from django_orders.mirror.resources.order_pages import LazyCustomer, LazyOrder, complete
 from django_orders.mirror.timestamps import parse_timestamp, read_timestamps
+from django_orders.wire_json import NOT_PLAIN, PLAIN_DEPTH, decode_answer, decode_plain
 from tests.fixtures.mirror import read_in_full, spy_everywhere, walked
 
 BOUNDED = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,14 +158,14 @@ def test_plain_depth_is_accepted_one_more_is_not():
 
 @pytest.mark.parametrize("body", [b"[NaN]", b'{"a": Infinity}', b"[-Infinity]"])
 def test_the_client_still_refuses_nan_and_infinity(body):
-    from django_orders.client.decoding import decode_answer
+    from django_orders.wire_json import decode_answer
 
     with pytest.raises(ValueError, match="is not a JSON value"):
         decode_answer(body)
 
 
 def test_the_client_marks_plain_bodies_only():
-    from django_orders.client.decoding import decode_answer
+    from django_orders.wire_json import decode_answer
 
     assert decode_answer(b'{"page": {"orders": [{"n": 1}]}}') == (
         {"page": {"orders": [{"n": 1}]}},

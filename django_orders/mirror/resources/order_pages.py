@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from ...client.decoding import decode_answer, has_unstorable_escape
 from ...exceptions.wire import InvalidRecord
+from ...wire_json import decode_answer, has_unstorable_escape
 from ..parsing import (
     LenientPage,
     ParsedCustomer,

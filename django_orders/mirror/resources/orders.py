@@ -14,7 +14,6 @@ from django.db import DataError
 
 from ...client.lookups import lookup_orders
 from ...client.pages import COLLECTIONS
-from ...client.refund_structs import embedded_refunds
 from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import TERMINAL_STATUSES, Order
@@ -22,6 +21,7 @@ from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as
 from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
 from ..refresh import stamp_refreshed, store_lookup
+from ..refund_wire import embedded_refunds
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
 from ..store import MirrorResult, store_orders

@@ -1,6 +1,6 @@
 """The refunds resource: ``/refunds/page`` (collection ``refunds``) into ``Refund``.
 
-A page's records are read with the refund schema (``client.refund_structs``) and mapped to rows
+A page's records are read with the refund schema (``refund_wire``) and mapped to rows
 (``refunds.refund_row``) while parsing, so a malformed refund is set aside before its page is
 written; the page is then stored by the one write rule of refunds (``refunds.store_refunds``):
 only forward, ``refund_status_changed`` once per real change. A refund whose order the mirror
@@ -17,10 +17,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...client.refund_structs import decode_refund
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import Refund
 from ..events import PAGE
+from ..refund_wire import decode_refund
 from ..refunds import refund_row, store_refunds
 from ..store import MirrorResult
 from .registry import Resource

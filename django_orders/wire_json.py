@@ -1,4 +1,5 @@
-"""Decoding an answer's body into JSON the mirror can store.
+"""JSON as the service sends it, decoded into values the mirror can store: for the transport
+(answers) and the mirror (a page's records, kept as their bytes) alike.
 
 RFC 8259 JSON, nesting bounded (``MAX_JSON_DEPTH``); lone surrogates and NUL characters, which
 no database column takes, become U+FFFD (replaced, not removed: an id must not become another's).
