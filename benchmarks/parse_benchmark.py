@@ -7,18 +7,18 @@ Seeds a sandbox (in this process, on loopback) with ``--orders`` orders (line it
 customers with contacts, every timestamp form it writes), fetches every page of 256 once as
 the bytes the service sent, then times, alternating round by round, on the same bodies:
 
-- old: ``json.loads`` of the body, then ``parse_page(records, parse_order)`` (the parser
-  before issue 22, still the path for bodies that are not plain);
-- generic: the client's generic decoder (``decoding.decode_answer``: msgspec into dicts and
-  lists) and ``parse_fetched`` (the parser of issue 22's first round);
+- old: ``json.loads`` of the body, then ``parse_order`` of each record (the parser before
+  issue 22, and the reference every other must agree with);
+- generic: the client's generic decoder (``wire_json.decode_answer``: msgspec into dicts and
+  lists), then ``parse_order(record, plain=True)`` of each;
 - typed: what the sync's helper threads do with a page of new orders: the transport's reading
-  of the body (``fetch_page(..., typed=True)``), then ``parse_fetched`` with every field read,
-  each record's bytes hashed (its wire fingerprint), each distinct customer encoded and hashed;
-- wire: ``deferred=True``, nothing read but what the walk compares: what a page of unchanged
-  orders costs a re-sync, its records' bytes being the stored ones.
+  of the body (``fetch_page(..., raw=True)``: each record cut out as its bytes), the orders'
+  light reading, every order read in full, each distinct customer encoded and hashed;
+- wire: nothing read but what the walk compares: what a page of unchanged orders costs a
+  re-sync, its records' bytes being the stored ones.
 
-typed and wire are timed for this checkout and for the package at ``--before`` (by default the
-last commit before pages were read light, issue 22's fourth round), exported from git, each
+typed and wire are timed for this checkout and for the package at ``--before`` (by default
+the commit before the orders' decode paths became one, issue 32), exported from git, each
 round in a fresh process per package (its second timing: the first warms it up).
 No network, no database in the timed part.
 Prints the median CPU time per order of each (``time.process_time``) and checks that all give
@@ -43,6 +43,25 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.environ.get("PARSE_BENCH_TREE", str(REPO)))
 
 PAGE_SIZE = 256
+
+
+#: Each body's page number, by ``id(body)``: the transport checks the page's echo of it.
+PAGE_NUMBERS: dict[int, int] = {}
+
+
+def number_pages(bodies: list[bytes]) -> None:
+    PAGE_NUMBERS.update((id(body), number) for number, body in enumerate(bodies, start=1))
+
+
+def setup_django() -> None:
+    """The orders resource's modules import the models: a settings module with the app alone
+    (no database is used)."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(INSTALLED_APPS=["django_orders"], USE_TZ=True)
+        django.setup()
 
 
 def fetch_bodies(orders: int) -> list[bytes]:
@@ -73,42 +92,51 @@ def fetch_bodies(orders: int) -> list[bytes]:
 
 
 def old_parse(bodies: list[bytes]) -> list:
-    from django_orders.mirror.parsing import parse_order, parse_page
+    from django_orders.mirror.parsing import parse_order
 
     pages = []
-    for number, body in enumerate(bodies, start=1):
-        records = json.loads(body)["page"]["orders"]
-        pages.append(parse_page(records, parse_order, page_number=number, resource="orders"))
+    for body in bodies:
+        pages.append([parse_order(record) for record in json.loads(body)["page"]["orders"]])
         encode_customers(pages[-1])
     return pages
 
 
-def typed_page(number: int, body: bytes):
-    """The page as ``fetch_page(..., typed=True)`` makes it from ``body``, in whichever package
-    is imported: read light since issue 22's fifth round, decoded with the schema before."""
-    from django_orders.client import order_structs
-    from django_orders.client.pages import Page
+def typed_parse(bodies: list[bytes], *, light: bool = False) -> list:
+    """What the sync's helper threads do with a page of new orders (a first sync), in whichever
+    package is imported: the transport's reading of the body, then every order read in full
+    and each distinct customer encoded; ``light``: only what the walk compares."""
+    try:
+        from django_orders.mirror.resources.order_pages import complete, read_orders
+    except ImportError:  # the package before issue 32: its typed pages and parse_fetched
+        return _typed_parse_before(bodies, light=light)
+    from django_orders.client.answers import Answer
+    from django_orders.client.pages import page_from
 
-    if hasattr(order_structs, "decode_light_page"):
-        envelope = order_structs.decode_light_page(body)
-    else:
-        envelope = order_structs.decode_orders_page(body)
-    assert envelope is not None, "a page the sync would not read typed"
-    return Page(number, PAGE_SIZE, envelope.page.orders, plain=True, typed=True, body=body)
+    pages = []
+    for body in bodies:
+        number = PAGE_NUMBERS.get(id(body), 1)  # what the walk asked for
+        page = page_from(Answer(None, 200, None, body=body), "/p", "orders", number, PAGE_SIZE)
+        orders = read_orders(page.records, page_number=number, resource="orders")
+        if not light:
+            orders, _malformed = complete(orders, encode=True)
+        pages.append(orders)
+    return pages
 
 
-def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
-    """What the sync's helper threads do with a page of new orders (a first sync): the
-    transport's reading of the body, then every field read, each order encoded and hashed, its
-    bytes hashed, each distinct customer encoded and hashed."""
+def _typed_parse_before(bodies: list[bytes], *, light: bool) -> list:
+    from django_orders.client.order_structs import decode_light_page
     from django_orders.mirror.page_parsing import parse_fetched
+
+    from django_orders.client.pages import Page
     from django_orders.mirror.parsing import parse_order
 
     pages = []
     for number, body in enumerate(bodies, start=1):
-        page = typed_page(number, body)
-        orders = parse_fetched(page, parse_order, resource="orders", deferred=deferred)
-        if not deferred:
+        envelope = decode_light_page(body)
+        assert envelope is not None, "a page the sync would not read typed"
+        page = Page(number, PAGE_SIZE, envelope.page.orders, typed=True, body=body)
+        orders = parse_fetched(page, parse_order, resource="orders", deferred=light)
+        if not light:
             encode_customers(orders)
         pages.append(orders)
     return pages
@@ -116,21 +144,18 @@ def typed_parse(bodies: list[bytes], *, deferred: bool = False) -> list:
 
 def wire_parse(bodies: list[bytes]) -> list:
     """What a page of unchanged orders costs a re-sync: the transport's reading of the body and
-    each order's and customer's bytes hashed; nothing encoded (the bytes are the stored ones)."""
-    return typed_parse(bodies, deferred=True)
+    each order's and customer's bytes hashed; nothing decoded (the bytes are the stored ones)."""
+    return typed_parse(bodies, light=True)
 
 
 def generic_parse(bodies: list[bytes]) -> list:
-    from django_orders.client.decoding import decode_answer
-    from django_orders.client.pages import Page
-    from django_orders.mirror.page_parsing import parse_fetched
     from django_orders.mirror.parsing import parse_order
+    from django_orders.wire_json import decode_answer
 
     pages = []
-    for number, body in enumerate(bodies, start=1):
+    for body in bodies:
         data, plain = decode_answer(body)
-        page = Page(number, PAGE_SIZE, data["page"]["orders"], plain=plain)
-        pages.append(parse_fetched(page, parse_order, resource="orders"))
+        pages.append([parse_order(record, plain=plain) for record in data["page"]["orders"]])
         encode_customers(pages[-1])
     return pages
 
@@ -166,8 +191,8 @@ def same_values(bodies: list[bytes], new_parse) -> bool:
     return True
 
 
-#: The last commit before the light reading of pages (issue 22's fourth round).
-PREVIOUS_ROUND = "451cc78"
+#: The last commit before the orders' decode paths became one (issue 32).
+PREVIOUS_ROUND = "4cf221b"
 TYPED = {"typed": typed_parse, "wire": wire_parse}
 
 
@@ -177,6 +202,7 @@ def worker(name: str, bodies_file: str, rounds: int) -> None:
     import msgspec
 
     bodies = msgspec.msgpack.decode(Path(bodies_file).read_bytes(), type=list[bytes])
+    number_pages(bodies)
     print(" ".join(f"{timed(TYPED[name], bodies):.6f}" for _ in range(rounds)))
 
 
@@ -200,21 +226,23 @@ def main() -> None:
     parser.add_argument("--worker", choices=TYPED, help=argparse.SUPPRESS)
     parser.add_argument("--bodies", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    setup_django()
     if options.worker:
         worker(options.worker, options.bodies, 2)
         return
     import msgspec
 
     bodies = fetch_bodies(options.orders)
+    number_pages(bodies)
     count = sum(body.count(b'"initiated_at"') for body in bodies)
     assert count == options.orders, count
     parsers = {"old": old_parse, "generic": generic_parse}
     labels = {
-        "old": "json.loads + parse_page (before issue 22)",
-        "generic": "msgspec generic decode + parse_fetched (first round)",
+        "old": "json.loads + parse_order (before issue 22)",
+        "generic": "msgspec generic decode + parse_order",
     }
     for name, what in (("typed", "a new order"), ("wire", "an unchanged order")):
-        labels[f"before {name}"] = f"{what}, {options.before} (fourth round)"
+        labels[f"before {name}"] = f"{what}, {options.before}"
         labels[f"now {name}"] = f"{what}, this checkout"
     samples: dict[str, list[float]] = {name: [] for name in labels}
     sys.path.insert(0, str(REPO / "benchmarks"))

@@ -333,15 +333,13 @@ def write_readme(table: str) -> None:
         "journal), persists its rollback journal during a walk instead of deleting it after "
         "every page, gives its connection an 8 MiB page cache (SQLite's default of 2,000 KiB "
         "holds less than the mirror's random-key indexes), and in WAL mode checkpoints every "
-        "40,000 WAL pages during a walk instead of every 1,000. Orders pages are read by "
-        "msgspec only as far as a walk compares them (ids, status, each record's bytes: "
-        "`client/order_structs.py`), decoded into the order schema's structs when a record "
-        "needs more (the others into dicts) and parsed in bulk (`page_parsing.py`): canonical "
-        "text by msgspec's sorted encoding (byte for byte `json.dumps`'s), a page's timestamps "
-        "checked by one regular expression and read by one msgspec call; what only a new or "
-        "changed order needs (its timestamps, checkout fields and text) is read for its page "
-        "when first needed, and an order whose bytes are the stored ones is neither encoded nor"
-        " fingerprinted, so a re-sync only hashes bytes. The wire floor is the walk with the "
+        "40,000 WAL pages during a walk instead of every 1,000. Each record of a page comes "
+        "as its bytes, cut out by msgspec; orders are read only as far as a walk compares "
+        "them (ids, status, the hash of each record's bytes: `mirror/resources/order_pages.py`)"
+        " and an order that needs more (new or changed) is decoded by msgspec and parsed by "
+        "`parse_order`, canonical text by msgspec's sorted encoding (byte for byte "
+        "`json.dumps`'s); an order whose bytes are the stored ones is neither decoded nor "
+        "fingerprinted, so a re-sync only hashes bytes. The wire floor is the walk with the "
         "client's generic decoding (msgspec into dicts) and nothing else, the best of the "
         "samples.\n"
         f"{README_END}\n"
@@ -447,26 +445,26 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """
     from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
-    from django_orders.mirror.page_parsing import parse_fetched
-    from django_orders.mirror.parsing import parse_order
+    from django_orders.mirror.resources.order_pages import complete, read_orders
     from django_orders.sync.read_ahead import fetched_ahead
 
     expected = int(os.environ["BENCH_ORDERS"])
     with OrdersClient.from_settings(base_url=url) as client:
-        # The sync's own walk: typed pages (order_structs).
+        # The sync's own walk: records as their bytes, read by the orders resource, in full.
         def walk():
             pages = iter_pages(client, "orders", page_size=PAGE_SIZE)
-            pages.typed = True
+            pages.raw = True
             return pages
 
+        def read(page) -> list:
+            orders = read_orders(page.records, page_number=page.number, resource="orders")
+            return complete(orders)[0]
+
         def sequential() -> int:
-            count = 0
-            for page in walk():
-                count += len(parse_fetched(page, parse_order, resource="orders"))
-            return count
+            return sum(len(read(page)) for page in walk())
 
         def thread() -> int:
-            return sum(len(parsed) for parsed in fetched_ahead(walk(), parse_order))
+            return sum(len(parsed) for parsed in fetched_ahead(walk(), read))
 
         ways = {"helper threads": thread, "sequential": sequential}
         samples: dict[str, list[float]] = {way: [] for way in ways}

@@ -13,16 +13,13 @@ from ..exceptions.wire import InvalidResponse
 
 @dataclass(frozen=True)
 class Answer:
-    """A 2xx answer, decoded."""
+    """A 2xx answer, decoded (or its body kept as sent: ``body``)."""
 
     data: Any
     status_code: int
     request_id: str | None
-    #: Decoded by ``decoding.decode_plain``: every number an integer (see ``Page.plain``).
-    plain: bool = False
-    #: ``data`` is a ``LightPageStruct`` (``fetch_page(..., typed=True)``).
-    typed: bool = False
-    #: The body it was decoded from, kept for a typed page only (``Page.body``).
+    #: The body, not decoded (``data`` is ``None``): a page asked for with raw records
+    #: (``fetch_page(..., raw=True)``), which ``pages.page_from`` cuts into them.
     body: bytes | None = None
 
 

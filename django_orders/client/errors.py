@@ -33,7 +33,7 @@ from ..exceptions.wire import (
     RequestRejected,
     ServerError,
 )
-from .decoding import decode_json, storable_text
+from ..wire_json import decode_json, storable_text
 
 #: The longest ``X-Request-Id`` and error ``code`` kept: the lengths of their columns.
 REQUEST_ID_LENGTH = 128

@@ -6,15 +6,18 @@ neither imports the other's reasons to change.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from ..conf.table import MAX_PAGE_SIZE
 from ..exceptions.wire import InvalidResponse
+from ..wire_json import decode_answer, why_not_json
 from .answers import Answer
-from .order_structs import LightPageStruct
 
 #: Collection property per resource (spec traversal rule 3, api-notes.md).
 COLLECTIONS: dict[str, str] = {
@@ -32,22 +35,13 @@ class Page:
     number: int
     #: The requested page size (not the answer's ``page.size``, which may be the count).
     size: int
-    #: The records as decoded dicts; on a ``typed`` page, ``order_structs.LightOrder``s.
+    #: The records as decoded dicts; with ``fetch_page(..., raw=True)`` (the sync), each
+    #: record's bytes exactly as sent (a ``msgspec.Raw``), which the mirror decodes: a record
+    #: it already holds byte for byte is never decoded (``Order.wire_fingerprint``).
     records: list[Any]
     request_id: str | None = None
     #: The HTTP status of the answer (``check_orders_api`` reports it).
     status_code: int | None = None
-    #: The body had no float and was decoded by msgspec (``decoding.decode_plain``): its records'
-    #: canonical text can be msgspec's sorted encoding, which is then exactly ``canonical_json``.
-    plain: bool = False
-    #: Asked for with ``fetch_page(..., typed=True)`` (the sync) and read as
-    #: ``order_structs.LightOrder``s: only what a walk compares, each customer as its bytes.
-    #: The parser decodes ``body`` with the order schema when it needs more
-    #: (``mirror.deferred_pages``).
-    typed: bool = False
-    #: A typed page's body, as the service sent it: the parser hashes each record's bytes as
-    #: sent (``Order.wire_fingerprint``) and decodes it when needed. ``None`` for any other page.
-    body: bytes | None = field(default=None, repr=False)
     #: When the walk sent the request for this page (its first attempt): the mirror refuses
     #: the page's answer for an order it holds from a later request (``mirror.lifecycle``).
     sent_at: datetime | None = None
@@ -127,28 +121,93 @@ def page_from(answer: Answer, path: str, collection: str, page_number: int, page
             request_id=answer.request_id,
         )
 
-    if answer.typed:
-        # The light decoder vouched for the envelope and that every record is an object.
-        envelope: LightPageStruct = answer.data
-        records: list[Any] = envelope.page.orders
-        check_page_shape(envelope.echoes(), records, page_number, page_size, invalid)
-    else:
-        page = answer.data.get("page") if isinstance(answer.data, dict) else None
-        if not isinstance(page, dict):
-            raise invalid("without the 'page' envelope")
-        records = page.get(collection)  # type: ignore[assignment]
-        if not isinstance(records, list):
-            raise invalid(f"without the '{collection}' list in 'page'")
-        if not all(isinstance(r, dict) for r in records):
-            raise invalid(f"with a non-object in '{collection}'")
-        check_page_shape(page, records, page_number, page_size, invalid)
+    data = answer.data
+    if answer.body is not None:
+        sliced = raw_page(answer.body, collection)
+        if sliced is not None:
+            records: list[Any] = sliced.page.records
+            if not all(map(_is_object, records)):
+                raise invalid(f"with a non-object in '{collection}'")
+            check_page_shape(sliced.page.echoes(), records, page_number, page_size, invalid)
+            return _page(answer, records, page_number, page_size)
+        try:
+            data, _plain = decode_answer(answer.body)
+        except ValueError as exc:
+            raise invalid(
+                f"{answer.status_code} with a body that is not JSON "
+                f"({why_not_json(exc, answer.body)})"
+            ) from None
+    page = data.get("page") if isinstance(data, dict) else None
+    if not isinstance(page, dict):
+        raise invalid("without the 'page' envelope")
+    records = page.get(collection)  # type: ignore[assignment]
+    if not isinstance(records, list):
+        raise invalid(f"without the '{collection}' list in 'page'")
+    if not all(isinstance(r, dict) for r in records):
+        raise invalid(f"with a non-object in '{collection}'")
+    check_page_shape(page, records, page_number, page_size, invalid)
+    return _page(answer, records, page_number, page_size)
+
+
+def _page(answer: Answer, records: list[Any], page_number: int, page_size: int) -> Page:
     return Page(
         number=page_number,
         size=page_size,
         records=records,
         request_id=answer.request_id,
         status_code=answer.status_code,
-        plain=answer.plain,
-        typed=answer.typed,
-        body=answer.body,
     )
+
+
+# --- a page of raw records ---------------------------------------------------------------------
+# The sync's walk keeps each record as the bytes it came in: cutting them out is one pass in C,
+# whatever the resource, and the mirror decodes only the records it does not hold already.
+
+
+class _RawPage(msgspec.Struct, gc=False):
+    records: list[msgspec.Raw]
+    number: Any = msgspec.UNSET
+    size: Any = msgspec.UNSET
+
+    def echoes(self) -> dict[str, Any]:
+        """``number`` and ``size`` as ``check_page_shape`` reads them (absent: absent)."""
+        return {
+            name: value
+            for name, value in (("number", self.number), ("size", self.size))
+            if value is not msgspec.UNSET
+        }
+
+
+class _RawEnvelope(msgspec.Struct, gc=False):
+    page: _RawPage
+
+
+@functools.cache
+def _raw_decoder(collection: str) -> msgspec.json.Decoder:
+    # The collection property is the records' key in the page (``rename``): one decoder each.
+    page = msgspec.defstruct(
+        "_RawPage",
+        [
+            ("records", list[msgspec.Raw]),
+            ("number", Any, msgspec.UNSET),
+            ("size", Any, msgspec.UNSET),
+        ],
+        bases=(_RawPage,),
+        rename={"records": collection},
+        gc=False,
+    )
+    envelope = msgspec.defstruct("_RawEnvelope", [("page", page)], bases=(_RawEnvelope,), gc=False)
+    return msgspec.json.Decoder(envelope)
+
+
+def raw_page(body: bytes, collection: str) -> _RawEnvelope | None:
+    """``body``'s envelope with each record as its bytes, or ``None`` where it is to be decoded
+    as any other answer (not JSON, or not a page of that collection): the checks then say why."""
+    try:
+        return _raw_decoder(collection).decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+
+
+def _is_object(record: msgspec.Raw) -> bool:
+    return memoryview(record)[0] == 0x7B  # "{": a record's bytes are never empty

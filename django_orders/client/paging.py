@@ -51,9 +51,9 @@ class PageWalk:
     page_size: int
     max_pages: int | None = None
     max_page_number: int | None = None
-    #: Ask for orders pages read for the sync (``fetch_page(typed=True)``): the sync does; its
-    #: records are then ``LightOrder`` structs, not dicts (``Page.typed``).
-    typed: bool = False
+    #: Ask for each record as its bytes (``fetch_page(raw=True)``): the sync does, and its
+    #: mirror decodes them (``Page.records``).
+    raw: bool = False
     end_reason: str | None = field(default=None, init=False)
     pages_read: int = field(default=0, init=False)
 
@@ -75,7 +75,7 @@ class PageWalk:
                     number,
                     self.page_size,
                     collection=self.collection,
-                    typed=self.typed,
+                    raw=self.raw,
                 )
             except RequestRejected as exc:
                 # On page 1 a 400 means the request itself is wrong: that must surface.

@@ -4,7 +4,7 @@ Every answer is read as a stream, its size counted before and after decompressio
 (``MAX_RESPONSE_BYTES``), under a deadline for the whole exchange (``REQUEST_DEADLINE``: a
 watchdog shuts the connection's socket when it passes, whatever phase the exchange is in, since
 connect and read timeouts bound each socket operation, not their sum). Decoding the bytes that
-were read is ``decoding``'s job.
+were read is ``wire_json``'s job.
 """
 
 from __future__ import annotations

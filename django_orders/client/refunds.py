@@ -1,6 +1,6 @@
 """The refund calls of the transport (``/refunds/create``, ``/refunds/cancel``,
-``/refunds/lookup``), mixed into ``OrdersClient``. No models: records come back as dicts,
-read with ``refund_structs``.
+``/refunds/lookup``), mixed into ``OrdersClient``. No models: records come back as dicts, read
+by the refunds resource (``mirror.refund_wire``).
 
 A create carries its idempotency key in the ``Idempotency-Key`` header (the provider's
 preferred carrier) and is retried like an order create: only with the very same bytes, and not

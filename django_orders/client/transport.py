@@ -33,12 +33,11 @@ from ..exceptions.wire import (
     ServerError,
 )
 from ..secret import Secret
+from ..wire_json import decode_answer, why_not_json
 from .answers import Answer, unwrap
-from .decoding import decode_answer, why_not_json
 from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .fulfilment import FulfilmentCalls
-from .order_structs import decode_light_page
 from .pages import Page, check_page_args, collection_for, page_from
 from .rate_gate import RateGate
 from .records import RecordCalls
@@ -204,7 +203,7 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         *,
         collection: str | None = None,
         retries: int | None = None,
-        typed: bool = False,
+        raw: bool = False,
     ) -> Page:
         """One ``POST /<resource>/page`` read, bounds checked before anything is sent.
 
@@ -212,11 +211,8 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         ``retries`` times (default: the client's ``max_retries``; ``0`` asks once, as the API
         check does). The last error is raised when the page stays unreadable.
 
-        ``typed`` (the sync, for ``orders``): read only what a walk compares of each order, as
-        structs (``order_structs.LightOrder``), and keep the body, whose records
-        ``mirror.deferred_pages`` decodes with the order schema when it needs them
-        (``Page.typed``). A body whose envelope or records are not objects as the schema has
-        them, or with NUL or lone surrogate escapes, is decoded as without it.
+        ``raw`` (the sync): each record as the bytes it came in (``Page.records``), for the
+        mirror to decode; the page is checked as without it.
         """
         collection = collection or collection_for(resource)
         check_page_args(page_number, page_size)
@@ -226,8 +222,7 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         def read(answer: Answer) -> Page:
             return page_from(answer, path, collection, page_number, page_size)
 
-        typed = typed and collection == "orders"
-        return self._call(path, body, read, retry_invalid=True, retries=retries, typed=typed)
+        return self._call(path, body, read, retry_invalid=True, retries=retries, raw=raw)
 
     # --- transport ----------------------------------------------------------------------------
 
@@ -252,15 +247,14 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         retry_read_timeout: bool = True,
         retry_invalid: bool = False,
         retries: int | None = None,
-        typed: bool = False,
+        raw: bool = False,
         headers: Mapping[str, str] | None = None,
     ) -> T:
         """POST ``body`` and ``read`` the answer, retrying what is safe to retry (module doc).
 
         ``retry_invalid``: an answer that is not what the contract says (``InvalidResponse``,
         raised by the exchange or by ``read``) is retried too; only for reads, never a write.
-        ``typed``: an orders page, read as ``order_structs.LightOrder``s where it can be
-        (``fetch_page``).
+        ``raw``: the body is kept undecoded for ``read`` (``Answer.body``, ``fetch_page``).
         """
         # Encoded once: every attempt sends the same bytes (a create's idempotency key and
         # payload must match exactly, or the service answers 422).
@@ -271,7 +265,7 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
             if self._gate is not None:
                 self._gate.wait(self._sleep)
             try:
-                return read(self._post_once(path, data, typed, headers))
+                return read(self._post_once(path, data, raw, headers))
             except (RateLimited, ServerError, OrdersNetworkError, InvalidResponse) as exc:
                 if isinstance(exc, InvalidResponse) and not retry_invalid:
                     raise
@@ -312,7 +306,7 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         self,
         path: str,
         body: bytes,
-        typed: bool = False,
+        raw: bool = False,
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         started = time.monotonic()
@@ -330,17 +324,15 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
             if reason is None:
                 # The bytes were scrubbed as they arrived (``exchange``); a key written with
                 # JSON escapes appears only once decoded, so that body is scrubbed decoded, and
-                # never kept as bytes for a later decoding (a typed page's ``body``).
+                # never kept as bytes for a later decoding (``Answer.body``).
                 hides_key = self._auth.escaped_in(content)
-                envelope = decode_light_page(content) if typed and not hides_key else None
-                if envelope is not None:
-                    # Not ``plain``: the light reading does not say whether the body has floats.
-                    return Answer(envelope, response.status_code, request_id, False, True, content)
+                if raw and not hides_key:
+                    return Answer(None, response.status_code, request_id, body=content)
                 try:
-                    data, plain = decode_answer(content)
+                    data, _plain = decode_answer(content)
                     if hides_key:
                         data = scrubbed(data, self._auth.scrub)
-                    return Answer(data, response.status_code, request_id, plain)
+                    return Answer(data, response.status_code, request_id)
                 except ValueError as exc:
                     reason = f"a body that is not JSON ({why_not_json(exc, content)})"
             raise InvalidResponse(

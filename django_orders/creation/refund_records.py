@@ -13,11 +13,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from ..client.refund_structs import decode_refund
 from ..client.transport import OrdersClient
 from ..exceptions.wire import InvalidRecord, InvalidResponse
 from ..mirror import events
 from ..mirror.events import RESUME, Origin
+from ..mirror.refund_wire import decode_refund
 from ..mirror.refunds import store_refunds
 from ..models import OrderRequest
 from . import records

@@ -17,7 +17,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..client.factory import get_client
-from ..client.refund_structs import embedded_refunds
 from ..client.transport import OrdersClient
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import (
@@ -32,6 +31,7 @@ from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, RequestRejec
 from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..mirror.refresh import store_answer
+from ..mirror.refund_wire import embedded_refunds
 from ..mirror.refunds import store_refunds
 from ..models import Order, OrderRequest, Refund, RefundStatus
 from .order_claims import order_claim

@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..client.decoding import storable_text
 from ..client.errors import shorten
 from ..conf import longest_exchange, orders_settings
 from ..exceptions.wire import RateLimited
 from ..models import OrderRequest
+from ..wire_json import storable_text
 
 #: The longest wait between two resends of one request, whatever its attempts.
 MAX_BACKOFF = timedelta(hours=1)

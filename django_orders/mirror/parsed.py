@@ -46,6 +46,13 @@ def canonical_json(record: dict[str, Any]) -> str:
     return "".join(_C_CANONICAL(record, 0))
 
 
+def canonical_bytes(record: dict[str, Any], plain: bool = False) -> bytes:
+    """``canonical_json(record)``, encoded. ``plain``: the record was decoded by msgspec from a
+    body without floats (``wire_json.decode_answer``), so msgspec's sorted encoding, in C, is
+    that very text."""
+    return encode_sorted(record) if plain else canonical_json(record).encode()
+
+
 def fingerprint(record: dict[str, Any], text: str | None = None) -> str:
     """A stable hash of a record, so an unchanged record is recognised without comparing JSON."""
     text = canonical_json(record) if text is None else text
@@ -64,6 +71,7 @@ class ParsedCustomer:
     __slots__ = (
         "_fingerprint",
         "_json",
+        "_plain",
         "_raw",
         "email_address",
         "guest",
@@ -81,6 +89,7 @@ class ParsedCustomer:
         raw: dict[str, Any],
         email_address: str = "",
         phone_number: str = "",
+        plain: bool = False,
     ) -> None:
         self.id = id
         self.guest = guest
@@ -90,6 +99,8 @@ class ParsedCustomer:
         self._raw: dict[str, Any] | None = raw
         self._json: str | None = None
         self._fingerprint: str | None = None
+        #: ``raw`` came from a body without floats (``canonical_bytes``).
+        self._plain = plain
         #: The hash of the bytes it came in as, if known (``Customer.wire_fingerprint``).
         self.wire_fingerprint = ""
 
@@ -119,15 +130,25 @@ class ParsedCustomer:
     @property
     def raw_json(self) -> str:
         if self._json is None:
-            assert self._raw is not None  # from_json() sets _json, __init__ sets _raw
-            self._json = canonical_json(self._raw)
+            self._encode()
+        assert self._json is not None
         return self._json
 
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.raw, self.raw_json)
+            self._encode()
+        assert self._fingerprint is not None
         return self._fingerprint
+
+    def _encode(self) -> None:
+        if self._json is None:
+            assert self._raw is not None  # from_json() sets _json, __init__ sets _raw
+            text = canonical_bytes(self._raw, self._plain)
+            self._json = text.decode()
+        else:
+            text = self._json.encode()
+        self._fingerprint = hash_text(text)
 
     def __repr__(self) -> str:
         return f"<ParsedCustomer {self.id}>"
@@ -215,7 +236,7 @@ class ParsedOrder(_ParsedRecordBase):
         self.canceled_at = canceled_at
         self.expires_at = expires_at
         #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by
-        #: ``deferred_pages`` for a typed page, empty for a record decoded any other way.
+        #: a walk's page (``order_pages``), empty for a record decoded by the client.
         self.wire_fingerprint = ""
 
 

@@ -8,16 +8,21 @@ page, record and field, and set aside by the sync: one record never stops the mi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
+
+import msgspec
 
 from ..exceptions.wire import InvalidRecord
+from ..wire_json import decode_answer
 from .parsed import ParsedCustomer as ParsedCustomer
 from .parsed import ParsedOrder as ParsedOrder
 from .parsed import ParsedRecord as ParsedRecord
+from .parsed import canonical_bytes, hash_text
 from .parsed import canonical_json as canonical_json
 from .parsed import fingerprint as fingerprint
 from .record_fields import read_contact, read_number, read_payment_url, read_total  # re-exported
-from .timestamps import parse_timestamp
+from .timestamps import parse_timestamp, read_timestamps
 
 
 def _require_id(value: Any, prefix: str, field: str) -> str:
@@ -28,7 +33,7 @@ def _require_id(value: Any, prefix: str, field: str) -> str:
     return value
 
 
-def parse_customer(record: Any, *, field: str = "customer") -> ParsedCustomer:
+def parse_customer(record: Any, *, field: str = "customer", plain: bool = False) -> ParsedCustomer:
     if not isinstance(record, dict):
         raise InvalidRecord(f"{field} must be an object, not {type(record).__name__}")
     customer_id = _require_id(record.get("id"), "cu_", f"{field}.id")
@@ -41,11 +46,59 @@ def parse_customer(record: Any, *, field: str = "customer") -> ParsedCustomer:
         raw=record,
         email_address=email_address,
         phone_number=phone_number,
+        plain=plain,
     )
 
 
-def parse_order(record: Any) -> ParsedOrder:
-    """Parse one order record; ``InvalidRecord`` names the field (and id, when it has one)."""
+#: An order's timestamps: ``initiated_at`` required, the others optional (null: unknown).
+_TIMES = ("initiated_at", "completed_at", "paid_at", "canceled_at", "expires_at")
+
+
+def parse_orders(
+    records: Sequence[Any], *, plain: bool = False, into: Sequence[ParsedOrder] | None = None
+) -> list[ParsedOrder | InvalidRecord]:
+    """Parse order records: each one's ``ParsedOrder``, or the ``InvalidRecord`` naming the
+    field (and id, when it has one) that keeps it out of the mirror.
+
+    The one way an order becomes what the mirror stores: pages, lookups and the create answer
+    alike (``parse_order`` is one record of it). Their timestamps are read together
+    (``read_timestamps``). ``plain``: the records came from a body without floats
+    (``canonical_bytes``). ``into``: the orders to fill (a walk's orders read light), one a
+    record, instead of new ones.
+    """
+    texts = [
+        value
+        for record in records
+        if type(record) is dict
+        for value in map(record.get, _TIMES)
+        if type(value) is str
+    ]
+    known = read_timestamps(texts)
+    parsed: list[ParsedOrder | InvalidRecord] = []
+    for index, record in enumerate(records):
+        try:
+            parsed.append(_order(record, plain, known, None if into is None else into[index]))
+        except InvalidRecord as exc:
+            parsed.append(exc)
+    return parsed
+
+
+def parse_order(record: Any, *, plain: bool = False) -> ParsedOrder:
+    """One order record parsed (``parse_orders``), or its ``InvalidRecord`` raised."""
+    (parsed,) = parse_orders([record], plain=plain)
+    if isinstance(parsed, InvalidRecord):
+        raise parsed
+    return parsed
+
+
+def _moment(value: Any, field: str, known: dict[str, datetime]) -> datetime:
+    moment = known.get(value) if type(value) is str else None
+    return moment if moment is not None else parse_timestamp(value, field=field)
+
+
+def _order(
+    record: Any, plain: bool, known: dict[str, datetime], into: ParsedOrder | None
+) -> ParsedOrder:
     if not isinstance(record, dict):
         raise InvalidRecord(f"an order must be an object, not {type(record).__name__}")
     order_id = _require_id(record.get("id"), "or_", "id")
@@ -56,34 +109,35 @@ def parse_order(record: Any) -> ParsedOrder:
             raise InvalidRecord(f"status must be a non-empty string, not {status!r}")
         if len(status) > 64:
             raise InvalidRecord(f"status is longer than 64 characters: {status[:80]!r}")
-        initiated_at = parse_timestamp(get("initiated_at"), field="initiated_at")
-        # Inlined parse_optional_timestamp: the sync calls this for every order it reads.
+        initiated_at = _moment(get("initiated_at"), "initiated_at", known)
         completed_at = get("completed_at")
         if completed_at is not None:
-            completed_at = parse_timestamp(completed_at, field="completed_at")
+            completed_at = _moment(completed_at, "completed_at", known)
         paid_at = get("paid_at")
         if paid_at is not None:
-            paid_at = parse_timestamp(paid_at, field="paid_at")
+            paid_at = _moment(paid_at, "paid_at", known)
         canceled_at = get("canceled_at")
         if canceled_at is not None:
-            canceled_at = parse_timestamp(canceled_at, field="canceled_at")
+            canceled_at = _moment(canceled_at, "canceled_at", known)
         expires_at = get("expires_at")
         if expires_at is not None:
-            expires_at = parse_timestamp(expires_at, field="expires_at")
-        customer = parse_customer(get("customer"))
+            expires_at = _moment(expires_at, "expires_at", known)
+        customer = parse_customer(get("customer"), plain=plain)
     except InvalidRecord as exc:
         raise InvalidRecord(f"order {order_id}: {exc}") from None
     total, currency = read_total(record)
-    text = canonical_json(record)
-    return ParsedOrder(
+    text = canonical_bytes(record, plain)
+    order = ParsedOrder.__new__(ParsedOrder) if into is None else into
+    ParsedOrder.__init__(
+        order,
         id=order_id,
         status=status,
         initiated_at=initiated_at,
         completed_at=completed_at,
         customer=customer,
         raw=record,
-        fingerprint=fingerprint(record, text),
-        raw_json=text,
+        fingerprint=hash_text(text),
+        raw_json=text.decode(),
         total=total,
         currency=currency,
         number=read_number(record),
@@ -92,9 +146,10 @@ def parse_order(record: Any) -> ParsedOrder:
         canceled_at=canceled_at,
         expires_at=expires_at,
     )
+    return order
 
 
-def parse_record(record: Any) -> ParsedRecord:
+def parse_record(record: Any, *, plain: bool = False) -> ParsedRecord:
     """A generic ``/page`` record: only an ``id`` is required (the mirror's key)."""
     if not isinstance(record, dict):
         raise InvalidRecord(f"a record must be an object, not {type(record).__name__}")
@@ -103,61 +158,79 @@ def parse_record(record: Any) -> ParsedRecord:
         raise InvalidRecord(f"id must be a non-empty string, not {record_id!r}")
     if len(record_id) > 64:
         raise InvalidRecord(f"id is longer than 64 characters: {record_id[:80]!r}")
-    text = canonical_json(record)
+    text = canonical_bytes(record, plain)
     return ParsedRecord(
-        id=record_id, raw=record, fingerprint=fingerprint(record, text), raw_json=text
+        id=record_id, raw=record, fingerprint=hash_text(text), raw_json=text.decode()
     )
 
 
-T = TypeVar("T")
-
-
-def parse_page(
-    records: Sequence[Any], parse: Callable[[Any], T], *, page_number: int, resource: str
-) -> list[T]:
-    """Parse every record of a page, or raise ``InvalidRecord`` naming page, record and field.
-
-    The message reads e.g. ``orders page 3, record 17 of 25 (id or_abc): order or_abc:
-    initiated_at must be ...``, which is what an operator needs to report it upstream.
-    """
-    parsed: list[T] = []
-    for index, record in enumerate(records, start=1):
-        try:
-            parsed.append(parse(record))
-        except InvalidRecord as exc:
-            where = record_position(resource, page_number, index, records)
-            raise InvalidRecord(f"{where}: {exc}") from None
-    return parsed
-
-
-def record_position(resource: str, page_number: int, index: int, records: Sequence[Any]) -> str:
-    """``orders page 3, record 17 of 25 (id or_abc)``: where a record is, for an operator."""
-    record = records[index - 1]
+def record_position(resource: str, page_number: int, index: int, count: int, record: Any) -> str:
+    """``orders page 3, record 17 of 25 (id or_abc)``: where a record is, for an operator;
+    ``record`` as decoded (``None`` if it could not be)."""
     record_id = record.get("id") if isinstance(record, dict) else None
     where = f"id {record_id}" if isinstance(record_id, str) else "no valid id"
-    return f"{resource} page {page_number}, record {index} of {len(records)} ({where})"
+    return f"{resource} page {page_number}, record {index} of {count} ({where})"
 
 
 class LenientPage(list):
     """The records of a page that parsed, and ``set_aside``: (where, error) for each that did
-    not, where naming the page, the record's position and its id (``record_position``)."""
+    not, where naming the page, the record's position and its id (``record_position``). One
+    malformed record never keeps the rest of its page, nor later pages, from the mirror."""
 
     def __init__(self, parsed: list, set_aside: list[tuple[str, InvalidRecord]]) -> None:
         super().__init__(parsed)
         self.set_aside = set_aside
 
 
-def parse_leniently(
-    records: Sequence[Any], parse: Callable[[Any], Any], *, page_number: int, resource: str
+def decode_record(item: Any) -> tuple[Any, bool]:
+    """A page's record as the parsers take it, and whether it is ``plain``: a record kept as
+    its bytes (``msgspec.Raw``, ``fetch_page(..., raw=True)``) decoded as any answer's body is
+    (``wire_json.decode_answer``: the same values as ``json.loads``, NUL and lone surrogates
+    made storable); a record decoded already, as it is. Bytes that are not JSON are an
+    ``InvalidRecord``: that record is set aside, not the page."""
+    if type(item) is not msgspec.Raw:
+        return item, False
+    try:
+        return decode_answer(bytes(item))
+    except ValueError as exc:
+        raise InvalidRecord(f"the record is not JSON ({str(exc)[:200]})") from None
+
+
+def read_records(
+    records: Sequence[Any], parse: Callable[..., Any], *, page_number: int, resource: str
 ) -> LenientPage:
-    """``parse_page`` that sets a malformed record aside instead of failing the page: the same
-    values for every record it parses, in the same order. For the sync: one bad record must not
-    keep every later record from being mirrored, run after run."""
+    """A page's records decoded (in one call for the page, ``decode_record`` each if that
+    fails) and parsed, each malformed one set aside: how a page of any resource without a
+    reading of its own is read."""
+    values, plain = decode_records(records)
     parsed: list = []
     set_aside: list[tuple[str, InvalidRecord]] = []
-    for index, record in enumerate(records, start=1):
+    for index, value in enumerate(values, start=1):
         try:
-            parsed.append(parse(record))
+            if isinstance(value, InvalidRecord):
+                raise value
+            parsed.append(parse(value, plain=plain))
         except InvalidRecord as exc:
-            set_aside.append((record_position(resource, page_number, index, records), exc))
+            record = None if isinstance(value, InvalidRecord) else value
+            where = record_position(resource, page_number, index, len(records), record)
+            set_aside.append((where, exc))
     return LenientPage(parsed, set_aside)
+
+
+def decode_records(records: Sequence[Any]) -> tuple[list[Any], bool]:
+    """``decode_record`` of each record, in one call for them all where they can be (one call
+    costs less than one a record), and whether all are ``plain``; a record that is not JSON is
+    its ``InvalidRecord``."""
+    if not records or type(records[0]) is not msgspec.Raw:
+        return list(records), False
+    try:
+        values, plain = decode_answer(b"[" + b",".join(records) + b"]")
+        return values, plain
+    except ValueError:
+        decoded: list[Any] = []
+        for item in records:
+            try:
+                decoded.append(decode_record(item)[0])
+            except InvalidRecord as exc:
+                decoded.append(exc)
+        return decoded, False

@@ -10,10 +10,10 @@ from __future__ import annotations
 from django.db import connections
 from django.db.models import Lookup, Q, QuerySet
 
-from ..client.decoding import MAX_JSON_DEPTH, nesting_depth_exceeds
 from ..db import app_database
 from ..models.mirror import Customer, Order
 from ..models.timeline import OrderEvent
+from ..wire_json import MAX_JSON_DEPTH, nesting_depth_exceeds
 
 
 class EqualsAny(Lookup):

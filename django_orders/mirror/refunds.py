@@ -19,13 +19,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..client.lookup_results import RefundLookup
-from ..client.refund_structs import RefundStruct, decode_refund, embedded_refunds
 from ..db import app_database
 from ..exceptions.wire import InvalidRecord
 from ..models.journal import OrderRequest
 from ..models.mirror import Order, Refund, RefundStatus
 from . import events
 from .events import LOOKUP, Origin
+from .refund_wire import RefundStruct, decode_refund, embedded_refunds
 from .timestamps import parse_optional_timestamp, parse_timestamp
 
 logger = logging.getLogger("django_orders.refunds")

@@ -32,7 +32,7 @@ TERMINAL_STATUSES = frozenset(
 def wire_fingerprint_field() -> models.CharField:
     """The ``wire_fingerprint`` column of ``Customer`` and ``Order``.
 
-    Why a second hash (``mirror.page_parsing``): the bytes a record came in as can be compared
+    Why a second hash (``order_pages``): the bytes a record came in as can be compared
     without decoding or encoding it, so a re-sync skips both for an unchanged record. Empty when
     unknown (a record from a lookup or ``create_order``, whose answer is decoded another way):
     the row is then compared by its canonical ``fingerprint``, as always. Never set apart from

@@ -16,11 +16,13 @@ from typing import Any
 from django.utils import timezone
 
 from ..client.factory import new_client
+from ..client.pages import Page
 from ..client.paging import PageWalk, iter_pages
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
-from ..exceptions.wire import InvalidRecord, error_name
+from ..exceptions.wire import error_name
 from ..mirror.announce import announce
+from ..mirror.parsing import LenientPage
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.store import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
@@ -111,7 +113,7 @@ def sync_orders(
             max_pages=max_pages,
             max_page_number=_page_window(max_pages),
         )
-        walk.typed = kind.typed  # read light, as structs (``Page.typed``)
+        walk.raw = True  # each record as its bytes: the resource reads them (``read_page``)
         lease = Lease(resource)
         lease.acquire()
         try:
@@ -220,10 +222,10 @@ def _walk(
         sent_at = getattr(parsed, "sent_at", None) or now
         with counts_kept_on_commit(run):
             results = _quiet_page(kind, records, known_customers, mode)
-            if results is None and kind.read_deferred is not None:
-                # The page is written: its deferred fields are read now, outside the page's
+            if results is None and kind.complete is not None:
+                # The page is written: its records are read in full now, outside the page's
                 # transaction, so a malformed record is set aside before anything is written.
-                records = _read_or_set_aside(kind, run, records, fresh)
+                records = _complete(kind, run, records)
             commit = partial(_commit_page, run, lease, len(records), problems_before, now, mode)
             if results is None:
                 # One transaction; record by record only if the database refuses one.
@@ -256,21 +258,13 @@ def _set_aside_malformed(run: SyncRun, parsed: list) -> None:
         set_aside(run, where, exc, why=MALFORMED)
 
 
-def _read_or_set_aside(kind: Resource, run: SyncRun, records: list, fresh: dict[str, Any]) -> list:
-    """``records`` with their deferred fields read (``kind.read_deferred``); when that finds a
-    malformed record, the page parsed again record by record, that record set aside."""
-    assert kind.read_deferred is not None and kind.reparse is not None
-    try:
-        kind.read_deferred(records)
-    except InvalidRecord:
-        reparsed = kind.reparse(records)
-        _set_aside_malformed(run, reparsed)
-        kept: dict[str, Any] = {}
-        for record in reparsed:
-            if record.id in fresh:  # as the page was deduplicated against the walk
-                kept.setdefault(record.id, record)
-        return list(kept.values())
-    return records
+def _complete(kind: Resource, run: SyncRun, records: list) -> list:
+    """``records`` read in full (``kind.complete``), the malformed ones set aside."""
+    assert kind.complete is not None
+    kept, malformed = kind.complete(records)
+    for where, exc in malformed:
+        set_aside(run, where, exc, why=MALFORMED)
+    return kept
 
 
 #: Seconds between two saves of a run's progress (and renewals of its lease) while its pages
@@ -326,14 +320,23 @@ def _commit_page(run, lease, seen, problems_before, now, mode, results: list[Mir
 
 
 def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
-    """The walk's parsed pages, fetched and parsed ahead by two helper threads (``read_ahead``);
-    the resource's ``prepare`` runs there too."""
-    if kind.prepare is None:
-        return fetched_ahead(walk, kind.parse, deferred=kind.typed)
-    prepare = kind.prepare
-    return fetched_ahead(
-        walk, kind.parse, lambda records: prepare(records, mode.writing), deferred=kind.typed
-    )
+    """The walk's pages read by the resource (``read_page``), fetched and read ahead by two
+    helper threads (``read_ahead``). While pages write (a first sync), the reading thread also
+    reads their records in full (``complete``), which the writer would otherwise do."""
+
+    def read(page: Page) -> LenientPage:
+        return kind.read_page(page.records, page.number)
+
+    complete = kind.complete
+    if complete is None:
+        return fetched_ahead(walk, read)
+
+    def prepare(parsed: LenientPage) -> None:
+        if mode.writing:
+            parsed[:], malformed = complete(parsed, encode=True)
+            parsed.set_aside.extend(malformed)
+
+    return fetched_ahead(walk, read, prepare)
 
 
 def _record_failure(run: SyncRun, exc: BaseException) -> None:

@@ -8,8 +8,8 @@ import logging
 
 from django.db import DataError, IntegrityError
 
-from ..client.decoding import storable_text
 from ..models import SyncRun
+from ..wire_json import storable_text
 
 logger = logging.getLogger("django_orders.sync")
 

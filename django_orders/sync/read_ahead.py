@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 from ..client.pages import Page
 from ..client.paging import PageWalk
-from ..exceptions.wire import InvalidRecord, InvalidResponse
-from ..mirror.page_parsing import parse_fetched, reparse_leniently
+from ..exceptions.wire import InvalidResponse
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -25,12 +24,15 @@ _DONE = object()
 
 class PageRecords(list):
     """A page's parsed records, with when the request for the page was sent (``Page.sent_at``):
-    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``); and,
-    for a page parsed record by record, the records it set aside (``LenientPage.set_aside``)."""
+    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``); and
+    the malformed records its reading set aside (``LenientPage.set_aside``)."""
 
     __slots__ = ("sent_at", "set_aside")
-    sent_at: datetime | None
-    set_aside: list
+
+    def __init__(self, records: list, set_aside: list, sent_at: datetime | None) -> None:
+        super().__init__(records)
+        self.set_aside = set_aside
+        self.sent_at = sent_at
 
 
 #: Seconds the walk waits for a helper thread when it stops (see fetched_ahead, run_ahead).
@@ -39,22 +41,19 @@ HELPER_JOIN_TIMEOUT = 1.0
 
 def fetched_ahead(
     walk: PageWalk,
-    parse: Callable[[Any], Any],
-    prepare: Callable[[list], None] | None = None,
-    *,
-    deferred: bool = False,
-) -> Iterator[list]:
+    read: Callable[[Page], Any],
+    prepare: Callable[[Any], None] | None = None,
+) -> Iterator[PageRecords]:
     """Yield each page's parsed records while helper threads fetch and parse the next pages.
 
     Fetching and parsing page n + 1 (the service's time, the network, decoding and checking
     JSON) overlaps writing page n (the database's time), which is most of what a sync costs
     beyond the walk itself. The page transaction still never waits on the network: it only ever
     runs database statements, and the helper threads never touch the database. Pages arrive in
-    order, so a page that fails fails the run after page n is committed, as without the helpers;
-    a malformed record is set aside instead (``page_parsing.reparse_leniently``). ``prepare``,
-    if given, runs on each parsed page on the parsing thread too (work the writer would
-    otherwise do); ``deferred`` is ``parse_fetched``'s. See ``run_ahead`` for memory and
-    stopping.
+    order, so a page that fails fails the run after page n is committed, as without the helpers.
+    ``read(page)`` gives its records and the malformed ones it set aside (a
+    ``mirror.parsing.LenientPage``); ``prepare``, if given, runs on that on the parsing thread
+    too (work the writer would otherwise do). See ``run_ahead`` for memory and stopping.
 
     Two helpers, one for the network and one for parsing: while page n + 1 is parsed, the
     request for page n + 2 is already out, so the service works while this process parses.
@@ -68,28 +67,16 @@ def fetched_ahead(
     # the parsing thread between them is still busy with a page nobody will take.
     writer_stopped = threading.Event()
 
-    def parsed_pages() -> Iterator[list]:
+    def parsed_pages() -> Iterator[PageRecords]:
         fetched = run_ahead(
             pages_named(walk), name="django-orders-page-fetch", stopped=writer_stopped
         )
         try:
             for page in fetched:
-                try:
-                    parsed = PageRecords(
-                        parse_fetched(page, parse, resource=walk.resource, deferred=deferred)
-                    )
-                    if prepare is not None:
-                        prepare(parsed)
-                except InvalidRecord:
-                    # A malformed record: the page again, record by record, that record set
-                    # aside (``LenientPage.set_aside``, reported by the writer).
-                    lenient = reparse_leniently(page, parse, resource=walk.resource)
-                    parsed = PageRecords(lenient)
-                    parsed.set_aside = lenient.set_aside
-                    if prepare is not None:
-                        prepare(parsed)
-                parsed.sent_at = page.sent_at
-                yield parsed
+                parsed = read(page)
+                if prepare is not None:
+                    prepare(parsed)
+                yield PageRecords(parsed, parsed.set_aside, page.sent_at)
         finally:
             # Stops the fetching thread now, whatever ended this loop: a page that failed to
             # parse keeps this frame, and with it this generator, alive in its traceback.

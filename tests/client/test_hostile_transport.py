@@ -11,9 +11,9 @@ from email.utils import format_datetime
 import pytest
 import requests
 
-from django_orders.client.decoding import MAX_JSON_DEPTH, decode_json, nesting_depth_exceeds
 from django_orders.client.errors import RETRY_AFTER_CEILING, retry_after_seconds
 from django_orders.exceptions import InvalidResponse, OutcomeUnknown, RateLimited, ServerError
+from django_orders.wire_json import MAX_JSON_DEPTH, decode_json, nesting_depth_exceeds
 from tests.fixtures.hostile import (
     MIB,
     deep_json,

@@ -205,33 +205,31 @@ def test_pages_carry_number_size_request_id_and_status(api, make_client):
     assert isinstance(iter_pages(make_client(), "orders", page_size=5), PageWalk)
 
 
-def test_typed_pages_are_light_structs_with_their_body_and_dicts_when_not(api, make_client):
-    """``fetch_page(..., typed=True)`` (the sync's walk of orders): the same page checks; the
-    records read as far as a walk compares them, the body kept for the rest (whether or not
-    the order schema fits it); an envelope the schema does not know is decoded into dicts."""
-    from django_orders.client.order_structs import LightOrder
+def test_raw_pages_keep_each_record_as_its_bytes_and_are_checked_the_same(api, make_client):
+    """``fetch_page(..., raw=True)`` (the sync's walk, any resource): each record exactly as
+    the bytes it came in, for the mirror to decode; the page's checks are the same."""
+    import msgspec
 
-    records = [{"id": "or_1", "status": "paid", "customer": {"id": "cu_1", "guest": False}}]
-    odd = [{"id": "or_2", "status": "paid", "livemode": False}]
+    orders = [{"id": "or_1", "status": "paid", "customer": {"id": "cu_1", "guest": False}}]
+    customers = [{"id": "cu_1", "rate": 0.5}, {"id": "cu_2"}]
     api.script(
         "/orders/page",
-        ok({"page": {"number": 1, "size": 5, "orders": records}}),
-        ok({"page": {"number": 1, "size": 5, "orders": odd}}),
-        ok({"page": {"number": 1, "size": 5, "orders": odd, "has_more": False}}),
-        ok({"page": {"number": 2, "size": 5, "orders": records}}),
+        ok({"page": {"number": 1, "size": 5, "orders": orders, "has_more": False}, "x": 1}),
+        ok({"page": {"number": 2, "size": 5, "orders": orders}}),
+        ok({"page": {"number": 1, "size": 5, "orders": [orders[0], 7]}}),
+        ok({"page": {"number": 1, "size": 5, "customers": orders}}),
     )
+    api.script("/customers/page", ok({"page": {"number": 1, "size": 5, "customers": customers}}))
     client = make_client()
-    typed = client.fetch_page("orders", 1, 5, typed=True)
-    assert typed.typed and not typed.plain and typed.is_last  # plain: not known
-    assert [type(r) for r in typed.records] == [LightOrder]
-    assert [(r.id, r.status, bytes(r.customer)) for r in typed.records] == [
-        ("or_1", "paid", b'{"id": "cu_1", "guest": false}')
-    ]
-    assert json.loads(typed.body)["page"]["orders"] == records
-    unknown_field = client.fetch_page("orders", 1, 5, typed=True)
-    assert unknown_field.typed and json.loads(unknown_field.body)["page"]["orders"] == odd
-    fallback = client.fetch_page("orders", 1, 5, typed=True)
-    assert not fallback.typed and fallback.records == odd and fallback.body is None
-    with pytest.raises(InvalidResponse, match=r"page.number 2 for the requested 1"):
-        # The echo is checked on typed pages too (asked once: an invalid page is retried).
-        client.fetch_page("orders", 1, 5, typed=True, retries=0)
+    page = client.fetch_page("orders", 1, 5, raw=True)
+    assert [type(r) for r in page.records] == [msgspec.Raw] and page.is_last
+    assert [json.loads(bytes(r)) for r in page.records] == orders
+    other = client.fetch_page("customers", 1, 5, raw=True)
+    assert [json.loads(bytes(r)) for r in other.records] == customers
+    for refused in (
+        r"page.number 2 for the requested 1",
+        "a non-object in 'orders'",
+        "'orders' list",
+    ):
+        with pytest.raises(InvalidResponse, match=refused):
+            client.fetch_page("orders", 1, 5, raw=True, retries=0)  # asked once: not retried

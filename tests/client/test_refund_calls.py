@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from django_orders.client.refund_structs import decode_refund, embedded_refunds
 from django_orders.exceptions import AnswerTimedOut, InvalidRecord, InvalidResponse
+from django_orders.mirror.refund_wire import decode_refund, embedded_refunds
 from tests.client.conftest import error, ok
 
 REFUND = {

@@ -12,20 +12,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, connections, transaction
 
-from django_orders.client.decoding import decode_plain
 from django_orders.client.lookups import Lookup
-from django_orders.client.order_structs import decode_light_page
-from django_orders.client.pages import Page
 from django_orders.creation.checkout import cancel_order, refresh_order
 from django_orders.mirror.announce import announce
-from django_orders.mirror.deferred_pages import read_deferred
 from django_orders.mirror.lifecycle import replaces
-from django_orders.mirror.page_parsing import parse_fetched
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.refresh import store_answer, store_lookup
+from django_orders.mirror.resources.order_pages import complete
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order
 from tests.creation.conftest import CANCEL, record
+from tests.fixtures.mirror import walked
 
 T1 = datetime(2026, 1, 2, 3, 5, tzinfo=UTC)
 T2 = T1 + timedelta(seconds=1)
@@ -88,22 +85,19 @@ def test_a_row_stored_before_the_mirror_kept_its_request_time_takes_any_allowed_
 
 
 def page(records: list[dict], *, typed: bool, sent_at: datetime) -> list:
-    """The records as the sync parses a page: typed (the light, deferred path) or plain."""
-    body = json.dumps(records).encode()
+    """The records as the sync reads a page (``typed``: read light, then in full before the
+    write, as the sync does), or each parsed as a lookup's (``parse_order``)."""
     if typed:
-        envelope = b'{"page":{"number":1,"size":10,"orders":' + body + b"}}"
-        decoded = decode_light_page(envelope)
-        assert decoded is not None
-        fetched = Page(1, 10, decoded.page.orders, typed=True, body=envelope, sent_at=sent_at)
-        parsed = parse_fetched(fetched, parse_order, resource="orders", deferred=True)
-        read_deferred(parsed)
-        return parsed
-    fetched = Page(1, 10, decode_plain(body), plain=True, sent_at=sent_at)
-    return parse_fetched(fetched, parse_order, resource="orders")
+        parsed = walked(records)
+        assert not parsed.set_aside
+        kept, malformed = complete(list(parsed))
+        assert not malformed
+        return kept
+    return [parse_order(record) for record in records]
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("typed", [True, False], ids=["typed", "plain"])
+@pytest.mark.parametrize("typed", [True, False], ids=["walked", "parsed"])
 def test_a_page_read_before_the_payment_never_takes_paid_back(typed, status_changes):
     store("requires_payment", T1)
     store("paid", T3)  # confirm_order's lookup, sent after the page's request
@@ -126,7 +120,7 @@ def test_a_page_read_before_the_payment_never_takes_paid_back(typed, status_chan
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("typed", [True, False], ids=["typed", "plain"])
+@pytest.mark.parametrize("typed", [True, False], ids=["walked", "parsed"])
 def test_an_older_page_of_the_same_status_is_refused_a_newer_one_is_taken(typed):
     store("paid", T2, number="EX-NEW")
 

@@ -9,14 +9,14 @@ import json
 import pytest
 from django.utils import timezone
 
-from django_orders.client.order_structs import decode_light_page
-from django_orders.mirror.deferred_pages import DeferredPage, carried_refunds, light_orders
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import resource_for
+from django_orders.mirror.resources.order_pages import LazyOrder, carried_refunds
 from django_orders.mirror.resources.orders import page_refunds
 from django_orders.models import Order, OrderEvent, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer, use_hostile_server
+from tests.fixtures.mirror import walked
 
 pytestmark = pytest.mark.django_db
 KEY = "sk_test_page_refunds_0123456789"
@@ -73,13 +73,8 @@ def test_a_pages_refunds_take_the_same_statements_however_many(
 
 def test_a_light_page_keeps_each_orders_refunds_as_bytes_and_decodes_only_those():
     carried = [refund("rf_a", "or_2")]
-    body = json.dumps(
-        {"page": {"orders": [order(1), order(2, carried), {**order(3), "refunds": None}]}}
-    ).encode()
-    light = decode_light_page(body)
-    assert light is not None
-    orders = light_orders(light.page.orders, DeferredPage(1, "orders", body))
-    assert orders is not None
+    orders = walked([order(1), order(2, carried), {**order(3), "refunds": None}])
+    assert [type(o) for o in orders] == [LazyOrder] * 3
     assert [bytes(o.refunds_bytes) for o in orders] == [b"", json.dumps(carried).encode(), b"null"]
     assert [carried_refunds(o) for o in orders] == [None, carried, None]
     assert page_refunds(orders) == carried

@@ -1,9 +1,9 @@
 """One malformed record (an impossible date, a 65-character status, a timestamp without an
 offset) never stops the mirror: it is set aside with its reason, the rest of its page and the
 later pages are mirrored, the run succeeds and says what it set aside. Pages come from the
-hostile loopback server (tests/fixtures/hostile.py), on every path a page is parsed: the bulk
-and light paths of an orders page, a page parsed on the helper thread or its fields read by the
-writer, another resource's page, and the sync's lookups."""
+hostile loopback server (tests/fixtures/hostile.py): an orders page read in full on the helper
+thread or by the writer, a record with floats, another resource's page, and the sync's
+lookups."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from django.core.management import call_command
 
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import RESOURCES
-from django_orders.mirror.resources.orders import ORDERS, encode_customers
+from django_orders.mirror.resources.order_pages import complete
+from django_orders.mirror.resources.orders import ORDERS
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders
@@ -79,16 +80,17 @@ def test_a_malformed_record_on_page_1_is_set_aside_and_the_walk_goes_on(pages, r
 def test_a_malformed_record_found_by_the_writer_is_set_aside(pages, monkeypatch, record, reason):
     # The fields of a page read light are then read by the writer, when it writes the page
     # (as in a re-sync, where the helper thread leaves them unread).
-    lazy = replace(
-        ORDERS, prepare=lambda orders, writing: encode_customers(orders, all_of_them=False)
-    )
+    def writer_only(records, *, encode=False):
+        return (records, []) if encode else complete(records)
+
+    lazy = replace(ORDERS, complete=writer_only)
     monkeypatch.setitem(RESOURCES, "orders", lazy)
     pages("orders", [order(1), record, order(3)], [order(4), order(5)])
     assert_set_aside_and_mirrored(sync_orders(), reason)
 
 
 def test_a_malformed_record_in_a_page_with_floats_is_set_aside(pages):
-    # A float keeps the page off the light and bulk paths: parsed as decoded by Python.
+    # A float keeps the record's canonical text off msgspec's encoding: Python's encodes it.
     floats = '"rate": 0.5'
     first = order(1, extra=floats)
     pages("orders", [first, MALFORMED["no-offset"][0], order(3)], [order(4), order(5)])

@@ -4,6 +4,18 @@ for a helper's request."""
 from __future__ import annotations
 
 import threading
+from typing import Any
+
+
+def reader(parse: Any):
+    """What the engine gives ``fetched_ahead``: a page read by its resource (records parsed
+    each with ``parse``, malformed ones set aside)."""
+    from django_orders.mirror.parsing import read_records
+
+    def read(page):
+        return read_records(page.records, parse, page_number=page.number, resource="payouts")
+
+    return read
 
 
 def assert_threads_end(started_since: set[threading.Thread]) -> None:
@@ -32,7 +44,7 @@ def test_stopping_does_not_wait_for_a_helper_stuck_in_a_request(monkeypatch):
             yield Page(number=2, size=1, records=[{"id": "po_2"}])
 
     monkeypatch.setattr(prefetch, "HELPER_JOIN_TIMEOUT", 0.05)
-    pages = prefetch.fetched_ahead(StuckWalk(), parse_record)
+    pages = prefetch.fetched_ahead(StuckWalk(), reader(parse_record))
     assert [r.id for r in next(pages)] == ["po_1"]
     assert fetching_page_2.wait(timeout=30)
     helper = next(t for t in threading.enumerate() if t.name == "django-orders-page-fetch")
@@ -70,7 +82,7 @@ def test_pages_then_the_error_arrive_in_order_through_both_helpers():
             raise InvalidResponse("POST /payouts/page answered without the 'page' envelope")
 
     before = set(threading.enumerate())
-    pages = prefetch.fetched_ahead(FailingWalk(), parse_record)
+    pages = prefetch.fetched_ahead(FailingWalk(), reader(parse_record))
     assert [r.id for r in next(pages)] == ["po_1"]
     assert [r.id for r in next(pages)] == ["po_2"]
     with pytest.raises(InvalidResponse, match=r"^payouts page 3: POST /payouts/page answered"):
@@ -101,7 +113,7 @@ def test_a_stopped_walk_sends_no_further_request():
                 yield Page(number=number, size=1, records=[{"id": f"po_{number}"}])
 
     before = set(threading.enumerate())
-    pages = prefetch.fetched_ahead(EndlessWalk(), parse_record)
+    pages = prefetch.fetched_ahead(EndlessWalk(), reader(parse_record))
     assert [r.id for r in next(pages)] == ["po_1"]
     pages.close()
     released.set()
@@ -111,7 +123,7 @@ def test_a_stopped_walk_sends_no_further_request():
 
 def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
     """An error on the parsing thread reaches the writer in order, and both helpers end; a
-    malformed record is set aside instead (the page parsed record by record)."""
+    malformed record is set aside instead."""
     import pytest
 
     from django_orders.client.pages import Page
@@ -128,13 +140,13 @@ def test_a_page_that_fails_to_parse_arrives_after_the_pages_before_it():
             yield Page(number=3, size=1, records=[{"id": "po_bug"}])
             yield Page(number=4, size=1, records=[{"id": "po_4"}])
 
-    def parse(record):
+    def parse(record, *, plain=False):
         if record.get("id") == "po_bug":
             raise RuntimeError("a parser bug")
-        return parse_record(record)
+        return parse_record(record, plain=plain)
 
     before = set(threading.enumerate())
-    pages = prefetch.fetched_ahead(Walk(), parse)
+    pages = prefetch.fetched_ahead(Walk(), reader(parse))
     assert [r.id for r in next(pages)] == ["po_1"]
     second = next(pages)
     assert [r.id for r in second] == ["po_2"]

@@ -243,30 +243,30 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
     """The timestamps, checkout fields and text of an unchanged order are never read: only the
     pages the helper thread read ahead while the walk still looked like a first sync."""
-    from django_orders.mirror.deferred_pages import DeferredPage
+    from django_orders.mirror.resources.order_pages import LazyOrder
 
     uncapped.seed(95)
     sync_orders()
-    read: list[int] = []
-    original = DeferredPage.read
+    read: list[tuple[int, str]] = []
+    original = LazyOrder.read
 
     def spy(self):
-        if not self.done:
-            read.append(self.number)
+        if self.unread:
+            read.append((self._page.number, self.id))
         original(self)
 
-    monkeypatch.setattr(DeferredPage, "read", spy)
+    monkeypatch.setattr(LazyOrder, "read", spy)
     run = sync_orders()
     assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
     # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.
-    assert set(read) <= {1, 2, 3}
-    # A changed order is read when the writer needs it, on its own page only.
+    assert read and {page for page, _ in read} <= {1, 2, 3}
+    # A changed order is read when the writer needs it, with its page only.
     newest = uncapped.store.newest_order_ids(95)
     edit_raw_order(uncapped, newest[75], lambda r: r.update(number="ORD-CHANGED"))
     read.clear()
     run = sync_orders()
     assert (run.updated, run.unchanged) == (1, 94)
-    assert 8 in read and set(read) - {8} <= {1, 2, 3, 9, 10}
+    assert (8, newest[75]) in read and {page for page, _ in read} - {8} <= {1, 2, 3, 9, 10}
     assert Order.objects.get(pk=newest[75]).number == "ORD-CHANGED"
 
 
@@ -407,22 +407,28 @@ def test_signals_are_sent_after_commit_and_a_failing_receiver_does_not_stop_the_
     assert states == [False] * 15  # every signal came after its page's transaction committed
 
 
-def test_the_sync_reads_orders_pages_typed_and_mirrors_them_exactly(uncapped, monkeypatch):
-    """sync_orders asks for typed pages (the order schema, ``Page.typed``): every page of the
-    sandbox fits it, and the mirror is the store's, as with dicts."""
-    from django_orders.sync import read_ahead
+def test_the_sync_reads_orders_pages_as_bytes_and_mirrors_them_exactly(uncapped, monkeypatch):
+    """sync_orders asks for each record as its bytes (``fetch_page(raw=True)``) and the orders
+    resource reads them light (``LazyOrder``): the mirror is the store's all the same."""
+    from dataclasses import replace
 
-    kinds: list[bool] = []
-    original = read_ahead.parse_fetched
+    import msgspec
 
-    def spy(page, parse, *, resource, deferred=False):
-        kinds.append((page.typed, deferred))
-        return original(page, parse, resource=resource, deferred=deferred)
+    from django_orders.mirror.resources import RESOURCES
+    from django_orders.mirror.resources.order_pages import LazyOrder, read_orders
+    from django_orders.mirror.resources.orders import ORDERS
 
-    monkeypatch.setattr(read_ahead, "parse_fetched", spy)
+    kinds: list[tuple[set, set]] = []
+
+    def spy(records, **where):
+        page = read_orders(records, **where)
+        kinds.append(({type(r) for r in records}, {type(r) for r in page}))
+        return page
+
+    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, reader=spy))
     uncapped.seed(30)
     run = sync_orders(page_size=10)
-    # 3 full pages and the empty one that ends it, their fields read when first needed
-    assert kinds == [(True, True)] * 4
+    # 3 full pages and the empty one that ends it
+    assert kinds == [({msgspec.Raw}, {LazyOrder})] * 3 + [(set(), set())]
     assert_mirror_matches(uncapped)
     assert (run.seen, run.created) == (30, 30)

@@ -13,7 +13,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.mirror import bulk_pages
+from django_orders.mirror import parsing
+from django_orders.mirror.parsed import ParsedCustomer
 from django_orders.models import Customer, Order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.testing.sandbox.seed import BASE_URL_TOKEN
@@ -32,7 +33,7 @@ CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
 def wire_hash(text: str) -> str:
-    """SHA-256 of the bytes, cut to 128 bits (``deferred_pages._wire_hash``)."""
+    """SHA-256 of the bytes, cut to 128 bits (``order_pages.wire_hash``)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -73,31 +74,30 @@ def test_a_sync_stores_the_hash_of_each_record_s_bytes_as_sent(uncapped):
 def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
     uncapped, monkeypatch
 ):
-    """Neither an order nor a customer of an unchanged page is encoded or fingerprinted, nor its
-    page decoded with the order schema: only the pages the helper thread read while the walk
-    still looked like a first sync."""
+    """Neither an order nor a customer of an unchanged page is decoded, encoded or
+    fingerprinted: only those of the pages the helper thread read while the walk still looked
+    like a first sync."""
     uncapped.seed(95)
     sync_orders()
-    encoded = spy_everywhere(monkeypatch, bulk_pages, "encode_sorted", lambda value: value.id)
     decoded = spy_everywhere(
-        monkeypatch,
-        bulk_pages,
-        "decode_orders_page",
-        lambda body: json.loads(body)["page"]["number"],
+        monkeypatch, parsing, "decode_record", lambda item: json.loads(bytes(item))["id"]
     )
+    encoded: list[str] = []
+    encode = ParsedCustomer._encode
+
+    def spy(customer: ParsedCustomer) -> None:
+        encoded.append(customer.id)
+        encode(customer)
+
+    monkeypatch.setattr(ParsedCustomer, "_encode", spy)
     statements = PageStatements()
     with statements.capture:
         run = sync_orders(progress=statements)
     assert (run.created, run.updated, run.unchanged) == (0, 0, 95)
-    # Nor is a page decoded with the order schema (only its light reading, in the transport).
-    assert decoded and set(decoded) <= {1, 2, 3}
     newest = uncapped.store.newest_order_ids(95)
     read_ahead = Order.objects.filter(pk__in=newest[:30])  # pages 1 to 3
-    assert {pk for pk in encoded if pk.startswith("or_")} <= set(newest[:30])
-    assert {pk for pk in encoded if pk.startswith("cu_")} <= set(
-        read_ahead.values_list("customer_id", flat=True)
-    )
-    assert len(encoded) > 0  # the pages read ahead were encoded: the spy saw them
+    assert decoded and set(decoded) <= set(newest[:30])  # the spy saw the pages read ahead
+    assert encoded and set(encoded) <= set(read_ahead.values_list("customer_id", flat=True))
     # Pages 2 to 10 (per_page starts at page 2): one statement each, which reads no row.
     assert statements.per_page() == [1] * 9
     assert "wire_fingerprint" in statements.page_sql(5)[0]

@@ -1,8 +1,8 @@
-"""The orders resource: pages read light, parsed by the order schema, stored with their
-customers into ``Order`` and ``Customer`` (``store.store_orders``) and the refunds they carry
-into ``Refund`` (``store_page``), refreshed by lookup while open, and searched through
-``/orders/search`` (the change feed after each walk, and the backfill: ``searched``). Its walk
-shortcuts are in docs/architecture/sync.md."""
+"""The orders resource: pages read light (``order_pages``), orders parsed by ``parse_order``,
+stored with their customers into ``Order`` and ``Customer`` (``store.store_orders``) and the
+refunds they carry into ``Refund`` (``store_page``), refreshed by lookup while open, and
+searched through ``/orders/search`` (the change feed after each walk, and the backfill:
+``searched``). Its walk shortcuts are in docs/architecture/sync.md."""
 
 from __future__ import annotations
 
@@ -14,23 +14,18 @@ from django.db import DataError
 
 from ...client.lookups import lookup_orders
 from ...client.pages import COLLECTIONS
-from ...client.refund_structs import embedded_refunds
 from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import TERMINAL_STATUSES, Order
 from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
-from ..deferred_pages import (
-    carried_refunds,
-    may_carry_refunds,
-    read_deferred,
-    reparse_deferred,
-)
 from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
 from ..refresh import stamp_refreshed, store_lookup
+from ..refund_wire import embedded_refunds
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
 from ..store import MirrorResult, store_orders
+from .order_pages import carried_refunds, complete, may_carry_refunds, read_orders
 from .registry import Resource
 
 
@@ -81,34 +76,19 @@ def page_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
 
 def quiet_page(records: list[ParsedOrder], known_customers: set[str]) -> MirrorResult | None:
     """The page counted without writing when it changes nothing in the mirror; ``None`` when
-    it must be written. The bytes decide in one statement; fingerprints only if they differ."""
+    it must be written. The bytes decide in one statement; fingerprints only if they differ
+    (reading those orders: one that turns out malformed is set aside when the page is written)."""
     comparison = compare_orders(records, known_customers=known_customers, read=False)
     if not stored_as_sent(comparison):
-        read_stored(comparison)
-        if not comparison.unchanged:
-            return None  # written in its transaction, which reads the fingerprints again
+        try:
+            read_stored(comparison)
+            if not comparison.unchanged:
+                return None  # written in its transaction, which reads the fingerprints again
+        except InvalidRecord:
+            return None
         store_new_bytes(comparison)  # so that the next re-sync needs the one statement again
     known_customers.update(comparison.customers)
     return MirrorResult(unchanged=len(comparison.orders))
-
-
-def prepare(orders: list[ParsedOrder], writing: bool) -> None:
-    """On the parsing thread: while pages write, read the deferred fields and encode every
-    customer; otherwise only the customers that came without their bytes' fingerprint."""
-    if writing:
-        read_deferred(orders)
-    encode_customers(orders, all_of_them=writing)
-
-
-def encode_customers(orders: list[ParsedOrder], *, all_of_them: bool) -> None:
-    """Encode and fingerprint each customer of a page once, off the writer's path: the writer
-    then finds the work done. Copies repeated within the page are skipped."""
-    done: set[str] = set()
-    for order in orders:
-        customer = order.customer
-        if customer.id not in done and (all_of_them or not customer.wire_fingerprint):
-            done.add(customer.id)
-            customer.fingerprint  # noqa: B018  (computes and caches raw_json too)
 
 
 def customers(records: Sequence[ParsedOrder]) -> set[str]:
@@ -134,11 +114,9 @@ ORDERS = Resource(
     model=Order,
     parse=parse_order,
     store=store_page,
-    typed=True,
-    read_deferred=read_deferred,
-    reparse=reparse_deferred,
+    reader=read_orders,
+    complete=complete,
     quiet=quiet_page,
-    prepare=prepare,
     is_open=is_open,
     refresh_refunds=True,
     customers=customers,

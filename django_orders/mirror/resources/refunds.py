@@ -1,6 +1,6 @@
 """The refunds resource: ``/refunds/page`` (collection ``refunds``) into ``Refund``.
 
-A page's records are read with the refund schema (``client.refund_structs``) and mapped to rows
+A page's records are read with the refund schema (``refund_wire``) and mapped to rows
 (``refunds.refund_row``) while parsing, so a malformed refund is set aside before its page is
 written; the page is then stored by the one write rule of refunds (``refunds.store_refunds``):
 only forward, ``refund_status_changed`` once per real change. A refund whose order the mirror
@@ -17,10 +17,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...client.refund_structs import decode_refund
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import Refund
 from ..events import PAGE
+from ..refund_wire import decode_refund
 from ..refunds import refund_row, store_refunds
 from ..store import MirrorResult
 from .registry import Resource
@@ -45,8 +45,9 @@ class ParsedRefund:
         return f"<ParsedRefund {self.id}>"
 
 
-def parse_refund(record: Any) -> ParsedRefund:
-    """One record of a page; ``InvalidRecord`` naming the refund and the field."""
+def parse_refund(record: Any, *, plain: bool = False) -> ParsedRefund:
+    """One record of a page; ``InvalidRecord`` naming the refund and the field. (``plain``, as
+    every resource's ``parse`` takes it, is of no use here: a refund keeps no canonical text.)"""
     if not isinstance(record, dict):
         raise InvalidRecord(f"a refund must be an object, not {type(record).__name__}")
     row = refund_row(decode_refund(record), record, timezone.now())

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import models
 
+from ..parsing import LenientPage, read_records
 from ..result import MirrorResult
 from ..searched import SearchedMirror
 
@@ -27,12 +28,12 @@ def _no_customers(records: Sequence[Any]) -> set[str]:
 class Resource:
     """One upstream resource, as the walk and the mirror handle it.
 
-    ``parse`` reads one record as decoded; ``store(records, now=, sent_at=, known_customers=)``
-    writes a page of parsed records in the caller's transaction. The optional hooks are the
-    walk's shortcuts for a resource that has them (orders): pages read light (``typed``) with
-    fields read later (``read_deferred``, ``reparse`` record by record), a page that changes
-    nothing counted without a transaction (``quiet``), work done on the parsing thread
-    (``prepare``), and a lifecycle whose open records are refreshed by lookup (``is_open``).
+    ``parse(record, plain=)`` reads one record as decoded, ``read_page`` a walk's page;
+    ``store(records, now=, sent_at=, known_customers=)`` writes a page of parsed records in the
+    caller's transaction. The optional hooks are the walk's shortcuts for a
+    resource that has them (orders): records read in full only when needed (``complete``, before
+    a page is written), a page that changes nothing counted without a transaction (``quiet``),
+    and a lifecycle whose open records are refreshed by lookup (``is_open``).
     ``refresh_refunds``: its walk ends with the refresh of the refunds still moving (pending,
     processing), which no webhook reports: orders carry refunds, and refunds are that.
     """
@@ -40,13 +41,11 @@ class Resource:
     name: str
     collection: str
     model: type[models.Model]
-    parse: Callable[[Any], Any]
+    parse: Callable[..., Any]
     store: Callable[..., MirrorResult]
-    typed: bool = False
-    read_deferred: Callable[[list], None] | None = None
-    reparse: Callable[[list], list] | None = None
+    reader: Callable[..., LenientPage] | None = None
+    complete: Callable[..., tuple[list, list]] | None = None
     quiet: Callable[[list, set[str]], MirrorResult | None] | None = None
-    prepare: Callable[[list, bool], None] | None = None
     is_open: Callable[[Any], bool] | None = None
     refresh_refunds: bool = False
     #: What one record and several are called in messages.
@@ -61,6 +60,14 @@ class Resource:
     #: Whether each sync of the resource also reads the change feed of its search index
     #: after the walk (``sync.feed``).
     change_feed: bool = False
+
+    def read_page(self, records: Sequence[Any], page_number: int) -> LenientPage:
+        """A walk's page (``Page.records``: each record as its bytes), its malformed records
+        set aside: by the resource's ``reader`` (orders: read light), else each record
+        decoded and parsed (``parsing.read_records``)."""
+        if self.reader is not None:
+            return self.reader(records, page_number=page_number, resource=self.name)
+        return read_records(records, self.parse, page_number=page_number, resource=self.name)
 
     @property
     def backfilled(self) -> bool:

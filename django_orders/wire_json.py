@@ -1,4 +1,5 @@
-"""Decoding an answer's body into JSON the mirror can store.
+"""JSON as the service sends it, decoded into values the mirror can store: for the transport
+(answers) and the mirror (a page's records, kept as their bytes) alike.
 
 RFC 8259 JSON, nesting bounded (``MAX_JSON_DEPTH``); lone surrogates and NUL characters, which
 no database column takes, become U+FFFD (replaced, not removed: an id must not become another's).
@@ -57,6 +58,11 @@ _DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 #: Escapes that decode to text no database stores: NUL, and (lone) surrogates.
 _UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_unstorable_escape(data: Any) -> bool:
+    """Whether JSON text (bytes, or a ``msgspec.Raw``) escapes a NUL or a surrogate."""
+    return _UNSTORABLE.search(data) is not None
 
 
 def nesting_depth_exceeds(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
