@@ -14,9 +14,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..client.factory import get_client
 from ..client.lookup_results import Lookup
-from ..client.transport import OrdersClient
+from ..client.transport import OrdersClient, get_client
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderNotCancellable

@@ -22,8 +22,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..client.factory import get_client
 from ..client.fulfilment import DeliveryResult
+from ..client.transport import get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable
 from ..exceptions.wire import (

@@ -18,8 +18,7 @@ from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
 from ..client.errors import never_reached_the_api
-from ..client.factory import get_client
-from ..client.transport import OrdersClient
+from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import (
     OrderAnswerMismatch,
