@@ -13,7 +13,14 @@ from typing import Any, Protocol, TypeVar
 from ..exceptions.wire import RequestRejected
 from .lookup_results import Lookup, RecordLookup, RefundLookup
 
-__all__ = ["ClientPerThread", "LookupClient", "lookup", "order", "record", "refund"]
+__all__ = [
+    "ClientPerThread",
+    "LookupClient",
+    "lookup",
+    "order_lookup",
+    "record_lookup",
+    "refund_lookup",
+]
 
 T = TypeVar("T")
 
@@ -59,7 +66,7 @@ class ClientPerThread:
             client.close()
 
 
-def order(client: LookupClient, order_id: str, sent_at: datetime) -> Lookup:
+def order_lookup(client: LookupClient, order_id: str, sent_at: datetime) -> Lookup:
     try:
         return Lookup(order_id, client.lookup_order(order_id), sent_at)
     except RequestRejected as exc:
@@ -68,7 +75,7 @@ def order(client: LookupClient, order_id: str, sent_at: datetime) -> Lookup:
         return Lookup(order_id, None, sent_at)
 
 
-def refund(client: LookupClient, refund_id: str, sent_at: datetime) -> RefundLookup:
+def refund_lookup(client: LookupClient, refund_id: str, sent_at: datetime) -> RefundLookup:
     try:
         return RefundLookup(refund_id, client.lookup_refund(refund_id), sent_at)
     except RequestRejected as exc:
@@ -77,7 +84,9 @@ def refund(client: LookupClient, refund_id: str, sent_at: datetime) -> RefundLoo
         return RefundLookup(refund_id, None, sent_at)
 
 
-def record(resource: str, client: LookupClient, record_id: str, sent_at: datetime) -> RecordLookup:
+def record_lookup(
+    resource: str, client: LookupClient, record_id: str, sent_at: datetime
+) -> RecordLookup:
     try:
         return RecordLookup(record_id, client.lookup_record(resource, record_id), sent_at)
     except RequestRejected as exc:

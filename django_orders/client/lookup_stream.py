@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ..conf import orders_settings
-from .lookup_calls import ClientPerThread, LookupClient, lookup, order, record
+from .lookup_calls import ClientPerThread, LookupClient, lookup, order_lookup, record_lookup
 from .rate_gate import RateGate
 from .transport import new_client
 
@@ -69,5 +69,5 @@ def lookup_stream(resource: str, *, gate: RateGate | None = None) -> LookupStrea
     """A stream of ``resource``'s lookups: ``Lookup`` of ``/orders/lookup``, ``RecordLookup``
     of the other resources' (``/customers/lookup``...)."""
     if resource == "orders":
-        return LookupStream(order, gate=gate)
-    return LookupStream(partial(record, resource), gate=gate)
+        return LookupStream(order_lookup, gate=gate)
+    return LookupStream(partial(record_lookup, resource), gate=gate)

@@ -18,7 +18,14 @@ from typing import TypeVar
 
 from ..conf import orders_settings
 from ..conf.table import HEARTBEAT_SECONDS
-from .lookup_calls import ClientPerThread, LookupClient, lookup, order, record, refund
+from .lookup_calls import (
+    ClientPerThread,
+    LookupClient,
+    lookup,
+    order_lookup,
+    record_lookup,
+    refund_lookup,
+)
 from .lookup_results import Lookup, RecordLookup, RefundLookup
 from .rate_gate import RateGate
 from .transport import get_client, new_client
@@ -44,7 +51,7 @@ def lookup_refunds(
     gate: RateGate | None = None,
 ) -> Iterator[RefundLookup]:
     """``lookup_orders`` for refunds (``/refunds/lookup``): the same pool, limits and rules."""
-    return _lookup_each(refund, refund_ids, concurrency, heartbeat, gate)
+    return _lookup_each(refund_lookup, refund_ids, concurrency, heartbeat, gate)
 
 
 def lookup_records(
@@ -56,7 +63,7 @@ def lookup_records(
     gate: RateGate | None = None,
 ) -> Iterator[RecordLookup]:
     """``lookup_orders`` for the records of ``resource`` (``/customers/lookup``...)."""
-    return _lookup_each(partial(record, resource), record_ids, concurrency, heartbeat, gate)
+    return _lookup_each(partial(record_lookup, resource), record_ids, concurrency, heartbeat, gate)
 
 
 def lookup_orders(
@@ -77,7 +84,7 @@ def lookup_orders(
     caller's own client (the change feed's searches), so a 429 to either holds both; by default
     the pool's own.
     """
-    return _lookup_each(order, order_ids, concurrency, heartbeat, gate)
+    return _lookup_each(order_lookup, order_ids, concurrency, heartbeat, gate)
 
 
 def _lookup_each(
