@@ -242,7 +242,7 @@ def check_redirect_hosts(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     from .redirect_hosts import allowed_redirect_hosts
 
     try:
-        hosts = allowed_redirect_hosts()
+        hosts = allowed_redirect_hosts(orders_settings.ALLOWED_REDIRECT_HOSTS)
     except OrdersConfigurationError:
         return []  # reported by check_settings
     if "*" not in hosts:

@@ -2,8 +2,9 @@
 
 No Django models and no ORM here. ``transport`` sends one request (session, auth, timeouts,
 size limits, retries, error mapping); ``paging`` walks ``/page`` endpoints on top of it;
-``factory`` is how the rest of the app gets a client built from settings (``get_client``: the
-thread's own, kept; ``new_client``: one the caller closes).
+``get_client`` (the thread's own, kept) and ``new_client`` (one the caller closes) are how
+the app gets a client built from settings: in ``transport``, named for the layers above in
+``factory``.
 """
 
 from .pages import Page

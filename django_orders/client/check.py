@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..exceptions.wire import OrdersError
-from .factory import get_client
+from .transport import get_client
 
 
 @dataclass(frozen=True)

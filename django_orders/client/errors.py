@@ -1,35 +1,24 @@
-"""How the service's answers and requests' failures become ``django_orders.exceptions``.
-
-Split from the transport so the mapping can be read (and reviewed against api-notes.md) in one
-place. Two questions are answered here for every failure: did the request possibly reach the
-server (``RequestNotSent`` versus ``OutcomeUnknown``), and which status means what.
+"""How the service's error answers become ``django_orders.exceptions``: which status means
+what, read (and reviewed against api-notes.md) in one place. Whether a request that failed on
+the network possibly reached the server is ``exchange``'s to say.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
-import urllib3.exceptions
 
 from ..exceptions.wire import (
-    AnswerTimedOut,
     AuthenticationFailed,
-    ConnectionLost,
-    ConnectTimedOut,
-    CouldNotConnect,
     OrdersAPIError,
-    OrdersNetworkError,
-    OutcomeUnknown,
     RateLimited,
     RequestInProgress,
-    RequestNotSent,
     RequestRejected,
     ServerError,
 )
@@ -43,90 +32,6 @@ MESSAGE_LENGTH = 2000
 #: The longest ``Retry-After`` believed, in seconds; any longer (``1e12``, ``inf``, a date in
 #: year 9999) is read as this. The services cap what they do with it further.
 RETRY_AFTER_CEILING = 24 * 3600.0
-
-#: Raised before a byte is sent: a bad URL or header, refused or unresolvable, no handshake.
-_NOT_SENT_ERRORS = (
-    requests.exceptions.ConnectTimeout,
-    requests.exceptions.SSLError,
-    requests.exceptions.InvalidURL,
-    requests.exceptions.InvalidSchema,
-    requests.exceptions.MissingSchema,
-    requests.exceptions.InvalidHeader,
-)
-
-
-def network_error(
-    path: str, exc: requests.exceptions.RequestException, scrub: Callable[[str], str]
-) -> OrdersNetworkError:
-    """The library's error for a failure of requests, of the class matching its cause (and so
-    also the matching requests exception: see ``exceptions``, "Transport")."""
-    reason = scrub(_describe(exc))
-    if isinstance(exc, _NOT_SENT_ERRORS) or (
-        isinstance(exc, requests.exceptions.ConnectionError) and _never_connected(exc)
-    ):
-        message = f"POST {path}: could not connect ({reason})"
-        if isinstance(exc, requests.exceptions.ConnectTimeout) or _timed_out(exc):
-            return ConnectTimedOut(message)
-        if isinstance(exc, requests.exceptions.ConnectionError):
-            return CouldNotConnect(message)
-        return RequestNotSent(message)  # refused by requests itself: a bad URL or header
-    if isinstance(exc, requests.exceptions.ReadTimeout):
-        return AnswerTimedOut(f"POST {path}: no answer within the read timeout")
-    # Anything else happened with the request (possibly) on the wire: a connection dropped or
-    # reset after sending, a truncated body. When unsure, the outcome is unknown: wrongly
-    # calling a sent create "not sent" could lead to a second order.
-    message = f"POST {path}: connection lost before a complete answer ({reason})"
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return ConnectionLost(message)
-    return OutcomeUnknown(message)
-
-
-def _timed_out(exc: requests.exceptions.RequestException) -> bool:
-    """A connect timeout that requests reports as a ``ConnectionError`` (urllib3's
-    ``ConnectTimeoutError`` inside its ``MaxRetryError``)."""
-    inner = exc.args[0] if exc.args else None
-    reason = getattr(inner, "reason", inner)
-    # urllib3's NewConnectionError (refused, DNS) is a subclass of ConnectTimeoutError.
-    return isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and not isinstance(
-        reason, urllib3.exceptions.NewConnectionError
-    )
-
-
-def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
-    """True when the connection was never established (refused, DNS), so nothing was sent."""
-    inner = exc.args[0] if exc.args else None
-    reason = getattr(inner, "reason", inner)
-    if isinstance(
-        reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError
-    ):
-        return True
-    # Exceptions built by hand (and by mocking libraries) carry only text.
-    text = repr(inner if inner is not None else exc)
-    markers = ("NewConnectionError", "NameResolutionError", "Connection refused", "getaddrinfo")
-    return any(marker in text for marker in markers)
-
-
-#: How urllib3 names the connection in its errors: ``_TrackedHTTPConnection(host='h', port=1): ``
-#: (2.x) or ``<urllib3.connection.HTTPConnection object at 0x7f...>: `` (older).
-_CONNECTION_NAME = re.compile(
-    r"\b\w+\(host=(?P<host>'[^']*'|\S+?), port=(?P<port>\d+)\): |<[\w.]+ object at 0x[0-9a-f]+>: "
-)
-
-
-def _describe(exc: BaseException) -> str:
-    """The innermost cause in words ("127.0.0.1:9: Failed to establish a new connection:
-    [Errno 111] Connection refused"), for operators: without the name of the connection class
-    (ours is internal) and short enough to be read whole in a list."""
-    inner = exc.args[0] if exc.args else None
-    reason = getattr(inner, "reason", None) or inner or exc
-    text = _CONNECTION_NAME.sub(_where, str(reason)) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _where(match: re.Match[str]) -> str:
-    if match.group("host") is None:
-        return ""
-    return f"{match.group('host').strip(chr(39))}:{match.group('port')}: "
 
 
 def error_from_response(

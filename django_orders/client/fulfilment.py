@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..exceptions.wire import InvalidResponse
-from .answers import unwrap
-
-if TYPE_CHECKING:
-    from .answers import Answer
+from .answers import Answer
 
 COMPLETE_ORDER = "/orders/complete"
 #: The document kinds and their paths (the provider's ``DocumentKind``).
@@ -40,7 +37,7 @@ class DeliveryResult:
 class FulfilmentCalls:
     """The fulfilment operations; ``OrdersClient`` provides ``_post`` and ``_call``."""
 
-    _post: Callable[..., Answer]  # OrdersClient's
+    _post: Callable[..., dict[str, Any]]  # OrdersClient's
     _call: Callable[..., Any]  # OrdersClient's
 
     def complete_order(self, payload: str | bytes, *, idempotency_key: str) -> dict[str, Any]:
@@ -48,8 +45,9 @@ class FulfilmentCalls:
         returns the order, now ``completed``."""
         if not isinstance(idempotency_key, str) or not idempotency_key:
             raise ValueError("complete_order() needs an idempotency key")
-        answer = self._post(COMPLETE_ORDER, payload, headers={"Idempotency-Key": idempotency_key})
-        return unwrap(answer, COMPLETE_ORDER, "order")
+        return self._post(
+            COMPLETE_ORDER, payload, "order", headers={"Idempotency-Key": idempotency_key}
+        )
 
     def send_document(
         self, document: str, order_id: str, *, idempotency_key: str
@@ -84,7 +82,10 @@ def decode_delivery(answer: Answer, path: str) -> DeliveryResult:
             request_id=answer.request_id,
         )
 
-    delivery = unwrap(answer, path, "delivery")
+    data = answer.data if isinstance(answer.data, dict) else {}
+    delivery = data.get("delivery")
+    if not isinstance(delivery, dict):
+        raise invalid("without the 'delivery' object")
     sent = delivery.get("sent_channels")
     if not isinstance(sent, list) or not all(isinstance(c, str) for c in sent):
         raise invalid("a delivery whose sent_channels is not a list of channels")
@@ -94,7 +95,7 @@ def decode_delivery(answer: Answer, path: str) -> DeliveryResult:
     ):
         raise invalid("a delivery whose failures are not {channel, error} objects")
     url = delivery.get("document_url")
-    error = answer.data.get("error") if isinstance(answer.data, dict) else None
+    error = data.get("error")
     error = error if isinstance(error, dict) else {}
     return DeliveryResult(
         sent_channels=list(sent),

@@ -9,7 +9,6 @@ docs/architecture/refresh.md.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
@@ -19,11 +18,17 @@ from typing import TypeVar
 
 from ..conf import orders_settings
 from ..conf.table import HEARTBEAT_SECONDS
-from ..exceptions.wire import RequestRejected
-from .factory import get_client, new_client
+from .lookup_calls import (
+    ClientPerThread,
+    LookupClient,
+    lookup,
+    order_lookup,
+    record_lookup,
+    refund_lookup,
+)
 from .lookup_results import Lookup, RecordLookup, RefundLookup
 from .rate_gate import RateGate
-from .transport import OrdersClient
+from .transport import get_client, new_client
 
 __all__ = [
     "Lookup",
@@ -35,69 +40,7 @@ __all__ = [
 ]
 
 
-class _ClientPerThread:
-    """A client for each worker thread, built from settings on first use, all closed at the end.
-
-    Not ``factory.get_client``: that would leave a client open in each worker thread when the
-    pool ends, and these clients share the pool's ``RateGate``.
-    """
-
-    def __init__(self, gate: RateGate) -> None:
-        self._gate = gate
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._clients: list[OrdersClient] = []
-
-    def get(self) -> OrdersClient:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = new_client(gate=self._gate)
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
-
-    def close(self) -> None:
-        with self._lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            client.close()
-
-
 T = TypeVar("T")
-
-
-def _order(client: OrdersClient, order_id: str, sent_at: datetime) -> Lookup:
-    try:
-        return Lookup(order_id, client.lookup_order(order_id), sent_at)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        return Lookup(order_id, None, sent_at)
-
-
-def _refund(client: OrdersClient, refund_id: str, sent_at: datetime) -> RefundLookup:
-    try:
-        return RefundLookup(refund_id, client.lookup_refund(refund_id), sent_at)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        return RefundLookup(refund_id, None, sent_at)
-
-
-def _record(resource: str, client: OrdersClient, record_id: str, sent_at: datetime) -> RecordLookup:
-    try:
-        return RecordLookup(record_id, client.lookup_record(resource, record_id), sent_at)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        return RecordLookup(record_id, None, sent_at)
-
-
-def _lookup(
-    clients: _ClientPerThread, call: Callable[[OrdersClient, str, datetime], T], record_id: str
-) -> T:
-    return call(clients.get(), record_id, datetime.now(UTC))
 
 
 def lookup_refunds(
@@ -108,7 +51,7 @@ def lookup_refunds(
     gate: RateGate | None = None,
 ) -> Iterator[RefundLookup]:
     """``lookup_orders`` for refunds (``/refunds/lookup``): the same pool, limits and rules."""
-    return _lookup_each(_refund, refund_ids, concurrency, heartbeat, gate)
+    return _lookup_each(refund_lookup, refund_ids, concurrency, heartbeat, gate)
 
 
 def lookup_records(
@@ -120,7 +63,7 @@ def lookup_records(
     gate: RateGate | None = None,
 ) -> Iterator[RecordLookup]:
     """``lookup_orders`` for the records of ``resource`` (``/customers/lookup``...)."""
-    return _lookup_each(partial(_record, resource), record_ids, concurrency, heartbeat, gate)
+    return _lookup_each(partial(record_lookup, resource), record_ids, concurrency, heartbeat, gate)
 
 
 def lookup_orders(
@@ -141,11 +84,11 @@ def lookup_orders(
     caller's own client (the change feed's searches), so a 429 to either holds both; by default
     the pool's own.
     """
-    return _lookup_each(_order, order_ids, concurrency, heartbeat, gate)
+    return _lookup_each(order_lookup, order_ids, concurrency, heartbeat, gate)
 
 
 def _lookup_each(
-    call: Callable[[OrdersClient, str, datetime], T],
+    call: Callable[[LookupClient, str, datetime], T],
     record_ids: Iterable[str],
     concurrency: int | None,
     heartbeat: Callable[[], None] | None,
@@ -161,7 +104,7 @@ def _lookup_each(
         return
     if concurrency is None:
         concurrency = orders_settings.REFRESH_CONCURRENCY
-    clients = _ClientPerThread(gate or RateGate())
+    clients = ClientPerThread(partial(new_client, gate=gate or RateGate()))
     executor = ThreadPoolExecutor(
         max_workers=min(concurrency, len(ids)), thread_name_prefix="django-orders-lookup"
     )
@@ -170,16 +113,16 @@ def _lookup_each(
     queue = iter(ids)
     try:
         pending: set[Future[T]] = {
-            executor.submit(_lookup, clients, call, i) for i in islice(queue, concurrency)
+            executor.submit(lookup, clients, call, i) for i in islice(queue, concurrency)
         }
         while pending:
             done, pending = wait(pending, timeout=HEARTBEAT_SECONDS, return_when=FIRST_COMPLETED)
             if not done and heartbeat is not None:
                 heartbeat()
             for future in done:
-                lookup = future.result()
-                pending.update(executor.submit(_lookup, clients, call, i) for i in islice(queue, 1))
-                yield lookup
+                found = future.result()
+                pending.update(executor.submit(lookup, clients, call, i) for i in islice(queue, 1))
+                yield found
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
         clients.close()

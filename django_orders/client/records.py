@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from .answers import unwrap
-
-if TYPE_CHECKING:
-    from .answers import Answer
+from typing import Any
 
 #: resource -> (the id's parameter, the answer's envelope), as the provider's SDK sends them.
 RECORD_LOOKUPS: dict[str, tuple[str, str]] = {
@@ -24,7 +19,7 @@ RECORD_LOOKUPS: dict[str, tuple[str, str]] = {
 class RecordCalls:
     """The lookup of one raw record; ``OrdersClient`` provides ``_post``."""
 
-    _post: Callable[..., Answer]  # OrdersClient's
+    _post: Callable[..., dict[str, Any]]  # OrdersClient's
 
     def lookup_record(self, resource: str, record_id: str) -> dict[str, Any]:
         """``POST /<resource>/lookup``: one record of ``resource`` by id."""
@@ -35,5 +30,4 @@ class RecordCalls:
             raise ValueError("lookup_record() needs a record id")
         param, envelope = RECORD_LOOKUPS[resource]
         path = f"/{resource}/lookup"
-        answer = self._post(path, json.dumps({param: record_id}))
-        return unwrap(answer, path, envelope)
+        return self._post(path, json.dumps({param: record_id}), envelope)

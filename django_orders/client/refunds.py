@@ -11,12 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from .answers import unwrap
-
-if TYPE_CHECKING:
-    from .answers import Answer
+from typing import Any
 
 CREATE_REFUND = "/refunds/create"
 CANCEL_REFUND = "/refunds/cancel"
@@ -26,20 +21,20 @@ LOOKUP_REFUND = "/refunds/lookup"
 class RefundCalls:
     """The refund operations; ``OrdersClient`` provides ``_post``."""
 
-    _post: Callable[..., Answer]  # OrdersClient's
+    _post: Callable[..., dict[str, Any]]  # OrdersClient's
 
     def create_refund(self, payload: str | bytes, *, idempotency_key: str) -> dict[str, Any]:
         """``POST /refunds/create`` with ``payload`` (the stored JSON text, sent byte for byte)
         and the key in the ``Idempotency-Key`` header; returns the refund (pending)."""
         if not isinstance(idempotency_key, str) or not idempotency_key:
             raise ValueError("create_refund() needs an idempotency key")
-        answer = self._post(
+        return self._post(
             CREATE_REFUND,
             payload,
+            "refund",
             retry_read_timeout=False,
             headers={"Idempotency-Key": idempotency_key},
         )
-        return unwrap(answer, CREATE_REFUND, "refund")
 
     def cancel_refund(
         self, refund_id: str, *, idempotency_key: str, reason: str | None = None
@@ -50,14 +45,12 @@ class RefundCalls:
         body: dict[str, Any] = {"refund_id": refund_id}
         if reason is not None:
             body["reason"] = reason
-        answer = self._post(
-            CANCEL_REFUND, json.dumps(body), headers={"Idempotency-Key": idempotency_key}
+        return self._post(
+            CANCEL_REFUND, json.dumps(body), "refund", headers={"Idempotency-Key": idempotency_key}
         )
-        return unwrap(answer, CANCEL_REFUND, "refund")
 
     def lookup_refund(self, refund_id: str) -> dict[str, Any]:
         """``POST /refunds/lookup``: one refund by id."""
         if not isinstance(refund_id, str) or not refund_id:
             raise ValueError("lookup_refund() needs a refund id")
-        answer = self._post(LOOKUP_REFUND, json.dumps({"refund_id": refund_id}))
-        return unwrap(answer, LOOKUP_REFUND, "refund")
+        return self._post(LOOKUP_REFUND, json.dumps({"refund_id": refund_id}), "refund")

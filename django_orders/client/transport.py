@@ -34,17 +34,19 @@ from ..exceptions.wire import (
 )
 from ..secret import Secret
 from ..wire_json import decode_answer, why_not_json
-from .answers import Answer, unwrap
+from .answers import Answer
 from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .fulfilment import FulfilmentCalls
+from .orders import OrderCalls
 from .pages import Page, check_page_args, collection_for, page_from
+from .per_thread import kept
 from .rate_gate import RateGate
 from .records import RecordCalls
 from .refunds import RefundCalls
 from .search import SearchCalls
 
-__all__ = ["USER_AGENT", "OrdersClient"]
+__all__ = ["USER_AGENT", "OrdersClient", "get_client", "new_client"]
 
 logger = logging.getLogger("django_orders.client")
 
@@ -57,10 +59,10 @@ BACKOFF_CAP = 8.0
 T = TypeVar("T")
 
 
-class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
+class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
     """A client for one API key and base URL.
 
-    The app gets its clients from ``factory`` (``get_client``, ``new_client``), which builds
+    The app gets its clients from ``get_client`` and ``new_client`` (below), which build
     them with ``OrdersClient.from_settings()``; pass ``session`` or ``sleep`` only in tests.
     """
 
@@ -152,49 +154,6 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
 
     # --- operations ---------------------------------------------------------------------------
 
-    def create_order(self, payload: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
-        """``POST /orders/create``; returns the order with the ``{"order": ...}`` envelope removed.
-
-        ``payload`` may be the already-encoded JSON body, so that what the service layer stored
-        is byte for byte what is sent and resent. It must carry
-        ``request_meta.idempotency_key``: without one a retry could create a second order.
-        """
-        body = payload if isinstance(payload, str | bytes) else json.dumps(payload)
-        try:
-            decoded = json.loads(body)
-        except ValueError:
-            raise ValueError("create_order() payload is not valid JSON") from None
-        meta = decoded.get("request_meta") if isinstance(decoded, dict) else None
-        key = meta.get("idempotency_key") if isinstance(meta, dict) else None
-        if not isinstance(key, str) or not key:
-            raise ValueError("create_order() needs request_meta.idempotency_key in the payload")
-        answer = self._post("/orders/create", body, retry_read_timeout=False)
-        return unwrap(answer, "/orders/create", "order")
-
-    def lookup_order(self, order_id: str) -> dict[str, Any]:
-        """``POST /orders/lookup`` (api-notes.md): one order by id (traversal rule 5)."""
-        if not isinstance(order_id, str) or not order_id:
-            raise ValueError("lookup_order() needs an order id")
-        answer = self._post("/orders/lookup", json.dumps({"order_id": order_id}))
-        return unwrap(answer, "/orders/lookup", "order")
-
-    def cancel_order(
-        self, order_id: str, *, idempotency_key: str, reason: str | None = None
-    ) -> dict[str, Any]:
-        """``POST /orders/cancel`` (api-notes.md); returns the order, now ``canceled``.
-
-        Retried like any call (with the same key, so a resend after a lost answer is the same
-        request); a paid order is refused by the service with a 4xx (``RequestRejected``).
-        """
-        if not isinstance(order_id, str) or not order_id:
-            raise ValueError("cancel_order() needs an order id")
-        body: dict[str, Any] = {"order_id": order_id}
-        if reason is not None:
-            body["reason"] = reason
-        body["request_meta"] = {"idempotency_key": idempotency_key}
-        answer = self._post("/orders/cancel", json.dumps(body))
-        return unwrap(answer, "/orders/cancel", "order")
-
     def fetch_page(
         self,
         resource: str,
@@ -230,13 +189,25 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         self,
         path: str,
         body: str | bytes,
+        envelope: str,
         *,
         retry_read_timeout: bool = True,
         headers: Mapping[str, str] | None = None,
-    ) -> Answer:
-        return self._call(
-            path, body, _as_is, retry_read_timeout=retry_read_timeout, headers=headers
-        )
+    ) -> dict[str, Any]:
+        """POST ``body``; the object under ``envelope`` of the answer (``{"order": {...}}``),
+        or ``InvalidResponse``."""
+
+        def read(answer: Answer) -> dict[str, Any]:
+            inner = answer.data.get(envelope) if isinstance(answer.data, dict) else None
+            if not isinstance(inner, dict):
+                raise InvalidResponse(
+                    f"POST {path} answered without the '{envelope}' object",
+                    status_code=answer.status_code,
+                    request_id=answer.request_id,
+                )
+            return inner
+
+        return self._call(path, body, read, retry_read_timeout=retry_read_timeout, headers=headers)
 
     def _call(
         self,
@@ -376,6 +347,21 @@ class OrdersClient(RefundCalls, SearchCalls, FulfilmentCalls, RecordCalls):
         )
 
 
+def get_client() -> OrdersClient:
+    """This thread's client, built from settings on first use and rebuilt (the old one closed)
+    after the settings change or ``factory.reset()``. Do not close it: the next call would get
+    it closed; use ``new_client()`` for a client with a lifetime of its own."""
+    return kept(tuple(OrdersClient.settings_options().items()), OrdersClient.from_settings)
+
+
+def new_client(*, gate: RateGate | None = None) -> OrdersClient:
+    """A new client built from settings, for the caller to close (``with new_client() as c``).
+
+    ``gate``: a ``RateGate`` shared with other clients, so that a 429 makes them all wait.
+    """
+    return OrdersClient.from_settings(gate=gate)
+
+
 def _should_retry(exc: Exception, attempt: int, limit: int, retry_read_timeout: bool) -> bool:
     if attempt >= limit:
         return False
@@ -384,7 +370,3 @@ def _should_retry(exc: Exception, attempt: int, limit: int, retry_read_timeout: 
     # A dropped connection is cheap to retry with the same key; a read timeout has already
     # cost the whole read timeout and is left to the caller (a create stays pending).
     return not (isinstance(exc, OutcomeUnknown) and exc.is_timeout and not retry_read_timeout)
-
-
-def _as_is(answer: Answer) -> Answer:
-    return answer

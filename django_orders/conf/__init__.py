@@ -78,10 +78,21 @@ __all__ = [
 def problem(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the setting ``name`` (naming the setting), or ``None``.
 
-    Only the value's own rule (``SETTINGS[name].validator``): a missing required setting and
-    unknown keys are the caller's to report, with the caller's wording.
+    Only the value's own rule (``SETTINGS[name].validator``, the key's here): a missing required
+    setting and unknown keys are the caller's to report, with the caller's wording.
     """
-    return SETTINGS[name].validator(name, value)
+    validator = SETTINGS[name].validator
+    return _api_key(name, value) if validator is None else validator(name, value)
+
+
+@sensitive_variables("value")
+def _api_key(name: str, value: Any) -> str | None:
+    # The key is opaque: only its presence and shape as a header value are checked. Its text
+    # never appears in the message, and only the Secret's own methods look at it.
+    problem = value.problem() if isinstance(value, Secret) else None
+    if problem is None and not isinstance(value, Secret):
+        problem = "must be the complete key as one string"
+    return f"{setting_name(name)} {problem}." if problem else None
 
 
 @sensitive_variables("value")

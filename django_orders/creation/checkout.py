@@ -14,9 +14,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..client.factory import get_client
-from ..client.lookup_results import Lookup
-from ..client.transport import OrdersClient
+from ..client.lookup_calls import order_lookup
+from ..client.transport import OrdersClient, get_client
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderNotCancellable
@@ -150,14 +149,7 @@ def refresh_order(
     Not ``lookup_orders``: that pool builds clients of its own, and here the client (and its
     ``sleep``) is the caller's, for a single order.
     """
-    sent_at = timezone.now()
-    try:
-        record = client.lookup_order(order_id)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        record = None
-    return store_lookup(Lookup(order_id, record, sent_at), origin=origin)
+    return store_lookup(order_lookup(client, order_id, timezone.now()), origin=origin)
 
 
 def _wait_seconds(wait: timedelta | float | None) -> float:

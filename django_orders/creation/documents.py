@@ -22,8 +22,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..client.factory import get_client
 from ..client.fulfilment import DeliveryResult
+from ..client.lookup_calls import order_lookup
+from ..client.transport import get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable
 from ..exceptions.wire import (
@@ -36,8 +37,8 @@ from ..exceptions.wire import (
 from ..mirror import events
 from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
+from ..mirror.refresh import store_lookup
 from ..models import DocumentDelivery, Order, OrderEvent, OrderStatus
-from .checkout import refresh_order
 from .timing import column_text
 
 __all__ = ["send_invoice", "send_receipt"]
@@ -88,7 +89,7 @@ def send_document(order_id: str, document: str, *, actor: Any = None) -> Documen
     order = stored_order(order_id)
     client = get_client()
     if not sendable(document, order):
-        if refresh_order(client, order_id) is None:
+        if store_lookup(order_lookup(client, order_id, timezone.now())) is None:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
         order = stored_order(order_id)
         if not sendable(document, order):
@@ -106,7 +107,7 @@ def send_document(order_id: str, document: str, *, actor: Any = None) -> Documen
     except RequestRejected as exc:
         _record_error(delivery, exc, State.FAILED, origin)
         if exc.code in NOT_SENDABLE_CODES:
-            refresh_order(client, order_id)
+            store_lookup(order_lookup(client, order_id, timezone.now()))
             raise DocumentNotSendable(
                 order_id, document, stored_order(order_id).status, exc
             ) from exc

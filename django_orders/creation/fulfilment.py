@@ -28,8 +28,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.factory import get_client
-from ..client.transport import OrdersClient
+from ..client.lookup_calls import order_lookup
+from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderNotCompletable, OrderRequestPending, OrderRequestRejected
 from ..exceptions.wire import (
@@ -43,10 +43,9 @@ from ..exceptions.wire import (
 from ..mirror import events
 from ..mirror.events import RESUME, SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
-from ..mirror.refresh import store_answer
+from ..mirror.refresh import store_answer, store_lookup
 from ..models import Order, OrderRequest, OrderStatus
 from . import records
-from .checkout import refresh_order
 from .records import Outcome, State
 
 __all__ = ["complete_key", "complete_order", "send_complete_request"]
@@ -84,7 +83,7 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
         return _nothing_sent(order, actor, using)
     client = get_client()
     if order.status != OrderStatus.PAID:
-        if refresh_order(client, order_id) is None:
+        if store_lookup(order_lookup(client, order_id, timezone.now())) is None:
             raise Order.DoesNotExist(f"The service does not know order {order_id!r}.")
         order = stored_order(order_id)
         if order.status == OrderStatus.COMPLETED:
@@ -97,7 +96,7 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
         return _result(client, order_id, outcome)
     if request.state == State.SUCCEEDED:
         # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
-        refresh_order(client, order_id, origin=origin)
+        store_lookup(order_lookup(client, order_id, timezone.now()), origin=origin)
         refreshed = stored_order(order_id)
         if refreshed.status != order.status:
             return refreshed  # the status change is on the timeline with ``origin``
@@ -173,7 +172,7 @@ def _result(client: OrdersClient, order_id: str, outcome: Outcome) -> Order:
     if request.state == State.FAILED and isinstance(error, OrdersAPIError):
         if error.code == NOT_PAID:
             # The mirror said paid; the service says otherwise: bring the mirror up to date.
-            refresh_order(client, order_id)
+            store_lookup(order_lookup(client, order_id, timezone.now()))
             raise OrderNotCompletable(order_id, stored_order(order_id).status, error) from error
         raise OrderRequestRejected(request, error) from error
     raise OrderRequestPending(request, error) from error
@@ -187,7 +186,7 @@ def send_complete_request(
     fixed_now: datetime | None = None,
     origin: Origin = RESUME,
 ) -> Outcome:
-    """Send one claimed completion and record its outcome (``sending.send_and_record``): the
+    """Send one claimed completion and record its outcome (a ``resume.Sender``): the
     attempt is one timeline entry with ``origin``, in the outcome's transaction, as is the
     status change the answer brings."""
     sent_at = fixed_now or timezone.now()

@@ -34,7 +34,7 @@ def send_refund_request(
     fixed_now: datetime | None = None,
     origin: Origin = RESUME,
 ) -> Outcome:
-    """Send one claimed refund request and record its outcome (``sending.send_and_record``)."""
+    """Send one claimed refund request and record its outcome (a ``resume.Sender``)."""
     sent_at = fixed_now or timezone.now()
     record_error = records._record_error
     record = (sent_at, using, fixed_now, origin)

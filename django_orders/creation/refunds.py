@@ -16,8 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.factory import get_client
-from ..client.transport import OrdersClient
+from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import (
     InvalidRefundRequest,

@@ -215,7 +215,7 @@ def _check_url(value: str) -> str:
         )
     if parts.username is not None or parts.password is not None:
         raise serializers.ValidationError("Must not contain a user name or password.")
-    if not redirect_host_allowed(parts):
+    if not redirect_host_allowed(parts, orders_settings.ALLOWED_REDIRECT_HOSTS):
         # The payer would leave the merchant's payment page for someone else's site.
         raise serializers.ValidationError(
             f"The host {parts.hostname!r} is not one this shop sends payers back to: add it to "

@@ -150,7 +150,7 @@ def stored_as_sent(comparison: Comparison) -> bool:
     in as: one statement that answers with two counts (``wire_match``), no row read.
 
     ``False`` when any of them came without its bytes' fingerprint (a page not read light:
-    ``Page.typed``) or is stored from other bytes: the stored fingerprints decide then
+    ``Page.records``) or is stored from other bytes: the stored fingerprints decide then
     (``read_stored``). A page walk asks this first on a page that likely changes nothing.
     """
     orders = [(pk, order.wire_fingerprint) for pk, order in comparison.orders.items()]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import django_orders
-from django_orders.client import factory
+from django_orders.client import per_thread
 from django_orders.client.factory import get_client, new_client, reset
 from django_orders.client.paging import iter_pages
 from django_orders.client.rate_gate import RateGate
@@ -111,7 +111,7 @@ def test_new_client_is_the_callers_own(configured):
 
 def test_the_cached_client_shows_no_key(configured):
     get_client()
-    assert_key_absent(repr(factory._local.cached), "repr of the cached client")
+    assert_key_absent(repr(per_thread._local.cached), "repr of the cached client")
 
 
 def test_the_check_asks_once_with_the_threads_client(api, configured):

@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_orders.creation.flow import resume_order_requests
 from django_orders.exceptions import (
     AuthenticationFailed,
     OrderRequestPending,
@@ -19,7 +18,7 @@ from django_orders.exceptions import (
     ReferenceConflict,
 )
 from django_orders.models import Customer, Order, OrderRequest
-from django_orders.services import create_order, resend_order_request
+from django_orders.services import create_order, resend_order_request, resume_order_requests
 from django_orders.signals import order_created
 from tests.creation.conftest import upstream_orders_by_key
 from tests.fixtures.mirror import statement_text

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from django_orders import services
 from django_orders.conf import orders_settings
-from django_orders.creation import flow as creation
 from django_orders.creation.records import MAX_BACKOFF, claim_duration
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import Customer, Order, OrderRequest
@@ -110,7 +110,7 @@ def test_an_unexpected_error_parsing_the_answer_keeps_the_request_pending(
     def broken(record):
         raise RuntimeError("a parser bug")
 
-    monkeypatch.setattr("django_orders.creation.records.parse_order", broken)
+    monkeypatch.setattr("django_orders.creation.create_records.parse_order", broken)
     hostile.script("/orders/create", json_answer(200, {"order": order()}))
     request = create_expecting_pending(order_input)
     assert request.state == State.PENDING
@@ -201,14 +201,14 @@ def test_one_failing_request_does_not_stop_a_resume_run(hostile, order_input, mo
             create_order(**order_input, reference=reference)
     OrderRequest.objects.update(next_attempt_at=None)
     first, second = OrderRequest.objects.order_by("created_at", "pk")
-    original = creation.send_and_record
+    original = services._send
 
     def failing_for_first(client, request, using, **kwargs):
         if request.pk == first.pk:
             raise RuntimeError("the database went away")
         return original(client, request, using, **kwargs)
 
-    monkeypatch.setattr(creation, "send_and_record", failing_for_first)
+    monkeypatch.setattr(services, "_send", failing_for_first)
     hostile.script("/orders/create", json_answer(200, {"order": order()}))
     summary = resume_order_requests()
     assert (summary.resent, summary.succeeded, summary.still_pending) == (2, 1, 1)
