@@ -18,7 +18,7 @@ from ...client.refund_structs import embedded_refunds
 from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import TERMINAL_STATUSES, Order
-from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
+from ..comparison import compare_orders, read_stored
 from ..deferred_pages import (
     carried_refunds,
     may_carry_refunds,
@@ -30,7 +30,7 @@ from ..parsing import ParsedOrder, parse_order
 from ..refresh import stamp_refreshed, store_lookup
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
-from ..store import MirrorResult, store_orders
+from ..store import MirrorResult, store_new_bytes, store_orders, stored_as_sent
 from .registry import Resource
 
 

@@ -22,7 +22,7 @@ from ...exceptions.wire import InvalidRecord
 from ...models.mirror import Refund
 from ..events import PAGE
 from ..refunds import refund_row, store_refunds
-from ..store import MirrorResult
+from ..result import MirrorResult
 from .registry import Resource
 
 #: The property of ``/refunds/page`` answers that holds the records.
