@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_orders.client.lookups import Lookup
-from django_orders.mirror.resources import ORDERS
+from django_orders.mirror.resources.orders import ORDERS
 from django_orders.models import Order, OrderEvent, SyncCheckpoint, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.sync import backfill, backfill_pipeline
