@@ -27,7 +27,7 @@ from ..deferred_pages import (
 )
 from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
-from ..refresh import stamp_refreshed, store_lookup
+from ..refresh import stamp_refreshed, store_lookup, store_lookups
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
 from ..store import MirrorResult, store_new_bytes, store_orders, stored_as_sent
@@ -149,9 +149,10 @@ ORDERS = Resource(
         key="id",
         same=same_order,
         compared=("status", "total", "currency"),
-        look_up=lookup_orders,
-        store_lookup=store_lookup,
-        set_aside=stamp_refreshed,
     ),
+    look_up=lookup_orders,
+    store_lookup=store_lookup,
+    store_lookups=store_lookups,
+    set_aside=stamp_refreshed,
     change_feed=True,
 )
