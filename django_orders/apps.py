@@ -1,4 +1,5 @@
-"""App configuration: ``ready()`` only registers checks and signal handlers (no I/O)."""
+"""App configuration: ``ready()`` only registers checks, signal handlers and the upstream
+resources (no I/O)."""
 
 from django.apps import AppConfig
 from django.core import checks
@@ -23,6 +24,13 @@ class DjangoOrdersConfig(AppConfig):
             task_framework,
         )
         from .client.factory import reset_on_change
+        from .mirror.resources import register_builtin
+        from .mirror.resources.customers import CUSTOMERS
+        from .mirror.resources.orders import ORDERS
+        from .mirror.resources.refunds import REFUNDS
+
+        # The upstream resources the mirror knows, once (their modules import the writers).
+        register_builtin(ORDERS, REFUNDS, CUSTOMERS)
 
         checks.register(check_settings)
         checks.register(check_database_routing)

@@ -21,9 +21,6 @@ from ..models import RemoteRecord
 from ..services import raw_resources
 from .base import ReadOnlyModelAdmin, compact_datetime, pretty_json
 
-#: The resources ``sync_orders`` knows that are stored raw (the others have their own models).
-KNOWN_RESOURCES = tuple(raw_resources())
-
 
 class ResourceFilter(admin.SimpleListFilter):
     """The known resources as fixed choices: the default filter on a text column would run
@@ -33,7 +30,9 @@ class ResourceFilter(admin.SimpleListFilter):
     parameter_name = "resource"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(name, name.replace("_", " ")) for name in KNOWN_RESOURCES]
+        # The resources ``sync_orders`` knows that are stored raw (the others have their own
+        # models), read when the page is shown: the registry is filled by ``apps.ready``.
+        return [(name, name.replace("_", " ")) for name in raw_resources()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()
@@ -64,7 +63,7 @@ class RemoteRecordAdmin(ReadOnlyModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        resources = list(KNOWN_RESOURCES)
+        resources = raw_resources()
         chosen = request.GET.get(ResourceFilter.parameter_name)
         if chosen and chosen not in resources:
             resources.append(chosen)

@@ -2,7 +2,8 @@
 
 ``compare_orders`` reads the stored fingerprints in one statement; ``is_stored`` compares a
 record's bytes first (``wire_fingerprint``), its canonical text only when those differ; a walk
-may first ask for counts only (``stored_as_sent``). See docs/architecture/sync.md.
+may first ask for counts only (``wire_pairs``, counted by ``store.stored_as_sent``). See
+docs/architecture/sync.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from ..db import app_database
 from ..models.mirror import Customer, Order
 from .parsed import ParsedCustomer, ParsedOrder
 from .upsert import read_by_ids
-from .wire_match import count_matches, store_wire_fingerprints
 
 
 class StoredOrder(NamedTuple):
@@ -145,42 +145,36 @@ def _aware(connection, value: Any) -> datetime | None:
     return parsed
 
 
-def stored_as_sent(comparison: Comparison) -> bool:
-    """Whether the mirror holds every order and customer of ``comparison`` as the bytes it came
-    in as: one statement that answers with two counts (``wire_match``), no row read.
-
-    ``False`` when any of them came without its bytes' fingerprint (a page not read light:
-    ``Page.records``) or is stored from other bytes: the stored fingerprints decide then
-    (``read_stored``). A page walk asks this first on a page that likely changes nothing.
-    """
+def wire_pairs(
+    comparison: Comparison,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+    """The ``(id, wire fingerprint)`` pairs of ``comparison``'s orders and of its customers, for
+    asking the mirror whether it holds them as the bytes they came in as (``store.stored_as_sent``);
+    ``None`` when any came without its bytes' fingerprint (a page not read light:
+    ``Page.records``): the stored fingerprints decide then (``read_stored``)."""
     orders = [(pk, order.wire_fingerprint) for pk, order in comparison.orders.items()]
     customers = [(pk, customer.wire_fingerprint) for pk, customer in comparison.customers.items()]
     if not all(wire for _pk, wire in orders) or not all(wire for _pk, wire in customers):
-        return False
-    order_count, customer_count = count_matches((Order, orders), (Customer, customers))
-    return order_count == len(orders) and customer_count == len(customers)
+        return None
+    return orders, customers
 
 
-def store_new_bytes(comparison: Comparison) -> None:
-    """Record the wire fingerprint of each order and customer of ``comparison`` that
-    ``read_stored`` found unchanged though it came in other bytes (its fingerprint is the
-    stored one): at most one statement a table, and nothing else of the row is written
-    (``wire_match.store_wire_fingerprints``). Without it, such a record would be read and
-    compared on every re-sync, after the service changed how it writes its JSON."""
-
-    def new_bytes(records, stored) -> list[tuple[str, str, str]]:
-        rows = []
-        for pk, record in records.items():
-            wire, previous = record.wire_fingerprint, stored.get(pk)
-            # Unchanged here means the fingerprints agree wherever the bytes differ.
-            if (
-                wire
-                and previous is not None
-                and previous.wire_fingerprint != wire
-                and record.fingerprint == previous.fingerprint
-            ):
-                rows.append((pk, record.fingerprint, wire))
-        return rows
-
-    store_wire_fingerprints(Order, new_bytes(comparison.orders, comparison.stored))
-    store_wire_fingerprints(Customer, new_bytes(comparison.customers, comparison.stored_customers))
+def new_bytes(
+    records: dict[str, ParsedOrder] | dict[str, ParsedCustomer],
+    stored: dict[str, StoredOrder] | dict[str, StoredCustomer],
+) -> list[tuple[str, str, str]]:
+    """The ``(id, fingerprint, wire fingerprint)`` of each of ``records`` that ``read_stored``
+    found unchanged though it came in other bytes (its fingerprint is the stored one): what
+    ``store.store_new_bytes`` records, so that the next re-sync compares it by its bytes."""
+    rows = []
+    for pk, record in records.items():
+        wire, previous = record.wire_fingerprint, stored.get(pk)
+        # Unchanged here means the fingerprints agree wherever the bytes differ.
+        if (
+            wire
+            and previous is not None
+            and previous.wire_fingerprint != wire
+            and record.fingerprint == previous.fingerprint
+        ):
+            rows.append((pk, record.fingerprint, wire))
+    return rows

@@ -10,7 +10,7 @@ of lookups (the backfill's) the same way, in one transaction and a fixed number 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -25,12 +25,10 @@ from .announce import announce
 from .events import LOOKUP, Origin
 from .parsing import ParsedOrder, parse_order
 from .refunds import store_embedded_refunds
-from .store import MirrorResult, store_orders
+from .result import MirrorResult, Within
+from .store import store_orders
 
 logger = logging.getLogger("django_orders.sync")
-
-#: Called inside the write's transaction with what was stored (``None``: an unknown order).
-Within = Callable[[MirrorResult | None, datetime], None]
 
 
 def store_lookup(

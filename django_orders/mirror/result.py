@@ -1,17 +1,18 @@
 """What a write into the mirror did (``MirrorResult``): the counts, and the orders it wrote as
 model instances, built only when a signal receiver asks. Apart from ``store`` so that the
-resource registry and the lookups name it without the writer.
+resource registry and the lookups name it without the writer; the writer gives the row mapping
+(``rows.order_row``), so this module imports no writing code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
 from ..models.mirror import Order
 from .parsed import ParsedOrder
-from .rows import order_row
 
 
 @dataclass
@@ -24,7 +25,8 @@ class MirrorResult:
     (``events``). The instances are built on first access: a first sync with no signal
     receivers never needs them. ``kept`` counts the
     answers refused because the mirror holds a newer state (``lifecycle``); they count as
-    ``unchanged`` too: nothing of them was written.
+    ``unchanged`` too: nothing of them was written. ``row`` builds an order's instance
+    (``rows.order_row``): given by the writer that records written orders.
     """
 
     created: int = 0
@@ -33,15 +35,18 @@ class MirrorResult:
     kept: int = 0
     now: datetime | None = None
     refreshed: bool = False
+    row: Callable[..., Order] | None = field(default=None, repr=False)
     _written: list[tuple[ParsedOrder, str | None, datetime]] = field(
         default_factory=list, repr=False
     )
 
     @cached_property
     def orders(self) -> dict[str, Order]:
-        assert self.now is not None  # store_orders() sets it whenever it writes an order
+        # store_orders() sets both whenever it writes an order.
+        assert self.now is not None and self.row is not None
+        row: Callable[..., Order] = self.row
         return {
-            order.id: order_row(order, self.now, refreshed=self.refreshed, observed_at=observed)
+            order.id: row(order, self.now, refreshed=self.refreshed, observed_at=observed)
             for order, _previous, observed in self._written
         }
 
@@ -56,3 +61,7 @@ class MirrorResult:
             for order, previous, _observed in self._written
             if previous is not None and previous != order.status
         ]
+
+
+#: Called inside a write's transaction with what was stored (``None``: nothing).
+Within = Callable[[MirrorResult | None, datetime], None]

@@ -2,14 +2,15 @@
 
 Each searched resource (``Resource.searched``) says where its records are, the last search
 ``updated_at`` the mirror settled of each (``search_updated_at``: a newer projection means the
-record changed upstream), whether a stored record is as a projection shows it, and how one is
-looked up and written. Orders are rows of ``Order``; customers raw rows of ``RemoteRecord``
-(``store_record_lookup``). ``sync.feed.decide`` reads only this, never a model by name.
+record changed upstream) and whether a stored record is as a projection shows it; how one is
+looked up and written is the resource's (``Resource.look_up``). Orders are rows of ``Order``;
+customers raw rows of ``RemoteRecord``. ``sync.feed_rules.decide`` reads only this and the registry,
+never a model by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,11 +20,7 @@ from django.db.models import Q
 
 from ..client.search_structs import SearchResult
 from ..db import app_database
-from .result import MirrorResult
 from .upsert import column_of
-
-#: Called inside a looked-up record's transaction with what was stored (``None``: nothing).
-Within = Callable[[MirrorResult | None, datetime], None]
 
 
 @dataclass(frozen=True)
@@ -38,15 +35,6 @@ class SearchedMirror:
     #: without a lookup.
     same: Callable[[SearchResult, tuple[Any, ...]], bool]
     compared: tuple[str, ...]
-    #: ``(ids, *, heartbeat=, gate=)``: the lookups, several in flight (``client.lookups``);
-    #: each has ``record_id`` and ``record`` (``None``: unknown to the service).
-    look_up: Callable[..., Iterator[Any]]
-    #: ``(lookup, *, within=, origin=)``: one lookup written in its own transaction, ``within``
-    #: inside it; ``None`` for a record the service does not know.
-    store_lookup: Callable[..., MirrorResult | None]
-    #: ``(record_id, *, within=)``: the transaction of a lookup set aside, nothing stored
-    #: (an order goes to the back of the refresh queue).
-    set_aside: Callable[..., None]
     #: What selects the resource's rows in ``model`` (``{"resource": "customers"}``).
     scope: Mapping[str, str] = field(default_factory=dict)
 
@@ -92,10 +80,11 @@ class SearchedMirror:
         with connection.cursor() as cursor:
             cursor.executemany(sql, rows)
 
-    def stamp(self, record_id: str, moment: datetime) -> Callable[[MirrorResult], None]:
-        """Inside a looked-up record's transaction: the projection it answered is settled."""
+    def stamp(self, record_id: str, moment: datetime) -> Callable[[object], None]:
+        """Inside a looked-up record's transaction: the projection it answered is settled
+        (whatever the write stored)."""
 
-        def stamp(result: MirrorResult) -> None:
+        def stamp(result: object) -> None:
             self.rows().filter(self._newer(record_id, moment)).update(search_updated_at=moment)
 
         return stamp

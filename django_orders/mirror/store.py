@@ -19,7 +19,14 @@ from django.utils import timezone
 from ..db import app_database
 from ..models.mirror import Customer, Order, RemoteRecord
 from . import events
-from .comparison import StoredCustomer, compare_orders, is_stored, store_new_bytes
+from .comparison import (
+    Comparison,
+    StoredCustomer,
+    compare_orders,
+    is_stored,
+    new_bytes,
+    wire_pairs,
+)
 from .events import PAGE, Origin
 from .lifecycle import APPEARING, SentAt, confirmed_observed_at, observed, replaces, sent_for
 from .parsed import ParsedCustomer, ParsedOrder, ParsedRecord
@@ -27,6 +34,7 @@ from .result import MirrorResult as MirrorResult
 from .rows import customer_row as customer_row
 from .rows import order_row
 from .upsert import upsert, write_read_rows
+from .wire_match import count_matches, store_wire_fingerprints
 
 #: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
 #: raw record like the others, so the fingerprint covers them too.
@@ -132,7 +140,7 @@ def store_orders(
     """
     now = now or timezone.now()
     sent_at = sent_at or now
-    result = MirrorResult(now=now, refreshed=refreshed)
+    result = MirrorResult(now=now, refreshed=refreshed, row=order_row)
     comparison = compare_orders(parsed_orders, known_customers=known_customers, read=compare)
     orders, customers = comparison.orders, comparison.customers
     if not orders:
@@ -313,6 +321,27 @@ def _store_customers(
     absent = [row for row in rows if row[0] not in stored]
     changed = [row for row in rows if row[0] in stored]
     write_read_rows(Customer, CUSTOMER_COLUMNS, absent, changed, CUSTOMER_UPDATE)
+
+
+def stored_as_sent(comparison: Comparison) -> bool:
+    """Whether the mirror holds every order and customer of ``comparison`` as the bytes it came
+    in as: one statement that answers with two counts (``wire_match``), no row read. A page
+    walk asks this first on a page that likely changes nothing."""
+    pairs = wire_pairs(comparison)
+    if pairs is None:
+        return False
+    orders, customers = pairs
+    order_count, customer_count = count_matches((Order, orders), (Customer, customers))
+    return order_count == len(orders) and customer_count == len(customers)
+
+
+def store_new_bytes(comparison: Comparison) -> None:
+    """Record the wire fingerprint of each order and customer of ``comparison`` found unchanged
+    though it came in other bytes (``comparison.new_bytes``): at most one statement a table,
+    nothing else of the row written. Without it such a record would be read and compared on
+    every re-sync, after the service changed how it writes its JSON."""
+    store_wire_fingerprints(Order, new_bytes(comparison.orders, comparison.stored))
+    store_wire_fingerprints(Customer, new_bytes(comparison.customers, comparison.stored_customers))
 
 
 def store_records(

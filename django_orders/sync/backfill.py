@@ -3,7 +3,7 @@
 The page window hides every record past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE``; search
 reaches them all. The backfill reads ``/<resource>/search`` (orders, customers: the registry's
 searched resources) newest change first to the end, and looks up every record the mirror lacks
-or settled at an older ``updated_at`` (the change feed's rule, ``feed.decide``, without a
+or settled at an older ``updated_at`` (the change feed's rule, ``feed_rules.decide``, without a
 floor), through ``backfill_pipeline`` (the next answer read while the lookups run, orders
 written a batch a transaction). Once every lookup of an answer and of those before it is
 stored it saves a checkpoint (``SyncCheckpoint``: the cursor and what was done), so a killed
@@ -26,11 +26,10 @@ from ..client.search_structs import SearchPage
 from ..conf import orders_settings
 from ..db import app_database
 from ..mirror.events import FEED
-from ..mirror.resources.orders import ORDERS
 from ..mirror.resources.registry import Resource
 from ..models import SyncCheckpoint, SyncRun
 from .backfill_pipeline import Answer, Pipeline
-from .feed import (
+from .feed_rules import (
     RESTARTS,
     FeedOutcome,
     decide,
@@ -40,8 +39,7 @@ from .feed import (
     stored_watermark,
 )
 from .lease import Lease
-from .lookup_batches import store_batch
-from .lookup_store import store_for_run
+from .lookup_store import store_batch, store_for_run
 from .progress import ProgressCallback
 
 logger = logging.getLogger("django_orders.sync")
@@ -93,7 +91,7 @@ def run_backfill(
             progress(run)
 
     def store(lookups: list[Any], moments: dict[str, datetime]) -> None:
-        if kind is ORDERS:  # a batch a transaction
+        if kind.store_lookups is not None:  # a batch a transaction
             store_batch(lookups, moments, run, lease, kind=kind)
             return
         for lookup in lookups:

@@ -4,11 +4,11 @@ while what they found is written, a batch of orders a transaction, the checkpoin
 Three things overlap: ``REFRESH_CONCURRENCY`` lookups (``LookupStream``: each worker takes the
 next queued order as soon as it is free, across answers), one search request reading the
 answer after the one being looked up, and the sync's thread deciding answers and writing what
-the lookups found, ``BATCH`` orders a transaction (``lookup_batches``). At most two answers are
-held (the oldest whose lookups are not all stored, and the next), so memory stays flat whatever
-the history. An answer is checkpointed once every lookup of it and of every answer before it is
-stored, so a killed run never skips an order: what it stored past its last checkpoint is
-settled in the mirror, and the rerun reads it again without a lookup.
+the lookups found, ``BATCH`` orders a transaction (``lookup_store.store_batch``). At most two
+answers are held (the oldest whose lookups are not all stored, and the next), so memory stays
+flat whatever the history. An answer is checkpointed once every lookup of it and of every
+answer before it is stored, so a killed run never skips an order: what it stored past its last
+checkpoint is settled in the mirror, and the rerun reads it again without a lookup.
 """
 
 from __future__ import annotations

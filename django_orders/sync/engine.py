@@ -24,7 +24,7 @@ from ..exceptions.wire import error_name
 from ..mirror.announce import announce
 from ..mirror.parsing import LenientPage
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
-from ..mirror.store import MirrorResult
+from ..mirror.result import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
 from .backfill import run_backfill
@@ -174,7 +174,9 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
             feed = read_change_feed(run, lease, kind, seen_ids, walk_began, progress)
         # A current index read back to its watermark saw every change: no refresh needed.
         if kind.refreshed and (feed is None or not feed.replaces_refresh):
-            refresh_outside_walk(run, lease, seen_ids, nonterminal_seen, refresh_limit, progress)
+            refresh_outside_walk(
+                run, lease, seen_ids, nonterminal_seen, refresh_limit, progress, kind=kind
+            )
         if kind.refresh_refunds:
             refresh_open_refunds(run, lease, refresh_limit, progress)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).

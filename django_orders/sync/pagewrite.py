@@ -13,7 +13,7 @@ from typing import Any
 
 from ..db import app_atomic
 from ..mirror.resources.registry import Resource
-from ..mirror.store import MirrorResult
+from ..mirror.result import MirrorResult
 from ..models import SyncRun
 from .problems import REFUSALS, reason_of, set_aside
 

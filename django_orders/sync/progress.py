@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ..mirror.store import MirrorResult
+from ..mirror.result import MirrorResult
 from ..models import SyncRun
 
 #: Called with the run after each page and each refresh lookup has committed.

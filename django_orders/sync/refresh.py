@@ -16,7 +16,7 @@ from django.db.models import F
 from ..client.lookups import lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..mirror.refresh import store_lookup
-from ..mirror.resources.orders import ORDERS
+from ..mirror.resources.registry import Resource
 from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
@@ -48,8 +48,11 @@ def refresh_outside_walk(
     nonterminal_seen: int,
     limit: int,
     progress: ProgressCallback | None,
+    *,
+    kind: Resource,
 ) -> None:
-    """Look up non-terminal orders the walk did not see (they left the page window).
+    """Look up non-terminal orders the walk did not see (they left the page window); ``kind``:
+    the orders' resource, which writes each lookup.
 
     Candidates are read completely before the first lookup, so no query or transaction is open
     during the HTTP calls. Orders are taken oldest refresh first (never refreshed first), so
@@ -69,7 +72,7 @@ def refresh_outside_walk(
                     break
     unknown: list[str] = []
     for lookup in lookup_orders(candidates, heartbeat=lease.renew):
-        result = store_for_run(lookup, run, lease, kind=ORDERS)
+        result = store_for_run(lookup, run, lease, kind=kind)
         if result is None:
             unknown.append(lookup.order_id)
         elif progress is not None:

@@ -17,13 +17,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_orders.client.lookups import Lookup
-from django_orders.mirror.resources import ORDERS
+from django_orders.mirror.resources.orders import ORDERS
 from django_orders.models import Order, OrderEvent, SyncCheckpoint, SyncRun
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.sync import backfill, backfill_pipeline
 from django_orders.sync.backfill_pipeline import Answer, Pipeline
 from django_orders.sync.lease import Lease
-from django_orders.sync.lookup_batches import store_batch
+from django_orders.sync.lookup_store import store_batch
 from tests.fixtures.mirror import (
     TRANSACTION_CONTROL,
     logged_statements,

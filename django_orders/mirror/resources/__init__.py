@@ -3,7 +3,8 @@
 Each resource is one entry (``Resource``, in ``registry``): how its records are parsed and
 stored, and which walk features it has. The sync engine, the refresh and the admin ask the
 registry instead of branching on names; a new resource is one module and one ``register`` call
-(refunds: ``refunds.py``).
+(refunds: ``refunds.py``). The built-in ones are registered once, by ``apps.ready``
+(``register_builtin``): this package imports none of them, so asking it stays shallow.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ from typing import Any
 
 from ...client.pages import COLLECTIONS as SPEC_COLLECTIONS
 from ...models.mirror import RemoteRecord
-from .customers import CUSTOMERS
-from .orders import ORDERS
 from .raw import raw_resource
-from .refunds import REFUNDS
 from .registry import COLLECTIONS, RESOURCE_NAME, RESOURCES, Resource, register
 
 __all__ = [
@@ -26,6 +24,7 @@ __all__ = [
     "backfilled_resources",
     "raw_resources",
     "register",
+    "register_builtin",
     "resource_for",
 ]
 
@@ -64,15 +63,11 @@ def backfilled_resources() -> list[str]:
     return sorted(name for name, r in RESOURCES.items() if r.backfilled)
 
 
-def _register_builtin() -> None:
-    """Orders, refunds, customers (raw, with a search index), and the spec's other known
-    resources (``client.pages.COLLECTIONS``) raw."""
-    register(ORDERS)
-    register(REFUNDS)
-    register(CUSTOMERS)
+def register_builtin(*resources: Resource) -> None:
+    """Register ``resources`` (the modules of orders, refunds, customers give them, to
+    ``apps.ready``), then the spec's other known resources (``client.pages.COLLECTIONS``) raw."""
+    for resource in resources:
+        register(resource)
     for name, collection in SPEC_COLLECTIONS.items():
         if name not in RESOURCES:
             register(raw_resource(name, collection))
-
-
-_register_builtin()

@@ -26,7 +26,6 @@ CUSTOMERS = raw_resource(
     COLLECTIONS["customers"],
     noun=("customer", "customers"),
     search_type="customer",
-    searched=searched_raw(
-        "customers", same_customer, "raw", look_up=partial(lookup_records, "customers")
-    ),
+    searched=searched_raw("customers", same_customer, "raw"),
+    look_up=partial(lookup_records, "customers"),
 )

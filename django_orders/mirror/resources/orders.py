@@ -17,14 +17,14 @@ from ...client.pages import COLLECTIONS
 from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import TERMINAL_STATUSES, Order
-from ..comparison import compare_orders, read_stored, store_new_bytes, stored_as_sent
+from ..comparison import compare_orders, read_stored
 from ..events import PAGE
 from ..parsing import ParsedOrder, parse_order
-from ..refresh import stamp_refreshed, store_lookup
+from ..refresh import stamp_refreshed, store_lookup, store_lookups
 from ..refund_wire import embedded_refunds
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
-from ..store import MirrorResult, store_orders
+from ..store import MirrorResult, store_new_bytes, store_orders, stored_as_sent
 from .order_pages import carried_refunds, complete, may_carry_refunds, read_orders
 from .registry import Resource
 
@@ -127,9 +127,10 @@ ORDERS = Resource(
         key="id",
         same=same_order,
         compared=("status", "total", "currency"),
-        look_up=lookup_orders,
-        store_lookup=store_lookup,
-        set_aside=stamp_refreshed,
     ),
+    look_up=lookup_orders,
+    store_lookup=store_lookup,
+    store_lookups=store_lookups,
+    set_aside=stamp_refreshed,
     change_feed=True,
 )

@@ -1,11 +1,11 @@
 """Resources stored as raw records (``RemoteRecord``): customers' records, balance
-transactions, payouts, and any resource named with its collection. One with a search index
-(customers) is looked up by id (the lookups given by its module) and settled by
-``search_updated_at`` (``searched_raw``)."""
+transactions, payouts, and any resource named with its collection. Each is written by lookup
+as by page (``store_record_lookup``); one with a search index (customers) is looked up by id
+(the lookups given by its module) and settled by ``search_updated_at`` (``searched_raw``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -18,8 +18,9 @@ from ...exceptions.wire import InvalidRecord
 from ...models.mirror import RemoteRecord
 from ..events import Origin
 from ..parsing import ParsedRecord, parse_record
-from ..searched import SearchedMirror, Within
-from ..store import MirrorResult, store_records
+from ..result import MirrorResult, Within
+from ..searched import SearchedMirror
+from ..store import store_records
 from .registry import Resource
 
 
@@ -42,6 +43,8 @@ def raw_resource(name: str, collection: str, **features: Any) -> Resource:
         model=RemoteRecord,
         parse=parse_record,
         store=partial(_store, name),
+        store_lookup=partial(store_record_lookup, name),
+        set_aside=set_aside_record,
         **features,
     )
 
@@ -50,20 +53,15 @@ def searched_raw(
     name: str,
     same: Callable[[SearchResult, tuple[Any, ...]], bool],
     *compared: str,
-    look_up: Callable[..., Iterator[Any]],
 ) -> SearchedMirror:
-    """The mirror's side of the search index of a raw resource: its ``RemoteRecord`` rows,
-    each looked up through ``/<name>/lookup``; ``same`` reads the ``compared`` fields
-    (``raw``: the record as stored)."""
+    """The mirror's side of the search index of a raw resource: its ``RemoteRecord`` rows;
+    ``same`` reads the ``compared`` fields (``raw``: the record as stored)."""
     return SearchedMirror(
         model=RemoteRecord,
         key="remote_id",
         scope={"resource": name},
         same=same,
         compared=compared,
-        look_up=look_up,
-        store_lookup=partial(store_record_lookup, name),
-        set_aside=set_aside_record,
     )
 
 

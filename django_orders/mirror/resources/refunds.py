@@ -22,7 +22,7 @@ from ...models.mirror import Refund
 from ..events import PAGE
 from ..refund_wire import decode_refund
 from ..refunds import refund_row, store_refunds
-from ..store import MirrorResult
+from ..result import MirrorResult
 from .registry import Resource
 
 #: The property of ``/refunds/page`` answers that holds the records.

@@ -30,10 +30,12 @@ class Resource:
 
     ``parse(record, plain=)`` reads one record as decoded, ``read_page`` a walk's page;
     ``store(records, now=, sent_at=, known_customers=)`` writes a page of parsed records in the
-    caller's transaction. The optional hooks are the walk's shortcuts for a
-    resource that has them (orders): records read in full only when needed (``complete``, before
-    a page is written), a page that changes nothing counted without a transaction (``quiet``),
-    and a lifecycle whose open records are refreshed by lookup (``is_open``).
+    caller's transaction. The optional hooks are the walk's shortcuts for a resource that has
+    them (orders): records read in full only when needed (``complete``, before a page is
+    written), a page that changes nothing counted without a transaction (``quiet``), and a
+    lifecycle whose open records are refreshed by lookup (``is_open``). ``look_up``,
+    ``store_lookup``, ``set_aside``: how its records are read by id and written, one a
+    transaction (``store_lookups``: a batch in one, for a resource that has it).
     ``refresh_refunds``: its walk ends with the refresh of the refunds still moving (pending,
     processing), which no webhook reports: orders carry refunds, and refunds are that.
     """
@@ -50,6 +52,17 @@ class Resource:
     refresh_refunds: bool = False
     #: What one record and several are called in messages.
     noun: tuple[str, str] = ("record", "records")
+    #: ``(ids, *, heartbeat=, gate=)``: the lookups, several in flight (``client.lookups``);
+    #: each has ``record_id`` and ``record`` (``None``: unknown to the service).
+    look_up: Callable[..., Iterator[Any]] | None = None
+    #: ``(lookup, *, within=, origin=)``: one lookup written in its own transaction, ``within``
+    #: inside it; ``None`` for a record the service does not know.
+    store_lookup: Callable[..., MirrorResult | None] | None = None
+    #: ``(lookups, *, within=, origin=)``: several lookups written in one transaction.
+    store_lookups: Callable[..., MirrorResult] | None = None
+    #: ``(record_id, *, within=)``: the transaction of a lookup set aside, nothing stored
+    #: (an order goes to the back of the refresh queue).
+    set_aside: Callable[..., None] | None = None
     #: The ids of the customers a page's records embed (rolled back with the page).
     customers: Callable[[Sequence[Any]], set[str]] = _no_customers
     #: The search index's resource type (``order``, ``customer``) of ``/<name>/search``, and
@@ -72,7 +85,12 @@ class Resource:
     @property
     def backfilled(self) -> bool:
         """Whether ``sync_orders --backfill`` can read its whole history through search."""
-        return self.search_type is not None and self.searched is not None
+        return (
+            self.search_type is not None
+            and self.searched is not None
+            and self.look_up is not None
+            and self.store_lookup is not None
+        )
 
     @property
     def refreshed(self) -> bool:
