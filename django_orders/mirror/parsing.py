@@ -196,6 +196,16 @@ def decode_record(item: Any) -> tuple[Any, bool]:
         raise InvalidRecord(f"the record is not JSON ({str(exc)[:200]})") from None
 
 
+def read_page(kind: Any, records: Sequence[Any], page_number: int) -> LenientPage:
+    """A walk's page of the resource ``kind`` (``Page.records``: each record as its bytes), its
+    malformed records set aside: by the resource's ``reader`` (orders: read light), else each
+    record decoded and parsed (``read_records``)."""
+    if kind.reader is not None:
+        page: LenientPage = kind.reader(records, page_number=page_number, resource=kind.name)
+        return page
+    return read_records(records, kind.parse, page_number=page_number, resource=kind.name)
+
+
 def read_records(
     records: Sequence[Any], parse: Callable[..., Any], *, page_number: int, resource: str
 ) -> LenientPage:

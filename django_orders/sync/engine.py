@@ -22,7 +22,7 @@ from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions.wire import error_name
 from ..mirror.announce import announce
-from ..mirror.parsing import LenientPage
+from ..mirror.parsing import LenientPage, read_page
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.result import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
@@ -327,7 +327,7 @@ def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[li
     reads their records in full (``complete``), which the writer would otherwise do."""
 
     def read(page: Page) -> LenientPage:
-        return kind.read_page(page.records, page.number)
+        return read_page(kind, page.records, page.number)
 
     complete = kind.complete
     if complete is None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.db import models
 
-from ..parsing import LenientPage, read_records
 from ..result import MirrorResult
 from ..searched import SearchedMirror
 
@@ -28,7 +27,7 @@ def _no_customers(records: Sequence[Any]) -> set[str]:
 class Resource:
     """One upstream resource, as the walk and the mirror handle it.
 
-    ``parse(record, plain=)`` reads one record as decoded, ``read_page`` a walk's page;
+    ``parse(record, plain=)`` reads one record as decoded, ``reader`` a walk's page;
     ``store(records, now=, sent_at=, known_customers=)`` writes a page of parsed records in the
     caller's transaction. The optional hooks are the walk's shortcuts for a resource that has
     them (orders): records read in full only when needed (``complete``, before a page is
@@ -45,7 +44,8 @@ class Resource:
     model: type[models.Model]
     parse: Callable[..., Any]
     store: Callable[..., MirrorResult]
-    reader: Callable[..., LenientPage] | None = None
+    #: How a walk's page of it is read, if not record by record (``parsing.read_page``).
+    reader: Callable[..., Any] | None = None
     complete: Callable[..., tuple[list, list]] | None = None
     quiet: Callable[[list, set[str]], MirrorResult | None] | None = None
     is_open: Callable[[Any], bool] | None = None
@@ -73,14 +73,6 @@ class Resource:
     #: Whether each sync of the resource also reads the change feed of its search index
     #: after the walk (``sync.feed``).
     change_feed: bool = False
-
-    def read_page(self, records: Sequence[Any], page_number: int) -> LenientPage:
-        """A walk's page (``Page.records``: each record as its bytes), its malformed records
-        set aside: by the resource's ``reader`` (orders: read light), else each record
-        decoded and parsed (``parsing.read_records``)."""
-        if self.reader is not None:
-            return self.reader(records, page_number=page_number, resource=self.name)
-        return read_records(records, self.parse, page_number=page_number, resource=self.name)
 
     @property
     def backfilled(self) -> bool:
