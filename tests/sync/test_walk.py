@@ -243,19 +243,18 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
     """The timestamps, checkout fields and text of an unchanged order are never read: only the
     pages the helper thread read ahead while the walk still looked like a first sync."""
-    from django_orders.mirror.resources.order_pages import LazyOrder
+    from django_orders.mirror.resources import order_pages
 
     uncapped.seed(95)
     sync_orders()
     read: list[tuple[int, str]] = []
-    original = LazyOrder.read
+    original = order_pages.read_in_full
 
-    def spy(self):
-        if self.unread:
-            read.append((self._page.number, self.id))
-        original(self)
+    def spy(orders, values, plain):
+        read.extend((order._page.number, order.id) for order in orders)
+        return original(orders, values, plain)
 
-    monkeypatch.setattr(LazyOrder, "read", spy)
+    monkeypatch.setattr(order_pages, "read_in_full", spy)
     run = sync_orders()
     assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
     # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.mirror import parsing
 from django_orders.mirror.parsed import ParsedCustomer
+from django_orders.mirror.resources import order_pages
 from django_orders.models import Customer, Order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.testing.sandbox.seed import BASE_URL_TOKEN
@@ -22,7 +22,6 @@ from tests.fixtures.mirror import (
     PageStatements,
     edit_raw_order,
     logged_statements,
-    spy_everywhere,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,9 +78,14 @@ def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
     like a first sync."""
     uncapped.seed(95)
     sync_orders()
-    decoded = spy_everywhere(
-        monkeypatch, parsing, "decode_record", lambda item: json.loads(bytes(item))["id"]
-    )
+    decoded: list[str] = []
+    read_in_full = order_pages.read_in_full
+
+    def read_spy(orders, values, plain):
+        decoded.extend(order.id for order in orders)
+        return read_in_full(orders, values, plain)
+
+    monkeypatch.setattr(order_pages, "read_in_full", read_spy)
     encoded: list[str] = []
     encode = ParsedCustomer._encode
 
