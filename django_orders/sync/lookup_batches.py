@@ -3,8 +3,8 @@
 The backfill's writes (``backfill_pipeline``): ``store_for_run`` for several lookups at once,
 with the projections they answered settled (``settle``) in the same transaction, so a batch
 and what it settles commit or vanish together. A batch the database refuses, or one with an
-answer the app cannot use, is rolled back and written lookup by lookup (``store_for_run``),
-which sets that one aside as before.
+answer the app cannot use, is rolled back and written lookup by lookup (``store_for_run``,
+which sets the failing one aside).
 """
 
 from __future__ import annotations
