@@ -1,19 +1,9 @@
 """The orders changelist's "Mark fulfilled", "Send receipt" and "Send invoice" actions (the
 order page lists the deliveries: ``deliveries``).
 
-Each action talks to the payment service, so each has its own permission
-(``django_orders.complete_order``, ``send_receipt``, ``send_invoice``) and, like "Cancel
-order", first shows a confirmation page listing the orders it will act on and the ones it
-refuses per the mirror (``action_confirmation``); nothing is sent until the form is posted with
-``post=yes``. The services refuse again before sending (after a lookup when the mirror says
-no), so a stale mirror never sends what the service would refuse.
-
-A send whose answer was lost is shown as "Outcome unknown" on the order's page, and nothing
-ever resends it: staff check with the customer before sending again (a new delivery).
-
-Each confirmation page carries a token made when it is rendered; the session remembers the
-tokens posted, so a double submit of one confirmation sends nothing twice (a send is not
-idempotent: every one is a new delivery).
+They call the payment service, so each has its own permission and a confirmation page
+(``action_confirmation``) whose token makes a double submit send nothing twice: a send is not
+idempotent. Why: docs/architecture/interfaces.md, "Fulfilment actions in the admin".
 """
 
 from __future__ import annotations

@@ -268,9 +268,9 @@ SETTINGS: dict[str, Setting] = {
     "KEY_LIFETIME": Setting(timedelta(hours=23), _key_lifetime),
     # How long a sync run holds its lease before another host may take it over.
     "SYNC_LEASE": Setting(timedelta(minutes=10), duration()),
-    # Orders in a non-terminal status outside the page window refreshed by lookup per run. With
-    # REFRESH_CONCURRENCY lookups in flight, 2,000 take about a minute at 250 ms a lookup and
-    # still fit in one SYNC_LEASE (10 minutes) at a full second a lookup.
+    # Orders in a non-terminal status outside the page window refreshed by lookup per run: few
+    # enough that a run's lookups, REFRESH_CONCURRENCY at a time, fit in one SYNC_LEASE even when
+    # each lookup is slow (the arithmetic: docs/settings.md, REFRESH_LIMIT).
     "REFRESH_LIMIT": Setting(2000, whole_number(0)),
     # Lookups in flight at once when refreshing orders (latency bound: one order, one trip).
     "REFRESH_CONCURRENCY": Setting(8, whole_number(1, MAX_REFRESH_CONCURRENCY)),

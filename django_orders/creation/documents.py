@@ -1,16 +1,9 @@
 """``send_receipt`` and ``send_invoice``: send an order's document link to the customer.
 
-Each call is a new delivery (``DocumentDelivery``): its own key, committed BEFORE the HTTP call
-so that a send whose answer is lost is never lost from sight: it stays ``unknown``, shown to
-staff, and is NEVER resent automatically (a resend may reach the customer twice; the journal
-that ``resume_order_requests`` replays does not hold deliveries). The send is asked once
-(``client.fulfilment``). The provider reports each channel: the ones that went out and the ones
-that failed, with its error per channel; a delivery records exactly that.
-
-Refused before anything is stored or sent for an order that cannot have the document: a
-receipt for a paid or completed order only; an invoice for a finalized order (one with a
-payment page) that is not canceled or expired. When the mirror says no, the order is looked up
-once first (the mirror may lag behind a payment).
+Each call is a new delivery (``DocumentDelivery``) committed BEFORE the HTTP call, so a send
+whose answer is lost stays in sight (``unknown``) and is never resent automatically: a resend
+may reach the customer twice. Why, and what is refused: docs/architecture/checkout.md,
+"Sending documents".
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """``complete_order``: mark a paid order fulfilled upstream, crash-safe and repeat-safe.
 
-Completing is journaled like an order create (``records``): an ``OrderRequest`` of kind
-``order_complete`` is committed BEFORE the HTTP call, with a key that is stable per order
-(``complete_key``), so a lost answer, a crash or a second click all send the same key and the
-service completes the order once. An unknown outcome stays pending and
-``resume_order_requests`` resends it with that key: completing is idempotent upstream, which is
-why it may be resent (document sends may not: ``documents``).
-
-The provider answers ``order_already_completed`` to a second completion under another key (the
-order was completed elsewhere, e.g. in its dashboard): that is the outcome asked for, so it
-counts as success and the order is looked up to bring the mirror up to date. Answers are
-written through the mirror's one write route (``mirror.refresh.store_answer``), which never
-lets an older answer replace a newer state.
-
-Refused before anything is stored or sent when the order is not paid: the mirror's status
-first, then, when the mirror says it is not paid, one lookup (the mirror may lag behind a
-payment).
+Journaled like an order create: an ``OrderRequest`` of kind ``order_complete``, with one key
+per order, is committed BEFORE the HTTP call, so a lost answer, a crash or a second click
+complete the order once and ``resume_order_requests`` may resend it. Why, and what is refused:
+docs/architecture/checkout.md, "Completing an order".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The order's timeline (``OrderEvent``): the one recording API, and the signals sent from it.
 
 Each kind of entry is recorded from one place, in the transaction of the change it records:
-
-- an order's status change: ``store.store_orders``, the write that decides "never back in
-  time", with the source of the answer (``Origin``: page, lookup, feed, checkout, staff...);
-- a refund's status change (and a refund first seen): ``refunds.store_refunds``;
-- an attempt of a request (any ``OrderRequest`` kind) and its outcome: ``creation.records``;
-- a document sent, a staff action: ``document_sent``, ``staff_action``, for their flows.
-
-Build entries with the functions below and hand them to ``record``: one ``INSERT`` for all of
-them in the caller's transaction, whatever their number; ``order_status_changed`` and
-``refund_status_changed`` are sent from the recorded entries once that transaction commits, so
-each real change is announced once, and never for a write that rolled back. Entries are never
-changed; ``prune_events`` deletes old ones. Why a first sync writes none: the order's row is
-the fact that it was discovered (docs/reference/models.md, "OrderEvent").
+``record`` writes them in one ``INSERT``, and ``order_status_changed`` and
+``refund_status_changed`` are sent from them once it commits, so each real change is announced
+once. Who records what: docs/architecture/sync.md, "The order's timeline".
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import msgspec
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # CPython's C encoder, built once with the settings above; ``json.dumps`` builds an encoder
-# object and a C encoder on every call, which was a third of the cost of encoding a small
-# record (benchmarks/README.md, sync). No ``markers`` (the check for circular references): a
+# object and a C encoder on every call, a large share of the cost of encoding a small record
+# (figures: benchmarks/README.md, sync). No ``markers`` (the check for circular references): a
 # decoded JSON document cannot contain a cycle. ``None`` where the C accelerator is missing.
 _C_CANONICAL = (
     c_make_encoder(None, _CANONICAL.default, encode_basestring, None, ":", ",", True, False, True)

@@ -53,7 +53,7 @@ def read_by_ids(
     quote = connection.ops.quote_name
     if connection.vendor == "postgresql":
         # = ANY(ARRAY(...)), not IN (SELECT ...): the planner cannot see how many ids the JSON
-        # holds and, with the statistics of a table that grew during the walk, chose a hash
+        # holds and, with the statistics of a table that grew during the walk, may choose a hash
         # join over a sequential scan of the whole table, a cost that grows with the mirror
         # (figures: benchmarks/README.md, section "Figures moved out of the code"). An array
         # probes the primary key, whatever the size.

@@ -2,18 +2,8 @@
 ``orders/<id>/receipt/`` and ``orders/<id>/invoice/`` (POST), each behind its own permission
 (``complete_order``, ``send_receipt``, ``send_invoice``: a 403 without it).
 
-``complete/`` is safe to repeat (``services.complete_order`` keeps one key per order): 200 with
-the completed order; 202 while its outcome is unknown (it is resent with the same key; POST
-again later); 422 ``order_not_completable`` for an order that is not paid (nothing sent), or
-the service's own code for another refusal.
-
-``receipt/`` and ``invoice/`` send the document NOW, each POST a new delivery: 201 with the
-delivery (``state`` ``delivered``, ``partly_delivered`` or ``not_delivered``; the channels that
-went out, and each failed one with the provider's error); 202 with the delivery in state
-``unknown`` when the service gave no answer (it may have gone out; it is never resent: check
-with the customer before posting again); 422 ``document_not_sendable`` (the order's status;
-nothing sent) or the service's own code; 503 when the service could not be reached (nothing
-went out). Do not retry a POST blindly: a retry is a second delivery.
+``complete/`` is safe to repeat; a ``receipt/`` or ``invoice/`` POST is a new delivery, never
+resent. The answers: docs/architecture/interfaces.md, "Fulfilment and documents in the API".
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """The refund POST's ``Idempotency-Key``: bound to its request in a local row, never sent.
 
-The key scopes replays of one HTTP request; the body's ``reference`` is the refund's own
-(``services.refund_order``: one upstream refund per reference). The key lives in
-``RefundApiKey``, taken with one INSERT before ``refund_order`` runs:
-
-- a new key (and a reference no other key holds): the row is this request's while it runs
-  (``claimed_until``), then stays, bound to the request's fingerprint;
-- the key again with the same request: the row is taken again (``refund_order`` answers with
-  the stored outcome), or 409 while another request with it is still running;
-- the key with another request: 422 ``idempotency_key_conflict``, even while the first runs;
-- another key for a reference a key already holds: 422 ``reference_conflict``.
-
-Two requests with one key at once therefore never both reach ``refund_order``: the unique
-constraints decide, not a read before the write. A request ``refund_order`` refused before
-storing anything (400 per field, an order not refundable or unknown) frees its key, so the
-caller may correct the body and send it again with the same key. A request that died while
-holding its key leaves a claim that expires (``claim_duration``).
+The key scopes replays of one HTTP request (the body's ``reference`` is the refund's own). It
+lives in ``RefundApiKey``, taken with one INSERT before ``services.refund_order`` runs, so two
+requests with one key never both reach it: the unique constraints decide, not a read. The cases
+and their answers: docs/architecture/interfaces.md, "The refund key's row".
 """
 
 from __future__ import annotations

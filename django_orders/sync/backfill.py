@@ -1,16 +1,9 @@
 """``sync_orders --backfill``: the whole history of a resource through its search index.
 
 The page window hides every record past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE``; search
-reaches them all. The backfill reads ``/<resource>/search`` (orders, customers: the registry's
-searched resources) newest change first to the end, and looks up every record the mirror lacks
-or settled at an older ``updated_at`` (the change feed's rule, ``feed_rules.decide``, without a
-floor), through ``backfill_pipeline`` (the next answer read while the lookups run, orders
-written a batch a transaction). Once every lookup of an answer and of those before it is
-stored it saves a checkpoint (``SyncCheckpoint``: the cursor and what was done), so a killed
-backfill goes on from there; a cursor refused as expired makes it read again from the top, and
-what it already settled costs a search result, not a lookup. When it finishes it leaves the
-feed's watermark where its first answer said the index was fresh, so the next run reads only
-what changed since.
+reaches them all. The backfill reads ``/<resource>/search`` to its end, looks up what the mirror
+lacks or settled older (``feed_rules.decide`` without a floor) and saves checkpoints, so a killed
+backfill goes on from there. How: docs/architecture/change-feed.md, "Backfill".
 """
 
 from __future__ import annotations

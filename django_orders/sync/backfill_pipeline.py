@@ -1,14 +1,9 @@
 """The backfill's pipeline: lookups that keep flowing while the next search answer is read and
 while what they found is written, a batch of orders a transaction, the checkpoint in order.
 
-Three things overlap: ``REFRESH_CONCURRENCY`` lookups (``LookupStream``: each worker takes the
-next queued order as soon as it is free, across answers), one search request reading the
-answer after the one being looked up, and the sync's thread deciding answers and writing what
-the lookups found, ``BATCH`` orders a transaction (``lookup_store.store_batch``). At most two
-answers are held (the oldest whose lookups are not all stored, and the next), so memory stays
-flat whatever the history. An answer is checkpointed once every lookup of it and of every
-answer before it is stored, so a killed run never skips an order: what it stored past its last
-checkpoint is settled in the mirror, and the rerun reads it again without a lookup.
+At most two answers are held, so memory stays flat whatever the history; an answer is
+checkpointed once its lookups and those of every answer before it are stored, so a killed run
+never skips an order. How the three overlap: docs/architecture/change-feed.md, "Backfill".
 """
 
 from __future__ import annotations

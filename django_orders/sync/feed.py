@@ -1,17 +1,9 @@
 """The change feed: what changed upstream since the last run, from the provider's search index.
 
-The page window shows only the newest ``MAX_PAGE_NUMBER`` x ``PAGE_SIZE`` orders, and nothing
-is final (a paid order is later completed or refunded), so after the window walk each orders
-run reads ``/orders/search`` newest ``updated_at`` first, back to the stored watermark less
-``CHANGE_FEED_OVERLAP``, and looks up the orders whose projection is newer than what the
-mirror settled (``Order.search_updated_at``): a refund shows only in ``updated_at``. Orders the
-same run's walk saw after their last change are settled without a lookup.
-
-The watermark (``SyncRun.watermark_after``) advances only as far as the index is known fresh:
-``current``, to where this read started (never past ``last_indexed_at``); ``delayed``, at
-most to ``last_indexed_at``; ``partial``, ``unknown``, ``unavailable``, not at all. Only a
-current index read back to a watermark replaces the open-order refresh. The rules and their
-reasons: docs/architecture/change-feed.md.
+The page window shows only the newest orders and nothing is final (a refund shows only in
+``updated_at``), so after the window walk each orders run reads ``/orders/search`` newest
+change first, back to the stored watermark, and looks up what changed since the mirror settled
+it. The rules and their reasons: docs/architecture/change-feed.md.
 """
 
 from __future__ import annotations
