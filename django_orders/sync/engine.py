@@ -27,6 +27,7 @@ from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
+from .late_indexes import indexes_after_rows
 from .lease import Lease
 from .pagewrite import write_page
 from .problems import MALFORMED, set_aside
@@ -164,7 +165,8 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
     seen_ids: set[str] = set()
     walk_began = time.monotonic()
     with walk_write_settings(Order):
-        nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
+        with indexes_after_rows(kind.model):
+            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
