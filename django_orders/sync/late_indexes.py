@@ -33,11 +33,6 @@ def tables_of(model: type[models.Model]) -> tuple[type[models.Model], ...]:
     return (model, *WRITTEN_WITH.get(model, ()))
 
 
-def _present(connection, model: type[models.Model]) -> set[str]:
-    with connection.cursor() as cursor:
-        return set(connection.introspection.get_constraints(cursor, model._meta.db_table))
-
-
 def _present(connection, table: str) -> set[str]:
     """The names of ``table``'s indexes: one catalogue query (Django's ``get_constraints``
     reads every constraint's columns too, a query or more per index)."""
@@ -91,14 +86,15 @@ def indexes_after_rows(model: type[models.Model]) -> Iterator[bool]:
     """Around a walk of ``model``'s resource, run while holding its lease: any missing index
     built first; then, if ``model``'s table is empty (a first sync), its and ``WRITTEN_WITH``'s
     secondary indexes dropped and built again when the block ends, however it ends. Yields
-    whether it dropped them."""
+    whether the table was empty (a first sync)."""
     using = app_database()
     models_ = tables_of(model)
     built = build_missing(models_, using)
     if built:
         logger.warning("Built the mirror's missing indexes %s", ", ".join(built))
-    if model._default_manager.using(using).exists() or not drop_secondary(models_, using):
-        yield False
+    first = not model._default_manager.using(using).exists()
+    if not first or not drop_secondary(models_, using):
+        yield first
         return
     try:
         yield True
