@@ -29,7 +29,9 @@ from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
+from .late_indexes import indexes_after_rows
 from .lease import Lease
+from .page_batches import PageBatches
 from .pagewrite import write_page
 from .problems import MALFORMED, set_aside
 from .progress import (
@@ -166,7 +168,11 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
     seen_ids: set[str] = set()
     walk_began = time.monotonic()
     with walk_write_settings(Order):
-        nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
+        with (
+            indexes_after_rows(kind.model) as first,
+            PageBatches(run, progress, first=first) as batches,
+        ):
+            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
@@ -203,9 +209,15 @@ def _backfill(kind: Resource, run: SyncRun, lease: Lease, progress) -> None:
 
 
 def _walk(
-    kind: Resource, walk: PageWalk, run: SyncRun, lease: Lease, seen_ids: set[str], progress
+    kind: Resource,
+    walk: PageWalk,
+    run: SyncRun,
+    lease: Lease,
+    seen_ids: set[str],
+    batches: PageBatches,
 ) -> int:
-    """Write every page, one transaction each; return how many open records it saw."""
+    """Write every page, one transaction each (several on a first sync: ``page_batches``);
+    return how many open records it saw."""
     known_customers: set[str] = set()
     nonterminal_seen = 0
     mode = _WalkMode()
@@ -222,6 +234,7 @@ def _walk(
         # When the page's request was sent: the mirror keeps an order it holds from a later
         # request (mirror.lifecycle). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
+        batches.page(len(records), writing=mode.writing)
         with counts_kept_on_commit(run):
             results = _quiet_page(kind, records, known_customers, mode)
             if results is None and kind.complete is not None:
@@ -248,8 +261,7 @@ def _walk(
         mode.writing = any(result.created or result.updated for result in results)
         if kind.is_open is not None:
             nonterminal_seen += sum(map(kind.is_open, records))
-        if progress is not None:
-            progress(run)
+        batches.written()
     return nonterminal_seen
 
 

@@ -1,0 +1,143 @@
+"""A first sync builds the secondary indexes after the rows (``sync.late_indexes``), and they are
+always there again afterwards: after a walk that succeeds, one that fails half-way, and a run
+that finds them missing (a process killed during a first sync)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from django_orders.models import Customer, Order, SyncLease, SyncRun
+from django_orders.services import sync_orders
+from django_orders.sync import page_batches
+from django_orders.sync.late_indexes import drop_secondary, tables_of
+from django_orders.sync.lease import LeaseLost
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECONDARY = {index.name for model in (Order, Customer) for index in model._meta.indexes}
+
+
+def present() -> set[str]:
+    """The ``Meta.indexes`` names of the orders' and customers' tables the database has."""
+    names: set[str] = set()
+    with connection.cursor() as cursor:
+        for model in (Order, Customer):
+            names |= set(connection.introspection.get_constraints(cursor, model._meta.db_table))
+    return names & SECONDARY
+
+
+class Seen:
+    """A progress callback recording the indexes present after each page."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.during: list[set[str]] = []
+        self.fail_after = fail_after
+
+    def __call__(self, run: SyncRun) -> None:
+        self.during.append(present())
+        if self.fail_after is not None and len(self.during) >= self.fail_after:
+            raise RuntimeError("stopped half-way")
+
+
+def test_the_secondary_indexes_are_the_orders_and_customers_own():
+    assert tables_of(Order) == (Order, Customer)
+    assert "orders_order_total_idx" in SECONDARY
+    assert "orders_customer_email_idx" in SECONDARY
+    assert present() == SECONDARY
+
+
+def test_a_first_sync_writes_without_them_and_builds_them_after(uncapped):
+    uncapped.seed(35)
+    seen = Seen()
+    run = sync_orders(progress=seen)
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert Order.objects.count() == 35
+    # Every page of the walk went into tables without them.
+    assert seen.during[:4] == [set()] * 4
+    assert present() == SECONDARY
+
+
+def test_a_walk_failing_half_way_builds_them_again(uncapped):
+    uncapped.seed(35)
+    seen = Seen(fail_after=2)
+    with pytest.raises(RuntimeError, match="half-way"):
+        sync_orders(progress=seen)
+    assert seen.during == [set(), set()]
+    assert Order.objects.count() == 20
+    assert SyncRun.objects.get().outcome == SyncRun.Outcome.FAILED
+    assert present() == SECONDARY
+
+
+def test_a_run_after_a_crash_builds_the_missing_ones_first(uncapped):
+    uncapped.seed(35)
+    sync_orders()
+    # A first sync killed before its end left them dropped, with rows in the table.
+    drop_secondary((Order, Customer), connection.alias)
+    assert present() == set()
+    seen = Seen()
+    sync_orders(progress=seen)
+    assert seen.during and all(names == SECONDARY for names in seen.during)
+    assert present() == SECONDARY
+
+
+def test_a_resync_drops_nothing(uncapped):
+    uncapped.seed(35)
+    sync_orders()
+    seen = Seen()
+    uncapped.seed(40)
+    run = sync_orders(progress=seen)
+    assert run.created == 5
+    assert seen.during and all(names == SECONDARY for names in seen.during)
+
+
+# --- several pages per transaction on a first sync (``sync.page_batches``) --------------------
+
+
+@pytest.fixture
+def two_pages_a_batch(monkeypatch):
+    monkeypatch.setattr(page_batches, "BATCH_PAGES", 2)
+    monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
+
+
+class Commits:
+    """A progress callback: the run's counts and the orders committed at each call."""
+
+    def __init__(self, steal_after: int | None = None) -> None:
+        self.calls: list[tuple[int, int, int]] = []
+        self.steal_after = steal_after
+
+    def __call__(self, run: SyncRun) -> None:
+        self.calls.append((run.pages, run.created, Order.objects.count()))
+        if run.pages == self.steal_after:
+            SyncLease.objects.update(owner="other:9:q")
+
+
+@pytest.mark.usefixtures("two_pages_a_batch")
+def test_a_first_sync_of_large_pages_commits_several_together(uncapped):
+    uncapped.seed(350)
+    commits = Commits()
+    first = sync_orders(page_size=100, progress=commits)
+    # Two pages a commit, the last one alone at the walk's end; each count committed.
+    assert commits.calls == [(2, 200, 200), (4, 350, 350)]
+    first.refresh_from_db()
+    assert (first.pages, first.seen, first.created) == (4, 350, 350)
+    # A re-sync: a transaction a page, the callback after each.
+    uncapped.seed(360)
+    again = Commits()
+    sync_orders(page_size=100, progress=again)
+    assert [pages for pages, _created, _orders in again.calls] == [1, 2, 3, 4]
+
+
+@pytest.mark.usefixtures("two_pages_a_batch")
+def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped):
+    uncapped.seed(550)
+    commits = Commits(steal_after=2)
+    with pytest.raises(LeaseLost):
+        sync_orders(page_size=100, progress=commits)
+    assert commits.calls == [(2, 200, 200)]
+    # Pages 3 and 4 were one transaction: the lease lost at page 3 took both back.
+    assert Order.objects.count() == 200
+    run = SyncRun.objects.get()
+    assert (run.outcome, run.pages, run.seen, run.created) == (SyncRun.Outcome.FAILED, 2, 200, 200)
+    assert present() == SECONDARY
