@@ -141,3 +141,15 @@ def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped
     run = SyncRun.objects.get()
     assert (run.outcome, run.pages, run.seen, run.created) == (SyncRun.Outcome.FAILED, 2, 200, 200)
     assert present() == SECONDARY
+
+
+@pytest.mark.django_db(transaction=False)
+def test_inside_a_callers_transaction_no_index_is_dropped_or_built(uncapped):
+    """A sync run inside a transaction of its caller's (here the test's) changes no schema: on
+    PostgreSQL an index cannot be built on a table with deferred checks pending there."""
+    uncapped.seed(15)
+    seen = Seen()
+    run = sync_orders(progress=seen)
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert Order.objects.count() == 15
+    assert seen.during and all(indexes == SECONDARY for indexes in seen.during)
