@@ -9,10 +9,8 @@ sync.md, "Parsing".
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -255,8 +253,7 @@ def complete(
     set_aside: list[tuple[str, InvalidRecord]] = []
     encoded: set[str] = set()
     unread = [r for r in records if type(r) is LazyOrder and r.unread]
-    with _no_collection():
-        failed = _read_together(unread)
+    failed = _read_together(unread)
     for record in records:
         exc = failed.get(record) if failed else None
         if exc is not None:
@@ -285,21 +282,6 @@ def read_in_full(
         order.customer, order.wire_fingerprint = customer, wire_fingerprint
         order._bytes = None
     return [result if isinstance(result, InvalidRecord) else None for result in results]
-
-
-@contextlib.contextmanager
-def _no_collection() -> Iterator[None]:
-    """The garbage collector held off while a page's orders are decoded and parsed: they are
-    thousands of new dicts and lists, none of them garbage, and each collection their count
-    sets off would look through them (and, now and then, through every object of the process)
-    for nothing. Left as it was found: off stays off."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read_together(orders: list[LazyOrder]) -> dict[LazyOrder, InvalidRecord]:
