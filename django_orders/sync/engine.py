@@ -224,12 +224,8 @@ def _walk(
     for parsed in _pages_ahead(kind, walk, mode):
         problems_before = run.problems
         _set_aside_malformed(run, parsed)
-        fresh: dict[str, Any] = {}
-        for record in parsed:
-            if record.id not in seen_ids:
-                fresh.setdefault(record.id, record)
-        seen_ids.update(fresh)
-        records = list(fresh.values())
+        unseen = [record for record in parsed if record.id not in seen_ids]
+        records = _first_copies(unseen)
         now = timezone.now()
         # When the page's request was sent: the mirror keeps an order it holds from a later
         # request (mirror.lifecycle). A page without it counts as sent now.
@@ -239,8 +235,11 @@ def _walk(
             results = _quiet_page(kind, records, known_customers, mode)
             if results is None and kind.complete is not None:
                 # The page is written: its records are read in full now, outside the page's
-                # transaction, so a malformed record is set aside before anything is written.
-                records = _complete(kind, run, records)
+                # transaction, so a malformed record is set aside before anything is written,
+                # and before duplicates are dropped: a valid later copy of an order replaces a
+                # malformed first one.
+                records = _first_copies(_complete(kind, run, unseen))
+            seen_ids.update(record.id for record in records)
             commit = partial(_commit_page, run, lease, len(records), problems_before, now, mode)
             if results is None:
                 # One transaction; record by record only if the database refuses one.
@@ -263,6 +262,14 @@ def _walk(
             nonterminal_seen += sum(map(kind.is_open, records))
         batches.written()
     return nonterminal_seen
+
+
+def _first_copies(records: list) -> list:
+    """``records`` without the later copies of an id (a page may repeat an order)."""
+    first: dict[str, Any] = {}
+    for record in records:
+        first.setdefault(record.id, record)
+    return list(first.values())
 
 
 def _set_aside_malformed(run: SyncRun, parsed: list) -> None:

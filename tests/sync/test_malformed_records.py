@@ -76,15 +76,16 @@ def test_a_malformed_record_on_page_1_is_set_aside_and_the_walk_goes_on(pages, r
     assert run.pages == 2
 
 
+def writer_only(records, *, encode=False):
+    """``complete`` left to the writer: the reading thread reads nothing in full."""
+    return (records, []) if encode else complete(records)
+
+
 @pytest.mark.parametrize(("record", "reason"), MALFORMED.values(), ids=MALFORMED.keys())
 def test_a_malformed_record_found_by_the_writer_is_set_aside(pages, monkeypatch, record, reason):
     # The fields of a page read light are then read by the writer, when it writes the page
     # (as in a re-sync, where the helper thread leaves them unread).
-    def writer_only(records, *, encode=False):
-        return (records, []) if encode else complete(records)
-
-    lazy = replace(ORDERS, complete=writer_only)
-    monkeypatch.setitem(RESOURCES, "orders", lazy)
+    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
     pages("orders", [order(1), record, order(3)], [order(4), order(5)])
     assert_set_aside_and_mirrored(sync_orders(), reason)
 
@@ -125,3 +126,26 @@ def test_the_command_exits_0_and_says_what_was_set_aside(pages, capsys):
     err = capsys.readouterr().err
     assert "1 record(s) set aside" in err
     assert "orders page 1, record 2 of 3 (id or_2): InvalidRecord:" in err
+
+
+@pytest.mark.parametrize("later", ["same page", "next page"])
+def test_a_valid_later_copy_of_an_order_replaces_its_malformed_first_copy(
+    pages, monkeypatch, later
+):
+    # The writer reads the pages in full (as in a re-sync, once a page changed nothing): the
+    # page's duplicates are dropped after its malformed copies are set aside, never before.
+    pages("orders", [order(1), order(2), order(3)], [order(4), order(5)])
+    sync_orders()
+    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
+    changed = order(4, extra='"note": "late"')
+    malformed = bad("initiated_at", "2026-01-04T10:00:00", number=4)
+    if later == "same page":
+        pages("orders", [order(1), order(2), order(3)], [malformed, changed, order(5)], [])
+    else:
+        pages("orders", [order(1), order(2), order(3)], [malformed, order(5), order(6)], [changed])
+    run = sync_orders()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED
+    assert Order.objects.get(pk="or_4").raw["note"] == "late"
+    problems = SyncRun.objects.get(pk=run.pk).problems
+    assert problems.startswith("orders page 2, record 1 of 3 (id or_4): InvalidRecord: ")
+    assert (run.skipped, run.updated) == (1, 1)
