@@ -28,6 +28,7 @@ from ..mirror.result import MirrorResult
 from ..mirror.walk_settings import walk_write_settings
 from ..models import Order, SyncRun
 from .backfill import run_backfill
+from .collector import HeldOff, collector_held_off
 from .feed import read_change_feed
 from .late_indexes import indexes_after_rows
 from .lease import Lease
@@ -171,8 +172,9 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
         with (
             indexes_after_rows(kind.model) as first,
             PageBatches(run, progress, first=first) as batches,
+            collector_held_off() as collector,
         ):
-            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches)
+            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches, collector)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
@@ -215,6 +217,7 @@ def _walk(
     lease: Lease,
     seen_ids: set[str],
     batches: PageBatches,
+    collector: HeldOff,
 ) -> int:
     """Write every page, one transaction each (several on a first sync: ``page_batches``);
     return how many open records it saw."""
@@ -261,6 +264,7 @@ def _walk(
         if kind.is_open is not None:
             nonterminal_seen += sum(map(kind.is_open, records))
         batches.written()
+        collector.page_written()
     return nonterminal_seen
 
 
