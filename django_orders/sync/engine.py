@@ -223,9 +223,8 @@ def _walk(
     return how many open records it saw."""
     known_customers: set[str] = set()
     nonterminal_seen = 0
-    mode = _WalkMode()
+    mode = _WalkMode(run.problems)
     for parsed in _pages_ahead(kind, walk, mode):
-        problems_before = run.problems
         _set_aside_malformed(run, parsed)
         unseen = [record for record in parsed if record.id not in seen_ids]
         records = _first_copies(unseen)
@@ -243,7 +242,7 @@ def _walk(
                 # malformed first one.
                 records = _first_copies(_complete(kind, run, unseen))
             seen_ids.update(record.id for record in records)
-            commit = partial(_commit_page, run, lease, len(records), problems_before, now, mode)
+            commit = partial(_commit_page, run, lease, len(records), now, mode)
             if results is None:
                 # One transaction; record by record only if the database refuses one.
                 results = write_page(
@@ -253,7 +252,7 @@ def _walk(
                     now=now,
                     sent_at=sent_at,
                     known_customers=known_customers,
-                    commit=commit,
+                    commit=partial(commit, persist=batches.last_of_batch),
                 )
             elif mode.persist_due():
                 with app_atomic():
@@ -302,11 +301,13 @@ class _WalkMode:
     helper reads the next page's deferred fields), else a re-sync (pages compared first,
     outside any transaction). See docs/architecture/sync.md, "Quiet pages"."""
 
-    __slots__ = ("persisted_at", "writing")
+    __slots__ = ("persisted_at", "problems_persisted", "writing")
 
-    def __init__(self) -> None:
+    def __init__(self, problems: str) -> None:
         self.writing = True
         self.persisted_at = time.monotonic()
+        #: The run's ``problems`` as last written (a page may add some and persist nothing).
+        self.problems_persisted = problems
 
     def persist_due(self) -> bool:
         return time.monotonic() - self.persisted_at >= QUIET_PERSIST_INTERVAL
@@ -331,14 +332,20 @@ def _count_page(run: SyncRun, seen: int, results: list[MirrorResult]) -> None:
         add_counts(run, result)
 
 
-def _commit_page(run, lease, seen, problems_before, now, mode, results: list[MirrorResult]) -> None:
-    """Inside a page's transaction: progress, lease and signals commit with its rows."""
+def _commit_page(
+    run, lease, seen, now, mode, results: list[MirrorResult], *, persist: bool = True
+) -> None:
+    """Inside a page's transaction: its signals commit with its rows, and so do the run's
+    progress and the lease's renewal if ``persist`` (a batch of a first sync's pages writes
+    them once, with its last page: ``PageBatches.last_of_batch``)."""
     _count_page(run, seen, results)
     for result in results:
         app_on_commit(partial(announce, result))
+    if not persist:
+        return
     values = progress_values(run)
-    if run.problems != problems_before:
-        values["problems"] = run.problems
+    if run.problems != mode.problems_persisted:
+        values["problems"] = mode.problems_persisted = run.problems
     SyncRun.objects.filter(pk=run.pk).update(**values)
     lease.renew(now=now)
     mode.persisted_at = time.monotonic()

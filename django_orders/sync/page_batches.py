@@ -2,10 +2,10 @@
 
 A commit costs about the same whatever it holds (on SQLite, a sync of the journal and of the
 database file), and a first sync's pages are many and all new. So while a first sync writes
-large pages, they share a transaction: each page still in its own savepoint (a page the
-database refuses is rolled back and written record by record alone), its progress and lease
-renewal written with it, committed once ``BATCH_SECONDS`` have passed or ``BATCH_PAGES`` pages
-are in, and at the walk's end. A crash loses at most that; the next run walks from the start
+large pages, they share a transaction: each page in its own savepoint (a page the database
+refuses is rolled back and written record by record alone), the run's progress and the lease
+written with the last page, committed once ``BATCH_SECONDS`` have passed or ``BATCH_PAGES``
+pages are in, and at the walk's end. A crash loses at most that; the next run walks from the start
 and writes them again. Small pages (a small page size) and a re-sync keep one page per
 transaction. The progress callback runs after each commit, so once per batch.
 """
@@ -40,6 +40,7 @@ class PageBatches:
         self.progress = progress
         self.first = first
         self._atomic: Atomic | None = None
+        self._closing = True
         self._pages = 0
         self._opened = 0.0
         self._counts: dict[str, int] = {}
@@ -48,9 +49,12 @@ class PageBatches:
         """Before a page of ``records`` records: open a batch for it if this is a first sync,
         the page is large and is to be written; else commit the open one if it is a re-sync's
         page (``writing`` false: compared outside any transaction)."""
+        self._closing = True
         if self._atomic is not None:
             if not writing:
                 self._commit()
+                return
+            self._closing = self._due()
             return
         if self.first and writing and records >= BATCH_MIN_RECORDS:
             self._counts = progress_values(self.run)
@@ -58,13 +62,24 @@ class PageBatches:
             self._atomic.__enter__()
             self._opened = time.monotonic()
             self._pages = 0
+            self._closing = self._due()
+
+    @property
+    def last_of_batch(self) -> bool:
+        """Whether the page being written is committed after it (the last of its batch, or in
+        a transaction of its own): only then are the run's progress and the lease written
+        with it. The walk's end commits an open batch too; the run's final save has them."""
+        return self._closing
+
+    def _due(self) -> bool:
+        """Whether the page about to be written is the last of the open batch."""
+        return self._pages + 1 >= BATCH_PAGES or time.monotonic() - self._opened >= BATCH_SECONDS
 
     def written(self) -> None:
         """After a page: commit the batch if due; the progress callback once committed."""
         if self._atomic is not None:
             self._pages += 1
-            due = self._pages >= BATCH_PAGES or time.monotonic() - self._opened >= BATCH_SECONDS
-            if not due:
+            if not self._closing:
                 return
             self._commit()
         elif self.progress is not None:

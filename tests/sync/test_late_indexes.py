@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_orders.models import Customer, Order, SyncLease, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import page_batches
 from django_orders.sync.late_indexes import drop_secondary, tables_of
 from django_orders.sync.lease import LeaseLost
+from tests.fixtures.mirror import edit_raw_order
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,6 +131,35 @@ def test_a_first_sync_of_large_pages_commits_several_together(uncapped):
     assert [pages for pages, _created, _orders in again.calls] == [1, 2, 3, 4]
 
 
+def test_a_batch_writes_the_runs_progress_and_the_lease_once_with_its_last_page(
+    uncapped, monkeypatch
+):
+    monkeypatch.setattr(page_batches, "BATCH_PAGES", 3)
+    monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
+    uncapped.seed(350)
+    # Page 2, in the middle of the first batch (pages 1 to 3; page 4, of 50, is alone).
+    bad_id = uncapped.store.newest_order_ids(350)[105]
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
+    committed: list[tuple[int, int, bool]] = []
+
+    def watch(run: SyncRun) -> None:
+        stored = SyncRun.objects.get(pk=run.pk)
+        committed.append((stored.pages, stored.created, bad_id in stored.problems))
+
+    with CaptureQueriesContext(connection) as queries:
+        sync_orders(page_size=100, progress=watch)
+    written = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    progress = [
+        sql for sql in written if sql.startswith('UPDATE "django_orders_syncrun" SET "pages"')
+    ]
+    renewals = [
+        sql for sql in written if 'UPDATE "django_orders_synclease" SET "expires_at"' in sql
+    ]
+    # Once a commit (the batch, then page 4), the problem of the batch's middle page with it.
+    assert (len(progress), len(renewals)) == (2, 2)
+    assert committed == [(3, 299, True), (4, 349, True)]
+
+
 @pytest.mark.usefixtures("two_pages_a_batch")
 def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped):
     uncapped.seed(550)
@@ -136,7 +167,8 @@ def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped
     with pytest.raises(LeaseLost):
         sync_orders(page_size=100, progress=commits)
     assert commits.calls == [(2, 200, 200)]
-    # Pages 3 and 4 were one transaction: the lease lost at page 3 took both back.
+    # Pages 3 and 4 were one transaction: the lease, renewed with page 4 (the batch's last),
+    # was lost, and that took both back.
     assert Order.objects.count() == 200
     run = SyncRun.objects.get()
     assert (run.outcome, run.pages, run.seen, run.created) == (SyncRun.Outcome.FAILED, 2, 200, 200)
