@@ -141,9 +141,8 @@ def _currencies(name: str, value: Any) -> str | None:
 def _sync_helper(name: str, value: Any) -> str | None:
     if value == "process":
         return (
-            f'{setting_name(name)} "process" was removed: with pages '
-            "parsed by msgspec the page helper process was no faster than the helper "
-            'thread (benchmarks/README.md). Set it to "thread" or remove the setting.'
+            f'{setting_name(name)} "process" was removed: a sync reads its pages in helper '
+            'threads of its own process. Set it to "thread" or remove the setting.'
         )
     if value not in SYNC_HELPERS:
         choices = ", ".join(map(repr, SYNC_HELPERS))
@@ -284,9 +283,8 @@ SETTINGS: dict[str, Setting] = {
     "SEARCH_PAGE_SIZE": Setting(100, whole_number(1, MAX_PAGE_SIZE)),
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
-    # Where a page walk fetches and parses the next page while the current one is written:
-    # "thread", a helper thread of the sync's own process, the only value: parsing is cheap
-    # enough that a helper process costs more than it saves.
+    # Deprecated and does nothing (W004): a page walk fetches and parses the next pages in
+    # helper threads of the sync's own process, "thread" being the only value.
     "SYNC_HELPER": Setting("thread", _sync_helper),
     # The currencies create_order accepts (lower case): the provider's, which all have two
     # minor-unit digits. Anything else would be stored and then refused upstream.
