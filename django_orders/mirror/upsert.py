@@ -285,7 +285,7 @@ def _with_timestamp_text(fields, rows: Sequence[tuple[Any, ...]]) -> Iterator[Se
         values = list(row)
         for i in moments:
             value = values[i]
-            if value is not None:
+            if isinstance(value, datetime):
                 text = texts.get(value)
                 if text is None:
                     text = texts[value] = value.isoformat()

@@ -9,6 +9,7 @@ what it buys: docs/architecture/sync.md ("The garbage collector").
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +37,19 @@ class HeldOff:
         if time.monotonic() - self._collected_at >= YOUNG_COLLECTION_INTERVAL:
             gc.collect(1)
             self._collected_at = time.monotonic()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked during a walk runs none of its walks: the collector as it was before."""
+    global _holders, _lock, _switched_off
+    _lock = threading.Lock()
+    _holders = 0
+    if _switched_off:
+        _switched_off = False
+        gc.enable()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager

@@ -224,6 +224,7 @@ def _walk(
     known_customers: set[str] = set()
     nonterminal_seen = 0
     mode = _WalkMode(run.problems)
+    malformed_ids: set[str] = set()
     for parsed in _pages_ahead(kind, walk, mode):
         _set_aside_malformed(run, parsed)
         unseen = [record for record in parsed if record.id not in seen_ids]
@@ -240,7 +241,9 @@ def _walk(
                 # transaction, so a malformed record is set aside before anything is written,
                 # and before duplicates are dropped: a valid later copy of an order replaces a
                 # malformed first one.
-                records = _first_copies(_complete(kind, run, unseen))
+                kept = _complete(kind, run, unseen)
+                malformed_ids.update({r.id for r in unseen} - {r.id for r in kept})
+                records = _first_copies(kept)
             seen_ids.update(record.id for record in records)
             commit = partial(_commit_page, run, lease, len(records), now, mode)
             if results is None:
@@ -252,7 +255,10 @@ def _walk(
                     now=now,
                     sent_at=sent_at,
                     known_customers=known_customers,
-                    commit=partial(commit, persist=batches.last_of_batch),
+                    # A batch writes them with its last page, and with any page that comes
+                    # long after the last write (a slow read): the lease never goes longer
+                    # than one page's read without a renewal.
+                    commit=partial(commit, persist=batches.last_of_batch or mode.persist_due()),
                 )
             elif mode.persist_due():
                 with app_atomic():
@@ -264,6 +270,13 @@ def _walk(
             nonterminal_seen += sum(map(kind.is_open, records))
         batches.written()
         collector.page_written()
+    if batches.open and mode.unsaved:
+        # The walk ends inside a batch whose last page wrote no progress: it goes with the
+        # batch's commit, as every other batch's does.
+        _persist(run, lease, timezone.now(), mode)
+    # Ids set aside as malformed count as seen once the walk is over: the refresh would look
+    # them up only to set them aside again. (Not before: a later valid copy replaces them.)
+    seen_ids.update(malformed_ids)
     return nonterminal_seen
 
 
@@ -301,13 +314,15 @@ class _WalkMode:
     helper reads the next page's deferred fields), else a re-sync (pages compared first,
     outside any transaction). See docs/architecture/sync.md, "Quiet pages"."""
 
-    __slots__ = ("persisted_at", "problems_persisted", "writing")
+    __slots__ = ("persisted_at", "problems_persisted", "unsaved", "writing")
 
     def __init__(self, problems: str) -> None:
         self.writing = True
         self.persisted_at = time.monotonic()
         #: The run's ``problems`` as last written (a page may add some and persist nothing).
         self.problems_persisted = problems
+        #: Whether the last page written left its progress for a later page (``_commit_page``).
+        self.unsaved = False
 
     def persist_due(self) -> bool:
         return time.monotonic() - self.persisted_at >= QUIET_PERSIST_INTERVAL
@@ -341,11 +356,18 @@ def _commit_page(
     _count_page(run, seen, results)
     for result in results:
         app_on_commit(partial(announce, result))
-    if not persist:
-        return
+    mode.unsaved = not persist
+    if persist:
+        _persist(run, lease, now, mode)
+
+
+def _persist(run, lease, now, mode: _WalkMode) -> None:
+    """Inside a transaction of the walk: the run's progress (its ``problems`` if they changed
+    since last written) and the lease's renewal, committed with it."""
     values = progress_values(run)
     if run.problems != mode.problems_persisted:
-        values["problems"] = mode.problems_persisted = run.problems
+        values["problems"] = problems = run.problems
+        app_on_commit(partial(setattr, mode, "problems_persisted", problems))
     SyncRun.objects.filter(pk=run.pk).update(**values)
     lease.renew(now=now)
     mode.persisted_at = time.monotonic()
@@ -386,6 +408,7 @@ def _record_failure(run: SyncRun, exc: BaseException) -> None:
             outcome=run.outcome,
             error=run.error,
             finished_at=run.finished_at,
+            problems=run.problems,
             **progress_values(run),
         )
     except Exception:

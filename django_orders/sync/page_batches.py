@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
+from typing import Any
 
 from django.db.transaction import Atomic
 
@@ -43,7 +44,7 @@ class PageBatches:
         self._closing = True
         self._pages = 0
         self._opened = 0.0
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, Any] = {}
 
     def page(self, records: int, *, writing: bool) -> None:
         """Before a page of ``records`` records: open a batch for it if this is a first sync,
@@ -57,12 +58,17 @@ class PageBatches:
             self._closing = self._due()
             return
         if self.first and writing and records >= BATCH_MIN_RECORDS:
-            self._counts = progress_values(self.run)
+            self._counts = {**progress_values(self.run), "problems": self.run.problems}
             self._atomic = app_atomic()
             self._atomic.__enter__()
             self._opened = time.monotonic()
             self._pages = 0
             self._closing = self._due()
+
+    @property
+    def open(self) -> bool:
+        """Whether a batch is open (its pages written, not committed yet)."""
+        return self._atomic is not None
 
     @property
     def last_of_batch(self) -> bool:
@@ -110,6 +116,6 @@ class PageBatches:
         try:
             atomic.__exit__(exc_type, exc, traceback)
         finally:
-            # Rolled back: so is every count the batch's pages added.
+            # Rolled back: so is every count the batch's pages added, and their problems.
             for name, value in self._counts.items():
                 setattr(self.run, name, value)

@@ -5,6 +5,7 @@ threads at once, and by a walk that fails. Cycles made meanwhile are still freed
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 
@@ -90,3 +91,15 @@ def test_a_cycle_made_while_it_is_off_is_freed_between_pages(monkeypatch, collec
         assert alive() is not None
         held.page_written()
         assert alive() is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_during_a_walk_has_the_collector_on(collector_on):
+    with collector_held_off():
+        pid = os.fork()
+        if pid == 0:  # the child: none of the parent's walks run here
+            os._exit(0 if gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert not gc.isenabled()  # the parent's walk still holds it off
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert gc.isenabled()

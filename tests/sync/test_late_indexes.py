@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_orders.models import Customer, Order, SyncLease, SyncRun
 from django_orders.services import sync_orders
-from django_orders.sync import page_batches
+from django_orders.sync import engine, page_batches
 from django_orders.sync.late_indexes import drop_secondary, tables_of
 from django_orders.sync.lease import LeaseLost
 from tests.fixtures.mirror import edit_raw_order
@@ -158,6 +158,47 @@ def test_a_batch_writes_the_runs_progress_and_the_lease_once_with_its_last_page(
     # Once a commit (the batch, then page 4), the problem of the batch's middle page with it.
     assert (len(progress), len(renewals)) == (2, 2)
     assert committed == [(3, 299, True), (4, 349, True)]
+
+
+def test_a_walk_ending_inside_a_batch_commits_its_progress_with_it(uncapped, monkeypatch):
+    # Pages 1 to 4 (100, 100, 100, 50 orders) are one batch of at most 16, open when the walk
+    # ends: its progress and problems go with its commit, and stay if a later step fails.
+    monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
+    uncapped.seed(350)
+    bad_id = uncapped.store.newest_order_ids(350)[105]
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
+    committed: list[tuple[int, int, bool]] = []
+
+    def watch(run: SyncRun) -> None:
+        stored = SyncRun.objects.get(pk=run.pk)
+        committed.append((stored.pages, stored.skipped, bad_id in stored.problems))
+
+    def refresh_fails(*args, **kwargs):
+        raise RuntimeError("the refresh failed")
+
+    monkeypatch.setattr(engine, "refresh_outside_walk", refresh_fails)
+    with pytest.raises(RuntimeError, match="the refresh failed"):
+        sync_orders(page_size=100, progress=watch)
+    assert committed == [(4, 1, True)]
+    run = SyncRun.objects.get()
+    assert (run.outcome, run.pages, run.created, run.skipped) == (SyncRun.Outcome.FAILED, 4, 349, 1)
+    assert bad_id in run.problems
+
+
+def test_a_page_long_after_the_last_write_renews_the_lease_inside_a_batch(uncapped, monkeypatch):
+    # A batch writes the progress and renews the lease with its last page, and with any page
+    # coming QUIET_PERSIST_INTERVAL after the last write (a slow read): with 0, every page.
+    monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
+    monkeypatch.setattr(engine, "QUIET_PERSIST_INTERVAL", 0.0)
+    uncapped.seed(350)
+    with CaptureQueriesContext(connection) as queries:
+        sync_orders(page_size=100)
+    renewals = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('UPDATE "django_orders_synclease" SET "expires_at"')
+    ]
+    assert len(renewals) == 4  # pages 1 to 4, one batch
 
 
 @pytest.mark.usefixtures("two_pages_a_batch")

@@ -149,3 +149,18 @@ def test_a_valid_later_copy_of_an_order_replaces_its_malformed_first_copy(
     problems = SyncRun.objects.get(pk=run.pk).problems
     assert problems.startswith("orders page 2, record 1 of 3 (id or_4): InvalidRecord: ")
     assert (run.skipped, run.updated) == (1, 1)
+
+
+def test_an_open_order_set_aside_by_the_walk_is_not_looked_up_again(pages, monkeypatch):
+    # An open order the walk set aside counts as seen once the walk is over: the refresh of
+    # open orders the walk missed would only fetch it to set it aside a second time.
+    pages("orders", [order(1), order(2), order(3)], [bad("status", "requires_payment", 4)])
+    sync_orders()
+    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
+    malformed = bad("initiated_at", "2026-01-04T10:00:00", number=4)
+    pages("orders", [order(1), order(2), order(3)], [malformed, order(5)])
+    pages.server.script("/orders/lookup", text_answer(200, f'{{"order": {malformed}}}'))
+    run = sync_orders()
+    assert run.skipped == 1
+    assert "/orders/lookup" not in pages.server.paths()
+    assert Order.objects.get(pk="or_4").status == "requires_payment"  # left as it was
