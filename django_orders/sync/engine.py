@@ -226,7 +226,6 @@ def _walk(
     mode = _WalkMode(run.problems)
     malformed_ids: set[str] = set()
     for parsed in _pages_ahead(kind, walk, mode):
-        _set_aside_malformed(run, parsed)
         unseen = [record for record in parsed if record.id not in seen_ids]
         records = _first_copies(unseen)
         now = timezone.now()
@@ -234,6 +233,8 @@ def _walk(
         # request (mirror.lifecycle). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
         batches.page(len(records), writing=mode.writing)
+        # After the batch is open: a batch rolled back takes its pages' set-asides back too.
+        _set_aside_malformed(run, parsed)
         with counts_kept_on_commit(run):
             results = _quiet_page(kind, records, known_customers, mode)
             if results is None and kind.complete is not None:

@@ -204,6 +204,9 @@ def test_a_page_long_after_the_last_write_renews_the_lease_inside_a_batch(uncapp
 @pytest.mark.usefixtures("two_pages_a_batch")
 def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped):
     uncapped.seed(550)
+    # A record set aside on page 4: rolled back with its batch, its problem goes too.
+    bad_id = uncapped.store.newest_order_ids(550)[305]
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
     commits = Commits(steal_after=2)
     with pytest.raises(LeaseLost):
         sync_orders(page_size=100, progress=commits)
@@ -213,6 +216,7 @@ def test_a_batch_that_fails_is_rolled_back_whole_and_its_counts_with_it(uncapped
     assert Order.objects.count() == 200
     run = SyncRun.objects.get()
     assert (run.outcome, run.pages, run.seen, run.created) == (SyncRun.Outcome.FAILED, 2, 200, 200)
+    assert (run.skipped, run.problems) == (0, "")
     assert present() == SECONDARY
 
 
