@@ -445,6 +445,7 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     """
     from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
+    from django_orders.mirror.parsing import LenientPage
     from django_orders.mirror.resources.order_pages import complete, read_orders
     from django_orders.sync.read_ahead import fetched_ahead
 
@@ -456,9 +457,9 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
             pages.raw = True
             return pages
 
-        def read(page) -> list:
+        def read(page) -> LenientPage:
             orders = read_orders(page.records, page_number=page.number, resource="orders")
-            return complete(orders)[0]
+            return LenientPage(*complete(orders))
 
         def sequential() -> int:
             return sum(len(read(page)) for page in walk())
@@ -585,6 +586,7 @@ class StatementCounter:
     def __init__(self) -> None:
         self.current = 0
         self.per_page: list[int] = []
+        self.pages: list[int] = []  # pages committed with each entry of per_page
         self.mirror_writes = 0
         self.seconds = 0.0  # the sync's thread waiting on its statements, commits not included
 
@@ -602,12 +604,21 @@ class StatementCounter:
             self.seconds += time.perf_counter() - started
 
     def page_done(self, run) -> None:
+        """A progress callback: after each commit, which holds one page or (a first sync's
+        batch, ``sync.page_batches``) several."""
         self.per_page.append(self.current)
+        self.pages.append(run.pages - sum(self.pages))
         self.current = 0
 
     def summary(self) -> str:
-        pages = self.per_page[1:]  # the first also holds the lease and run set-up
-        return "/".join(str(n) for n in sorted(set(pages)))
+        """Statements per page over the commits after the first (which also holds the lease and
+        the run's set-up): the fewest and most a commit's pages averaged."""
+        ratios = {
+            statements / pages
+            for statements, pages in zip(self.per_page[1:], self.pages[1:], strict=True)
+            if pages
+        }
+        return "/".join(f"{ratio:.3g}" for ratio in sorted({min(ratios), max(ratios)}))
 
 
 def empty_mirror(connection) -> None:
