@@ -99,13 +99,16 @@ def decode_json(body: bytes | str) -> Any:
     NULs are replaced (see the module docstring): only answers whose text holds
     such an escape are walked, so the cost on ordinary answers is one regular-expression scan.
     """
+    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if isinstance(body, bytes):
+        # Strictly: Python's decoder would read a surrogate written as raw bytes (not UTF-8).
+        body = body.decode(json.detect_encoding(body))
     if nesting_depth_exceeds(body):
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         value = json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     if _UNSTORABLE.search(data):
         value = storable(value)
     return value

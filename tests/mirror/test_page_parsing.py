@@ -478,7 +478,7 @@ def body_or_none(records, **dumps) -> bytes | None:
     """``records`` as JSON bytes, or ``None`` where they are not UTF-8 (a raw lone surrogate)."""
     try:
         body = json.dumps(records, **dumps).encode("utf-8", "surrogatepass")
-        json.loads(body)
+        json.loads(body.decode("utf-8"))  # strictly: json.loads(bytes) reads raw surrogates
     except ValueError:
         return None
     return body
@@ -687,6 +687,7 @@ def test_a_page_with_a_lone_surrogate_is_decoded_by_the_client_made_storable():
     [
         (b"[" * 70 + b"]" * 70, "JSON nested deeper than 64 levels"),
         (b'"\xff"', "'utf-8' codec can't decode byte 0xff"),
+        (b'"\xed\xa0\x80"', "'utf-8' codec can't decode byte 0xed"),  # a raw lone surrogate
     ],
 )
 def test_an_order_whose_bytes_are_not_json_is_set_aside_the_page_goes_on(inside, why):
