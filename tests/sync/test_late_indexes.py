@@ -131,23 +131,38 @@ def test_a_first_sync_of_large_pages_commits_several_together(uncapped):
     assert [pages for pages, _created, _orders in again.calls] == [1, 2, 3, 4]
 
 
+def set_aside_on_page_2(uncapped) -> str:
+    """350 orders (pages of 100: 100, 100, 100, 50), the sixth of page 2 malformed: its id."""
+    uncapped.seed(350)
+    bad_id = uncapped.store.newest_order_ids(350)[105]
+    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
+    return bad_id
+
+
+class StoredRun:
+    """A progress callback: the run as committed at each call (pages, created, skipped, and
+    whether its problems name ``bad_id``)."""
+
+    def __init__(self, bad_id: str) -> None:
+        self.bad_id = bad_id
+        self.calls: list[tuple[int, int, int, bool]] = []
+
+    def __call__(self, run: SyncRun) -> None:
+        stored = SyncRun.objects.get(pk=run.pk)
+        self.calls.append(
+            (stored.pages, stored.created, stored.skipped, self.bad_id in stored.problems)
+        )
+
+
 def test_a_batch_writes_the_runs_progress_and_the_lease_once_with_its_last_page(
     uncapped, monkeypatch
 ):
     monkeypatch.setattr(page_batches, "BATCH_PAGES", 3)
     monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
-    uncapped.seed(350)
     # Page 2, in the middle of the first batch (pages 1 to 3; page 4, of 50, is alone).
-    bad_id = uncapped.store.newest_order_ids(350)[105]
-    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
-    committed: list[tuple[int, int, bool]] = []
-
-    def watch(run: SyncRun) -> None:
-        stored = SyncRun.objects.get(pk=run.pk)
-        committed.append((stored.pages, stored.created, bad_id in stored.problems))
-
+    committed = StoredRun(set_aside_on_page_2(uncapped))
     with CaptureQueriesContext(connection) as queries:
-        sync_orders(page_size=100, progress=watch)
+        sync_orders(page_size=100, progress=committed)
     written = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
     progress = [
         sql for sql in written if sql.startswith('UPDATE "django_orders_syncrun" SET "pages"')
@@ -157,32 +172,25 @@ def test_a_batch_writes_the_runs_progress_and_the_lease_once_with_its_last_page(
     ]
     # Once a commit (the batch, then page 4), the problem of the batch's middle page with it.
     assert (len(progress), len(renewals)) == (2, 2)
-    assert committed == [(3, 299, True), (4, 349, True)]
+    assert committed.calls == [(3, 299, 1, True), (4, 349, 1, True)]
 
 
 def test_a_walk_ending_inside_a_batch_commits_its_progress_with_it(uncapped, monkeypatch):
     # Pages 1 to 4 (100, 100, 100, 50 orders) are one batch of at most 16, open when the walk
     # ends: its progress and problems go with its commit, and stay if a later step fails.
     monkeypatch.setattr(page_batches, "BATCH_SECONDS", 3600.0)
-    uncapped.seed(350)
-    bad_id = uncapped.store.newest_order_ids(350)[105]
-    edit_raw_order(uncapped, bad_id, lambda r: r.update(initiated_at="2026-13-01T00:00:00Z"))
-    committed: list[tuple[int, int, bool]] = []
-
-    def watch(run: SyncRun) -> None:
-        stored = SyncRun.objects.get(pk=run.pk)
-        committed.append((stored.pages, stored.skipped, bad_id in stored.problems))
+    committed = StoredRun(set_aside_on_page_2(uncapped))
 
     def refresh_fails(*args, **kwargs):
         raise RuntimeError("the refresh failed")
 
     monkeypatch.setattr(engine, "refresh_outside_walk", refresh_fails)
     with pytest.raises(RuntimeError, match="the refresh failed"):
-        sync_orders(page_size=100, progress=watch)
-    assert committed == [(4, 1, True)]
+        sync_orders(page_size=100, progress=committed)
+    assert committed.calls == [(4, 349, 1, True)]
     run = SyncRun.objects.get()
     assert (run.outcome, run.pages, run.created, run.skipped) == (SyncRun.Outcome.FAILED, 4, 349, 1)
-    assert bad_id in run.problems
+    assert committed.bad_id in run.problems
 
 
 def test_a_page_long_after_the_last_write_renews_the_lease_inside_a_batch(uncapped, monkeypatch):
