@@ -103,7 +103,7 @@ def decode_json(body: bytes | str) -> Any:
     if isinstance(body, bytes):
         # Strictly: Python's decoder would read a surrogate written as raw bytes (not UTF-8).
         body = body.decode(json.detect_encoding(body))
-    if nesting_depth_exceeds(body):
+    if nesting_depth_exceeds(data):
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         value = json.loads(body, parse_constant=_refuse_constant)

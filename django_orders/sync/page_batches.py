@@ -74,7 +74,8 @@ class PageBatches:
     def last_of_batch(self) -> bool:
         """Whether the page being written is committed after it (the last of its batch, or in
         a transaction of its own): only then are the run's progress and the lease written
-        with it. The walk's end commits an open batch too; the run's final save has them."""
+        with it. A walk ending inside a batch writes them before the batch's commit
+        (``engine._walk``)."""
         return self._closing
 
     def _due(self) -> bool:
