@@ -33,7 +33,7 @@ SETTINGS_HINT = "See the settings reference in the README."
 
 #: Settings that do nothing any more (W004), each with why; each is removed a release later.
 DEPRECATED_SETTINGS = {
-    "SYNC_HELPER": "a sync always fetches and parses pages on helper threads of its own process",
+    "SYNC_HELPER": "a sync picks its helpers itself (threads, and a process for a first sync)",
 }
 
 

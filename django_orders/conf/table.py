@@ -141,8 +141,8 @@ def _currencies(name: str, value: Any) -> str | None:
 def _sync_helper(name: str, value: Any) -> str | None:
     if value == "process":
         return (
-            f'{setting_name(name)} "process" was removed: a sync reads its pages in helper '
-            'threads of its own process. Set it to "thread" or remove the setting.'
+            f'{setting_name(name)} "process" is not a choice any more: a sync picks its helpers '
+            "itself (a first sync reads its pages in a helper process). Remove the setting."
         )
     if value not in SYNC_HELPERS:
         choices = ", ".join(map(repr, SYNC_HELPERS))
@@ -283,8 +283,8 @@ SETTINGS: dict[str, Setting] = {
     "SEARCH_PAGE_SIZE": Setting(100, whole_number(1, MAX_PAGE_SIZE)),
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
-    # Deprecated and does nothing (W004): a page walk fetches and parses the next pages in
-    # helper threads of the sync's own process, "thread" being the only value.
+    # Deprecated and does nothing (W004): a walk picks its helpers itself (threads, and a
+    # helper process for a first sync's pages), "thread" being the only value.
     "SYNC_HELPER": Setting("thread", _sync_helper),
     # The currencies create_order accepts (lower case): the provider's, which all have two
     # minor-unit digits. Anything else would be stored and then refused upstream.

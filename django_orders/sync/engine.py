@@ -34,6 +34,7 @@ from .late_indexes import indexes_after_rows
 from .lease import Lease
 from .page_batches import PageBatches
 from .pagewrite import write_page
+from .parse_process import PagesApart, pages_apart
 from .problems import MALFORMED, set_aside
 from .progress import (
     PROGRESS_FIELDS,
@@ -173,8 +174,9 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
             indexes_after_rows(kind.model) as first,
             PageBatches(run, progress, first=first) as batches,
             collector_held_off() as collector,
+            pages_apart(kind, first) as apart,
         ):
-            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches, collector)
+            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches, collector, apart)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
@@ -218,6 +220,7 @@ def _walk(
     seen_ids: set[str],
     batches: PageBatches,
     collector: HeldOff,
+    apart: PagesApart | None = None,
 ) -> int:
     """Write every page, one transaction each (several on a first sync: ``page_batches``);
     return how many open records it saw."""
@@ -225,7 +228,7 @@ def _walk(
     nonterminal_seen = 0
     mode = _WalkMode(run.problems)
     malformed_ids: set[str] = set()
-    for parsed in _pages_ahead(kind, walk, mode):
+    for parsed in _pages_ahead(kind, walk, mode, apart):
         unseen = [record for record in parsed if record.id not in seen_ids]
         records = _first_copies(unseen)
         now = timezone.now()
@@ -374,12 +377,20 @@ def _persist(run, lease, now, mode: _WalkMode) -> None:
     mode.persisted_at = time.monotonic()
 
 
-def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
+def _pages_ahead(
+    kind: Resource, walk: PageWalk, mode: _WalkMode, apart: PagesApart | None = None
+) -> Iterator[list]:
     """The walk's pages read by the resource (``read_page``), fetched and read ahead by two
     helper threads (``read_ahead``). While pages write (a first sync), the reading thread also
-    reads their records in full (``complete``), which the writer would otherwise do."""
+    reads their records in full (``complete``), which the writer would otherwise do, or has a
+    helper process read them (``apart``: ``parse_process``)."""
 
     def read(page: Page) -> LenientPage:
+        if apart is not None and mode.writing:
+            parsed = apart.read(page.records, page.number)
+            if parsed is not None:
+                parsed.read_in_full = True
+                return parsed
         return read_page(kind, page.records, page.number)
 
     complete = kind.complete
@@ -387,7 +398,7 @@ def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[li
         return fetched_ahead(walk, read)
 
     def prepare(parsed: LenientPage) -> None:
-        if mode.writing:
+        if mode.writing and not getattr(parsed, "read_in_full", False):
             parsed[:], malformed = complete(parsed, encode=True)
             parsed.set_aside.extend(malformed)
 

@@ -259,10 +259,10 @@ def test_is_set_reports_required_values_without_raising(settings):
     assert not orders_settings.is_set("BASE_URL")
 
 
-def test_sync_helper_process_was_removed_and_the_error_names_the_fix(mocked_settings):
+def test_sync_helper_process_is_no_choice_and_the_error_names_the_fix(mocked_settings):
     mocked_settings(SYNC_HELPER="process")
     with pytest.raises(OrdersConfigurationError) as caught:
         orders_settings.SYNC_HELPER  # noqa: B018
     message = str(caught.value)
-    assert 'DJANGO_ORDERS["SYNC_HELPER"] "process" was removed' in message
-    assert 'Set it to "thread" or remove the setting.' in message
+    assert 'DJANGO_ORDERS["SYNC_HELPER"] "process" is not a choice any more' in message
+    assert "(a first sync reads its pages in a helper process). Remove the setting." in message

@@ -25,8 +25,10 @@ from ..refund_wire import embedded_refunds
 from ..refunds import store_refunds
 from ..searched import SearchedMirror
 from ..store import MirrorResult, store_new_bytes, store_orders, stored_as_sent
+from . import order_transfer
 from .order_pages import carried_refunds, complete, may_carry_refunds, read_orders
-from .registry import Resource
+from .order_transfer import rebuilt
+from .registry import ReadApart, Resource
 
 
 class RefundsNotStorable(DataError):
@@ -116,6 +118,7 @@ ORDERS = Resource(
     store=store_page,
     reader=read_orders,
     complete=complete,
+    read_apart=ReadApart(reader=f"{order_transfer.__name__}:read_shipped", rebuild=rebuilt),
     quiet=quiet_page,
     is_open=is_open,
     refresh_refunds=True,

@@ -24,6 +24,21 @@ def _no_customers(records: Sequence[Any]) -> set[str]:
 
 
 @dataclass(frozen=True)
+class ReadApart:
+    """How a first sync reads a resource's pages in a helper process (``sync.parse_process``).
+
+    ``reader``: ``"module:function"``, called in the helper as ``(records, page_number,
+    resource)`` with each record's bytes, answering plain values; its module must import
+    without Django's settings or app registry. ``rebuild(answer, page_number, resource,
+    count)``: in the sync's process, the page that answer is (``parsing.LenientPage``), its
+    records read in full.
+    """
+
+    reader: str
+    rebuild: Callable[[Any, int, str, int], Any]
+
+
+@dataclass(frozen=True)
 class Resource:
     """One upstream resource, as the walk and the mirror handle it.
 
@@ -47,6 +62,8 @@ class Resource:
     #: How a walk's page of it is read, if not record by record (``parsing.read_page``).
     reader: Callable[..., Any] | None = None
     complete: Callable[..., tuple[list, list]] | None = None
+    #: How a first sync reads its pages in a helper process, records in full (``complete``).
+    read_apart: ReadApart | None = None
     quiet: Callable[[list, set[str]], MirrorResult | None] | None = None
     is_open: Callable[[Any], bool] | None = None
     refresh_refunds: bool = False

@@ -1,0 +1,12 @@
+"""A reader for ``tests/sync/test_parse_process.py``'s helper process: every page an empty
+one, but page 2 raises."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def fail_on_page_2(records: Sequence[bytes], page_number: int, resource: str) -> tuple:
+    if page_number == 2:
+        raise RuntimeError("page 2 cannot be read")
+    return [], []
