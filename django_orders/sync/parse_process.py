@@ -4,10 +4,10 @@ On a first sync every order is read in full, and in one interpreter that reading
 lock the writer needs each time one of its statements returns. Past ``START_AFTER_RECORDS``
 records, the parsing thread hands each page's bytes to a helper process running the resource's
 ``read_apart`` reader and rebuilds the answer; the page is then what reading it on the thread
-gives. The helper never touches the database or the network, and holds no secret: it gets a
-page's bytes and answers with its records. Anything that keeps it from answering (it cannot
-start, it dies, it fails on a page) makes the walk read the page on its thread, as it does
-below the threshold: the mirror is the same either way. Why and figures:
+gives. The helper never touches the database or the network: it gets a page's bytes and answers
+with its records, and its environment is emptied. Anything that keeps it from answering (it
+cannot start, it dies, it is silent, it fails on a page) makes the walk read the page on its
+thread, as it does below the threshold: the mirror is the same either way. Why and figures:
 docs/architecture/sync.md, "The parsing process".
 """
 
@@ -19,7 +19,6 @@ import logging
 import os
 import pickle
 import select
-import signal
 import struct
 import subprocess
 import sys
@@ -39,25 +38,43 @@ START_AFTER_RECORDS = 2_000
 #: Seconds the parsing thread waits for a started helper to say it is ready, each page until it
 #: has: none, so a walk never waits for it (it reads pages itself meanwhile).
 READY_WAIT = 0.0
+#: Seconds the parsing thread waits for the helper's answer to a page (a page takes it tens of
+#: milliseconds) before it stops the helper and reads the page itself.
+ANSWER_TIMEOUT = 60.0
 #: Seconds to wait for a stopped helper to exit before killing it.
 STOP_TIMEOUT = 5.0
 
-_HEADER = struct.Struct("!I")
+#: A frame: two bytes that say it is one, its length, a pickle. Anything else on the stream
+#: (which the helper's own output cannot reach: see ``BOOTSTRAP``) ends the helper.
+_MAGIC = b"do"
+_HEADER = struct.Struct("!2sI")
+_MAX_FRAME = 256 * 1024 * 1024
 
-#: What the helper's interpreter runs. The reader's package is stood in for by a bare package:
+#: What the helper's interpreter runs (isolated: ``-I``, so nothing of the working directory or
+#: of ``PYTHON*`` variables is imported; the sync's ``sys.path`` then replaces its own). Its
+#: answers go out on a copy of its stdout; stdout itself is pointed at stderr (discarded), so a
+#: stray ``print`` cannot corrupt them. The reader's package is stood in for by a bare package:
 #: its ``__init__`` may need Django's app registry (the resources registry does), which the
 #: helper has not set up and does not need.
 BOOTSTRAP = """\
-import pickle, sys, types
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+import os, pickle, sys, types
+answers = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
 job = pickle.load(sys.stdin.buffer)
-sys.path[:0] = [p for p in job["path"] if p not in sys.path]
+sys.path[:] = job["path"]
 name, path = job["package"]
 package = types.ModuleType(name)
 package.__path__ = [path]
 sys.modules[name] = package
 from django_orders.sync.parse_process import serve
-serve(job["reader"], sys.stdin.buffer, sys.stdout.buffer)
+serve(job["reader"], sys.stdin.buffer, answers)
 """
+
+#: The helper's whole environment: none of the sync's (credentials may live there).
+_ENVIRONMENT = {"PATH": os.defpath}
 
 
 @contextmanager
@@ -93,23 +110,25 @@ class PagesApart:
         """The page read by the helper, or ``None``: the caller reads it (the helper is not
         started or not ready yet, or cannot answer)."""
         self.records += len(records)
-        answer = self._ask(records, page_number) if self._usable() else None
+        process = self._usable()
+        answer = None if process is None else self._ask(process, records, page_number)
         if answer is None:
             self.read_here += 1
             return None
         self.read_apart += 1
         return self.apart.rebuild(answer, page_number, self.resource, len(records))
 
-    def _usable(self) -> bool:
+    def _usable(self) -> subprocess.Popen | None:
+        process = self._process
         if self._gone:
-            return False
-        if self._process is None:
+            return None
+        if process is None:
             if self.records > START_AFTER_RECORDS:
                 self._start()
-            return False
+            return None
         if not self._ready:
-            self._ready = self._answered_ready()
-        return self._ready
+            self._ready = self._answered_ready(process)
+        return process if self._ready else None
 
     def _start(self) -> None:
         # Embedded interpreters (uWSGI, mod_wsgi) set sys.executable to their own binary, or to
@@ -117,65 +136,78 @@ class PagesApart:
         if not os.path.basename(sys.executable or "").lower().startswith(("python", "pypy")):
             self._give_up(f"sys.executable {sys.executable!r} is not a Python interpreter")
             return
-        module = self.apart.reader.partition(":")[0]
-        package = module.rpartition(".")[0]
-        job = {
-            "path": list(sys.path),
-            "package": (package, next(iter(importlib.import_module(package).__path__))),
-            "reader": self.apart.reader,
-        }
         try:
+            module = self.apart.reader.partition(":")[0]
+            package = module.rpartition(".")[0]
+            job = {
+                "path": list(sys.path),
+                "package": (package, next(iter(importlib.import_module(package).__path__))),
+                "reader": self.apart.reader,
+            }
             # This interpreter, running fixed code: nothing here comes from outside.
-            self._process = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-c", BOOTSTRAP],
+            process = subprocess.Popen(  # noqa: S603
+                [sys.executable, "-I", "-c", BOOTSTRAP],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
+                env=_ENVIRONMENT,
+                bufsize=0,
             )
-            assert self._process.stdin is not None
-            self._process.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
-            self._process.stdin.flush()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ImportError, AttributeError) as exc:
+            self._give_up(f"it could not start ({exc})")
+            return
+        with self._lock:
+            ended = self._gone
+            if not ended:
+                self._process = process
+        if ended:  # the walk ended meanwhile
+            _stop(process)
+            return
+        try:
+            # A bare pickle: the bootstrap reads it before it can read frames.
+            assert process.stdin is not None
+            _write_all(process.stdin, pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as exc:
             self._give_up(f"it could not start ({exc})")
 
-    def _answered_ready(self) -> bool:
+    def _answered_ready(self, process: subprocess.Popen) -> bool:
         """Whether the helper has said it is ready, without waiting for it."""
-        assert self._process is not None and self._process.stdout is not None
-        stdout = self._process.stdout
+        assert process.stdout is not None
         try:
-            if not select.select([stdout], [], [], READY_WAIT)[0]:
+            if not select.select([process.stdout], [], [], READY_WAIT)[0]:
                 return False
-            frame = _read_frame(stdout)
-        except (OSError, ValueError):
+            frame = _read_frame(process.stdout, ANSWER_TIMEOUT)
+        except Exception:  # whatever it is, the helper is no use
             frame = None
         if frame != ("ready",):
-            self._give_up(f"it did not start (exit code {self._process.poll()})")
+            self._give_up(f"it did not start (exit code {_exit_code(process)})")
             return False
         return True
 
-    def _ask(self, records: Sequence[Any], page_number: int) -> Any | None:
-        process = self._process
-        assert process is not None and process.stdin is not None and process.stdout is not None
+    def _ask(self, process: subprocess.Popen, records: Sequence[Any], page_number: int) -> Any:
         request = (list(map(bytes, records)), page_number, self.resource)
         try:
-            _write_frame(process.stdin, request)
-            frame = _read_frame(process.stdout)
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+            _send(process, request)
+            frame = _read_frame(process.stdout, ANSWER_TIMEOUT)  # type: ignore[arg-type]
+        except TimeoutError:
+            self._give_up(f"it did not answer page {page_number} within {ANSWER_TIMEOUT:g} s")
+            return None
+        except Exception:  # a closed pipe, a stream that is not ours
             frame = None
         if frame is None:
-            self._give_up(f"it ended (exit code {process.poll()})")
+            self._give_up(f"it ended (exit code {_exit_code(process)})")
             return None
         if frame[0] == "error":
             # Read here instead, where the same error is raised or the record set aside as
             # it would be without the helper. The helper goes on with the next page.
-            logger.info("%s page %d: the parsing process failed (%s)", *frame[1:])
+            logger.warning("%s page %d: the parsing process failed (%s)", *frame[1:])
             return None
         return frame[1]
 
     def _give_up(self, why: str) -> None:
         with self._lock:
             if self._gone:
-                return
+                return  # the walk is over: nothing to say
             self._gone = True
         logger.warning(
             "The sync's parsing process stopped: %s; reading %s pages on the sync's own thread.",
@@ -189,41 +221,78 @@ class PagesApart:
         with self._lock:
             self._gone = True
             process, self._process = self._process, None
-        if process is None:
-            return
-        assert process.stdin is not None and process.stdout is not None
-        with contextlib.suppress(OSError):
-            process.stdin.close()
-        try:
-            process.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
+        if process is not None:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+    try:
+        process.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    process.stdout.close()
+
+
+def _exit_code(process: subprocess.Popen) -> int | None:
+    """The helper's exit code, once it has exited (its stream ended: it is about to)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        return process.wait(timeout=1.0)
+    return None
+
+
+def _send(process: subprocess.Popen, value: Any) -> None:
+    assert process.stdin is not None
+    _write_frame(process.stdin, value)
 
 
 def _write_frame(stream: IO[bytes], value: Any) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
+    _write_all(stream, _HEADER.pack(_MAGIC, len(data)) + data)
+
+
+def _write_all(stream: IO[bytes], data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # an unbuffered stream may take part of it
+        view = view[stream.write(view) :]
     stream.flush()
 
 
-def _read_frame(stream: IO[bytes]) -> Any | None:
-    """The next frame, or ``None`` at the end of the stream."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
+def _read_frame(stream: IO[bytes], timeout: float | None = None) -> Any | None:
+    """The next frame, or ``None`` at the end of the stream; ``TimeoutError`` if no byte of it
+    comes for ``timeout`` seconds (``stream`` unbuffered, then), ``ValueError`` for a stream
+    that is not frames."""
+    header = _read_exactly(stream, _HEADER.size, timeout)
+    if header is None:
         return None
-    (size,) = _HEADER.unpack(header)
-    data = stream.read(size)
-    if len(data) < size:
+    magic, size = _HEADER.unpack(header)
+    if magic != _MAGIC or size > _MAX_FRAME:
+        raise ValueError("not a frame")
+    data = _read_exactly(stream, size, timeout)
+    if data is None:
         return None
-    return pickle.loads(data)  # noqa: S301 (our own child process, started just above)
+    return pickle.loads(data)  # noqa: S301 (our own child process and its parent)
+
+
+def _read_exactly(stream: IO[bytes], size: int, timeout: float | None) -> bytes | None:
+    chunks: list[bytes] = []
+    left = size
+    while left:
+        if timeout is not None and not select.select([stream], [], [], timeout)[0]:
+            raise TimeoutError
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def serve(reader: str, stdin: IO[bytes], out: IO[bytes]) -> None:
     """The helper process: answer each page sent on ``stdin`` until it closes."""
-    # Ctrl-C reaches the whole process group: the sync decides when the helper stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, _, name = reader.partition(":")
     read = getattr(importlib.import_module(module), name)
     _write_frame(out, ("ready",))

@@ -3,10 +3,22 @@ one, but page 2 raises."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 
 def fail_on_page_2(records: Sequence[bytes], page_number: int, resource: str) -> tuple:
     if page_number == 2:
         raise RuntimeError("page 2 cannot be read")
+    return [], []
+
+
+def print_then_answer(records: Sequence[bytes], page_number: int, resource: str) -> tuple:
+    print(f"reading page {page_number}")
+    return [], []
+
+
+def sleep_on_page_2(records: Sequence[bytes], page_number: int, resource: str) -> tuple:
+    if page_number == 2:
+        time.sleep(30)
     return [], []

@@ -19,7 +19,7 @@ from django_orders.mirror.resources.order_pages import carried_refunds, complete
 from django_orders.mirror.resources.order_transfer import read_shipped, rebuilt
 from django_orders.mirror.resources.orders import ORDERS, page_refunds
 from django_orders.mirror.resources.registry import ReadApart
-from django_orders.models import Customer, Order, Refund, SyncRun
+from django_orders.models import Customer, Order, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import parse_process
 from django_orders.sync.parse_process import PagesApart
@@ -86,10 +86,14 @@ PAGE = [
     order(1),
     full(2),
     order(3, customer="cu_1"),  # the same customer as order 1
-    order(4).replace("Customer 4", "Cust\\u0000omer"),  # NUL: parsed at once, made storable
+    # NUL: parsed at once (made storable), with a refund.
+    order(4, extra=f'"refunds": [{json.dumps(refund("or_4", 4))}]').replace(
+        "Customer 4", "Cust\\u0000omer"
+    ),
     order(5).replace('"paid"', '"x' + "s" * 70 + '"'),  # status too long: set aside
     '{"id": "or_6", "status": "paid", "customer": {"id": 7}}',  # not vouched, malformed
     order(7, extra=r'"note": "caf\u00e9 \ud83d\ude00 \u00e9"'),
+    order(8).replace("2026-01-08", "2026-02-30"),  # read light, set aside when read in full
     order(1),  # a copy later on the page
 ]
 
@@ -106,14 +110,21 @@ def on_thread(records: list[str], number: int = 3):
     return page
 
 
+def value_of(record: Any, name: str) -> Any:
+    """A field of a parsed record; the decoded record as sorted JSON: a rebuilt one is decoded
+    from its canonical text, so its keys come sorted (equal, in another order)."""
+    value = getattr(record, name)
+    return json.dumps(value, sort_keys=True) if name == "raw" else value
+
+
 def described(page) -> dict[str, Any]:
     """Everything the writer reads of a page: each order's and customer's values, the refunds
     it carries, and what was set aside."""
     return {
         "orders": [
             (
-                {name: getattr(o, name) for name in ORDER_FIELDS},
-                {name: getattr(o.customer, name) for name in CUSTOMER_FIELDS},
+                {name: value_of(o, name) for name in ORDER_FIELDS},
+                {name: value_of(o.customer, name) for name in CUSTOMER_FIELDS},
                 carried_refunds(o),
             )
             for o in page
@@ -129,9 +140,11 @@ def test_a_page_rebuilt_from_the_helpers_answer_is_the_page_the_thread_reads():
     answer = pickle.loads(pickle.dumps(read_shipped(records, 3, "orders")))  # noqa: S301
     rebuilt_page = rebuilt(answer, 3, "orders", len(records))
     expected = described(on_thread(PAGE))
-    assert len(expected["orders"]) == 6 and len(expected["set_aside"]) == 2
-    assert expected["refunds"] == [refund("or_2", 2)]
-    assert described(rebuilt_page) == expected
+    assert len(expected["orders"]) == 6 and len(expected["set_aside"]) == 3
+    assert expected["refunds"] == [refund("or_2", 2), refund("or_4", 4)]
+    assert expected["set_aside"][2][2].startswith("order or_8: initiated_at")
+    # repr: the same types too (an int is not a float), and the same order of keys.
+    assert repr(described(rebuilt_page)) == repr(expected)
 
 
 def answered(apart: PagesApart, records: list[str], number: int):
@@ -157,7 +170,7 @@ def test_the_helper_process_reads_a_page_as_the_thread_does(low_threshold):
         assert process is not None and process.poll() is None
     finally:
         apart.close()
-    assert described(page) == described(on_thread(PAGE))
+    assert repr(described(page)) == repr(described(on_thread(PAGE)))
     assert apart.read_apart == 1 and apart.read_here >= 1
     # Closed: its stdin closed, it has exited.
     assert process.returncode == 0
@@ -208,6 +221,35 @@ def test_a_helper_that_dies_hands_the_pages_back_to_the_thread(low_threshold, ca
     assert apart._process is None
 
 
+def test_what_the_helper_prints_never_reaches_its_answers(low_threshold):
+    printing = ReadApart(reader="tests.sync.apart_readers:print_then_answer", rebuild=rebuilt)
+    apart = PagesApart(printing, "orders")
+    try:
+        assert answered(apart, PAGE, 1) == []
+        assert apart.read(raw(PAGE), 2) == []
+    finally:
+        apart.close()
+    assert apart.read_apart == 2
+
+
+def test_a_helper_that_does_not_answer_is_stopped_and_the_page_read_here(
+    low_threshold, monkeypatch, caplog
+):
+    monkeypatch.setattr(parse_process, "ANSWER_TIMEOUT", 0.5)
+    slow = ReadApart(reader="tests.sync.apart_readers:sleep_on_page_2", rebuild=rebuilt)
+    apart = PagesApart(slow, "orders")
+    answered(apart, PAGE, 1)
+    process = apart._process
+    with caplog.at_level(logging.WARNING, logger="django_orders.sync"):
+        assert apart.read(raw(PAGE), 2) is None
+        assert apart.read(raw(PAGE), 3) is None
+    (logged,) = caplog.records
+    assert logged.getMessage().startswith(
+        "The sync's parsing process stopped: it did not answer page 2 within 0.5 s;"
+    )
+    assert apart._process is None and process.returncode is not None
+
+
 @pytest.mark.parametrize(
     ("executable", "why"),
     [
@@ -242,7 +284,14 @@ def helpers(monkeypatch) -> list[PagesApart]:
     class Kept(PagesApart):
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
+            self.started: list = []
             made.append(self)
+
+        def _usable(self):
+            process = super()._usable()
+            if self._process is not None and self._process not in self.started:
+                self.started.append(self._process)
+            return process
 
     monkeypatch.setattr(parse_process, "PagesApart", Kept)
     monkeypatch.setattr(parse_process, "READY_WAIT", 30.0)
@@ -283,7 +332,6 @@ def mirrored() -> dict[str, list[tuple]]:
                 "phone_number",
             )
         ),
-        "refunds": list(Refund.objects.order_by("id").values_list("id", "order_id", "raw")),
     }
 
 
@@ -301,7 +349,7 @@ def test_a_first_sync_read_by_the_helper_mirrors_what_the_thread_would(
     assert (apart.read_here, apart.read_apart) == (2, 11)
     assert apart._process is None  # stopped with the walk
     by_helper = mirrored()
-    for model in (Order, Customer, Refund, SyncRun):
+    for model in (Order, Customer, SyncRun):
         model.objects.all().delete()
     monkeypatch.setattr(parse_process, "START_AFTER_RECORDS", 10**9)
     again = sync_orders()
@@ -326,3 +374,5 @@ def test_a_walk_that_fails_stops_its_helper(uncapped, helpers, monkeypatch):
     (apart,) = helpers
     assert apart.read_apart >= 1
     assert apart._process is None and apart._gone
+    (process,) = apart.started
+    assert process.returncode == 0  # its stdin closed, it exited

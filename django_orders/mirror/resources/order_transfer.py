@@ -31,6 +31,10 @@ def read_shipped(records: Sequence[bytes], page_number: int, resource: str) -> t
     return [_order_row(order) for order in kept], set_aside
 
 
+#: Where ``_order_row`` puts the refunds' bytes.
+_REFUNDS = 15
+
+
 def _order_row(order: Any) -> tuple:
     customer = order.customer
     if type(order) is LazyOrder:
@@ -39,6 +43,7 @@ def _order_row(order: Any) -> tuple:
         carried = order.raw.get("refunds")
         refunds = b"" if carried is None else _encode(carried)
     return (
+        getattr(order, "_index", 0),
         order.id,
         order.status,
         order.initiated_at,
@@ -69,7 +74,7 @@ def rebuilt(shipped: tuple, page_number: int, resource: str, count: int) -> Leni
     """In the sync's process: ``read_shipped``'s answer for a page of ``count`` records as the
     orders it read, each read in full (``LazyOrder`` with nothing left to read)."""
     rows, set_aside = shipped
-    page = PageOf(page_number, resource, count, any(row[14] for row in rows))
+    page = PageOf(page_number, resource, count, any(row[_REFUNDS] for row in rows))
     orders = [_order(row, page) for row in rows]
     return LenientPage(orders, [(where, InvalidRecord(message)) for where, message in set_aside])
 
@@ -77,6 +82,7 @@ def rebuilt(shipped: tuple, page_number: int, resource: str, count: int) -> Leni
 def _order(row: tuple, page: PageOf) -> LazyOrder:
     order = LazyOrder.__new__(LazyOrder)
     (
+        order._index,
         order.id,
         order.status,
         order.initiated_at,
@@ -98,7 +104,6 @@ def _order(row: tuple, page: PageOf) -> LazyOrder:
     order._raw = None  # decoded from raw_json if a signal receiver asks (``ParsedOrder.raw``)
     order._bytes = None
     order._page = page
-    order._index = 0
     order.customer = _customer(*customer_values)
     return order
 
