@@ -26,7 +26,9 @@ The floor and the sync (and a scaled naive loop) are each measured ``--repeat`` 
 sample swings by 10 to 20 % from run to run.
 
 Peak memory: ``tracemalloc`` peak and peak resident set of a whole ``sync_orders`` on SQLite for
-``--small`` and for ``--orders`` orders, each in its own process with a fresh database.
+``--small`` and for ``--orders`` orders, each in its own process with a fresh database, and the
+peak resident set of its parsing process (``sync.parse_process``). ``--memory-only`` measures
+only these.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def main() -> None:
         help="run the naive loop on the small sandbox and scale it per record (quicker)",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    parser.add_argument("--memory-only", action="store_true", help="only the memory runs")
     parser.add_argument("--write-readme", action="store_true", help="update benchmarks/README.md")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -148,7 +151,7 @@ def main() -> None:
             "BENCH_SANDBOX_PID": str(big.pid),
         }
         try:
-            for backend in backends:
+            for backend in [] if options.memory_only else backends:
                 print(f"{backend}: floor, sync, re-sync, naive...", flush=True)
                 if backend == "postgres":
                     pg_admin(f"DROP DATABASE IF EXISTS {PG_DATABASE}")
@@ -287,6 +290,11 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
             f"| sync_orders process (peak RSS, the interpreter and Django included) "
             f"| {rss_low:.1f} MB | {rss_high:.1f} MB | {rss_high - rss_low:.1f} MB |",
         ]
+        helper_low, helper_high = memory[small]["helper_rss_mb"], memory[n]["helper_rss_mb"]
+        lines.append(
+            f"| its parsing process (peak RSS) | {helper_low:.1f} MB | {helper_high:.1f} MB "
+            f"| {helper_high - helper_low:.1f} MB |"
+        )
     return "\n".join(lines)
 
 
@@ -431,9 +439,25 @@ def measure_rss() -> dict:
     buffers."""
     from django_orders.sync.engine import sync_orders
 
+    from django_orders.sync import parse_process
+
+    # The first sync's parsing process: its peak resident set read just before it is stopped
+    # (RUSAGE_CHILDREN would count the sync's own pages, which the child shares until exec).
+    helper_kb: list[int] = []
+    stop = parse_process._stop
+
+    def read_then_stop(process) -> None:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        helper_kb.append(int(status.split("VmHWM:")[1].split()[0]))
+        stop(process)
+
+    parse_process._stop = read_then_stop
     run = sync_orders(page_size=PAGE_SIZE)
     assert run.seen == int(os.environ["BENCH_ORDERS"]), run.seen
-    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}
+    return {
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10,
+        "helper_rss_mb": max(helper_kb) / 2**10,
+    }
 
 
 def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
