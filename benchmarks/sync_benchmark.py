@@ -437,9 +437,8 @@ def measure_rss() -> dict:
     """The sync's own peak resident set, without tracemalloc (whose bookkeeping would inflate
     it): tracemalloc sees only Python's allocations, not SQLite's page cache or the driver's
     buffers."""
-    from django_orders.sync.engine import sync_orders
-
     from django_orders.sync import parse_process
+    from django_orders.sync.engine import sync_orders
 
     # The first sync's parsing process: its peak resident set read just before it is stopped
     # (RUSAGE_CHILDREN would count the sync's own pages, which the child shares until exec).
