@@ -10,6 +10,7 @@ process". This module imports nothing that needs Django's settings or app regist
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -31,103 +32,66 @@ def read_shipped(records: Sequence[bytes], page_number: int, resource: str) -> t
     return [_order_row(order) for order in kept], set_aside
 
 
-#: Where ``_order_row`` puts the refunds' bytes.
-_REFUNDS = 15
+#: An order's values a row carries, in order: set again by these names on the rebuilt order.
+_ORDER = (
+    "id",
+    "status",
+    "initiated_at",
+    "completed_at",
+    "paid_at",
+    "canceled_at",
+    "expires_at",
+    "total",
+    "currency",
+    "number",
+    "payment_url",
+    "raw_json",
+    "fingerprint",
+    "wire_fingerprint",
+)
+#: Its customer's values, read by these names ...
+_CUSTOMER = ("id", "guest", "name", "email_address", "phone_number", "raw_json", "fingerprint")
+#: ... and set by these (its text and fingerprint are kept where ``ParsedCustomer`` keeps them).
+_CUSTOMER_SLOTS = ("id", "guest", "name", "email_address", "phone_number", "_json", "_fingerprint")
+_order_values = attrgetter(*_ORDER)
+_customer_values = attrgetter(*_CUSTOMER, "wire_fingerprint")
 
 
 def _order_row(order: Any) -> tuple:
-    customer = order.customer
+    """``(index on its page, its values, its refunds as bytes, its customer's values)``."""
     if type(order) is LazyOrder:
         refunds = bytes(order.refunds_bytes)
     else:  # parsed at once (not vouched by the light reading): its refunds from the record
         carried = order.raw.get("refunds")
         refunds = b"" if carried is None else _encode(carried)
-    return (
-        getattr(order, "_index", 0),
-        order.id,
-        order.status,
-        order.initiated_at,
-        order.completed_at,
-        order.paid_at,
-        order.canceled_at,
-        order.expires_at,
-        order.total,
-        order.currency,
-        order.number,
-        order.payment_url,
-        order.raw_json,
-        order.fingerprint,
-        order.wire_fingerprint,
-        refunds,
-        customer.id,
-        customer.guest,
-        customer.name,
-        customer.email_address,
-        customer.phone_number,
-        customer.raw_json,
-        customer.fingerprint,
-        customer.wire_fingerprint,
-    )
+    index = getattr(order, "_index", 0)
+    return index, _order_values(order), refunds, _customer_values(order.customer)
 
 
 def rebuilt(shipped: tuple, page_number: int, resource: str, count: int) -> LenientPage:
     """In the sync's process: ``read_shipped``'s answer for a page of ``count`` records as the
     orders it read, each read in full (``LazyOrder`` with nothing left to read)."""
     rows, set_aside = shipped
-    page = PageOf(page_number, resource, count, any(row[_REFUNDS] for row in rows))
+    page = PageOf(page_number, resource, count, any(refunds for _, _, refunds, _ in rows))
     orders = [_order(row, page) for row in rows]
     return LenientPage(orders, [(where, InvalidRecord(message)) for where, message in set_aside])
 
 
 def _order(row: tuple, page: PageOf) -> LazyOrder:
+    index, values, refunds, customer_values = row
     order = LazyOrder.__new__(LazyOrder)
-    (
-        order._index,
-        order.id,
-        order.status,
-        order.initiated_at,
-        order.completed_at,
-        order.paid_at,
-        order.canceled_at,
-        order.expires_at,
-        order.total,
-        order.currency,
-        order.number,
-        order.payment_url,
-        order.raw_json,
-        order.fingerprint,
-        order.wire_fingerprint,
-        refunds,
-        *customer_values,
-    ) = row
+    for name, value in zip(_ORDER, values, strict=True):
+        setattr(order, name, value)
+    order._index = index
     order.refunds_bytes = msgspec.Raw(refunds)
     order._raw = None  # decoded from raw_json if a signal receiver asks (``ParsedOrder.raw``)
     order._bytes = None
     order._page = page
-    order.customer = _customer(*customer_values)
-    return order
-
-
-def _customer(
-    customer_id: str,
-    guest: bool,
-    name: str,
-    email_address: str,
-    phone_number: str,
-    raw_json: str,
-    fingerprint: str,
-    wire_fingerprint: str,
-) -> LazyCustomer:
-    customer = LazyCustomer.__new__(LazyCustomer)
-    customer.id = customer_id
-    customer.guest = guest
-    customer.name = name
-    customer.email_address = email_address
-    customer.phone_number = phone_number
-    customer.wire_fingerprint = wire_fingerprint
-    customer._json = raw_json
-    customer._fingerprint = fingerprint
+    customer = order.customer = LazyCustomer.__new__(LazyCustomer)
+    *values, customer.wire_fingerprint = customer_values
+    for name, value in zip(_CUSTOMER_SLOTS, values, strict=True):
+        setattr(customer, name, value)
     customer._raw = None
     customer._plain = False
     customer._bytes = None
-    return customer
+    return order
