@@ -5,7 +5,9 @@ SQLite by default; PostgreSQL when DATABASE_URL says so:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test pytest
 """
 
+import os
 from pathlib import Path
+from typing import IO
 
 import environ
 
@@ -25,6 +27,35 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
+#: The lock of var/test-db.sqlite3, held for as long as this process runs (``sqlite_test_path``).
+_HELD: list[IO[str]] = []
+
+
+def sqlite_test_path() -> str:
+    """The SQLite test database's file: ``TEST_SQLITE_PATH`` if set; else var/test-db.sqlite3
+    for the first pytest run of this checkout, and a file of its own (by process id) for a run
+    started while another holds that one, so two runs at once never share (and corrupt) one
+    file. Held by an advisory lock (where there is ``fcntl``) that ends with the process."""
+    explicit = env("TEST_SQLITE_PATH", default=None)
+    if explicit:
+        return explicit
+    shared = VAR_DIR / "test-db.sqlite3"
+    if env("DJANGO_ORDERS_TEST_DB_NAME", default=None):
+        return str(shared)  # a test's child process: it opens the parent's (below)
+    try:
+        import fcntl
+    except ImportError:  # Windows: one run at a time, as before
+        return str(shared)
+    lock = (VAR_DIR / "test-db.lock").open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")
+    _HELD.append(lock)
+    return str(shared)
+
+
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
@@ -35,9 +66,7 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default="sqlite:///" + str(VAR_DIR / "tests.sqlite3"))
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"]["TEST"] = {
-        "NAME": env("TEST_SQLITE_PATH", default=str(VAR_DIR / "test-db.sqlite3"))
-    }
+    DATABASES["default"]["TEST"] = {"NAME": sqlite_test_path()}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 # A child process started by a test opens the test database the parent created.
 if env("DJANGO_ORDERS_TEST_DB_NAME", default=None):
