@@ -1,14 +1,9 @@
 """Reading a first sync's pages in a helper process, beside the interpreter that writes them.
 
-On a first sync every order is read in full, and in one interpreter that reading holds the
-lock the writer needs each time one of its statements returns. Past ``START_AFTER_RECORDS``
-records, the parsing thread hands each page's bytes to a helper process running the resource's
-``read_apart`` reader and rebuilds the answer; the page is then what reading it on the thread
-gives. The helper never touches the database or the network: it gets a page's bytes and answers
-with its records, and its environment is emptied. Anything that keeps it from answering (it
-cannot start, it dies, it is silent, it fails on a page) makes the walk read the page on its
-thread, as it does below the threshold: the mirror is the same either way. Why and figures:
-docs/architecture/sync.md, "The parsing process".
+Past ``START_AFTER_RECORDS`` records the parsing thread sends each page's bytes to a helper
+process (the resource's ``read_apart``) and rebuilds its answer; whatever keeps the helper from
+answering leaves the page to the thread. Why, and the rules: docs/architecture/sync.md, "The
+parsing process".
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import importlib
 import logging
 import os
 import pickle
-import select
+import selectors
 import struct
 import subprocess
 import sys
@@ -26,6 +21,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:  # the helper imports this module without Django's app registry
     from ..mirror.resources.registry import ReadApart, Resource
@@ -70,7 +67,7 @@ package = types.ModuleType(name)
 package.__path__ = [path]
 sys.modules[name] = package
 from django_orders.sync.parse_process import serve
-serve(job["reader"], sys.stdin.buffer, answers)
+serve(job["reader"], job["expect"], sys.stdin.buffer, answers)
 """
 
 #: The helper's whole environment: none of the sync's (credentials may live there).
@@ -93,7 +90,12 @@ def pages_apart(kind: Resource, first: bool) -> Iterator[PagesApart | None]:
 
 class PagesApart:
     """One walk's helper process, started once the walk has read ``START_AFTER_RECORDS``
-    records; ``read`` is called by the walk's parsing thread only, ``close`` by the walk."""
+    records; ``read`` is called by the walk's parsing thread only, ``close`` by the walk.
+
+    The parsing thread owns the pipes while it talks to the helper (``_talking``): ``close``
+    closes them only when it is not, and otherwise ends the helper, which ends the talk, and
+    the parsing thread closes them itself.
+    """
 
     def __init__(self, apart: ReadApart, resource: str) -> None:
         self.apart = apart
@@ -103,20 +105,33 @@ class PagesApart:
         self.read_apart = 0
         self._process: subprocess.Popen | None = None
         self._ready = False
-        self._gone = False
+        self._gone = os.name != "posix"  # pipes are waited on with selectors: POSIX only
         self._lock = threading.Lock()
+        self._talking = threading.RLock()
 
     def read(self, records: Sequence[Any], page_number: int) -> Any | None:
         """The page read by the helper, or ``None``: the caller reads it (the helper is not
-        started or not ready yet, or cannot answer)."""
+        started or not ready yet, or cannot answer, or the page's records are not bytes: the
+        transport decoded a body it could not keep as bytes)."""
         self.records += len(records)
-        process = self._usable()
-        answer = None if process is None else self._ask(process, records, page_number)
-        if answer is None:
-            self.read_here += 1
-            return None
-        self.read_apart += 1
-        return self.apart.rebuild(answer, page_number, self.resource, len(records))
+        answer = None
+        if records and all(type(record) in _BYTES for record in records):
+            with self._talking:
+                process = self._usable()
+                if process is not None:
+                    answer = self._ask(process, records, page_number)
+                if self._gone and process is not None:
+                    _close_pipes(process)  # ``close`` left them to this thread
+        if answer is not None:
+            try:
+                page = self.apart.rebuild(answer, page_number, self.resource, len(records))
+            except Exception as exc:  # an answer this process cannot read: read the page here
+                self._give_up(f"its answer to page {page_number} could not be read ({exc!r})")
+            else:
+                self.read_apart += 1
+                return page
+        self.read_here += 1
+        return None
 
     def _usable(self) -> subprocess.Popen | None:
         process = self._process
@@ -140,9 +155,11 @@ class PagesApart:
             module = self.apart.reader.partition(":")[0]
             package = module.rpartition(".")[0]
             job = {
-                "path": list(sys.path),
+                # The sync's own path, the working directory ("") as the directory it is.
+                "path": [entry or os.getcwd() for entry in sys.path],
                 "package": (package, next(iter(importlib.import_module(package).__path__))),
                 "reader": self.apart.reader,
+                "expect": reader_version(importlib.import_module(module)),
             }
             # This interpreter, running fixed code: nothing here comes from outside.
             process = subprocess.Popen(  # noqa: S603
@@ -167,30 +184,39 @@ class PagesApart:
             # A bare pickle: the bootstrap reads it before it can read frames.
             assert process.stdin is not None
             _write_all(process.stdin, pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._give_up(f"it could not start ({exc})")
 
     def _answered_ready(self, process: subprocess.Popen) -> bool:
         """Whether the helper has said it is ready, without waiting for it."""
         assert process.stdout is not None
         try:
-            if not select.select([process.stdout], [], [], READY_WAIT)[0]:
+            if not _readable(process.stdout, READY_WAIT):
                 return False
             frame = _read_frame(process.stdout, ANSWER_TIMEOUT)
         except Exception:  # whatever it is, the helper is no use
             frame = None
-        if frame != ("ready",):
+        if frame == ("ready",):
+            return True
+        if isinstance(frame, tuple) and frame[:1] == ("other code",):
+            self._give_up(
+                "it runs another version of django-orders than this process "
+                f"({frame[1]!r}, not {frame[2]!r}): the package changed since this process "
+                "started; restart it"
+            )
+        else:
             self._give_up(f"it did not start (exit code {_exit_code(process)})")
-            return False
-        return True
+        return False
 
     def _ask(self, process: subprocess.Popen, records: Sequence[Any], page_number: int) -> Any:
-        request = (list(map(bytes, records)), page_number, self.resource)
         try:
-            _send(process, request)
-            frame = _read_frame(process.stdout, ANSWER_TIMEOUT)  # type: ignore[arg-type]
+            assert process.stdin is not None and process.stdout is not None
+            _write_frame(process.stdin, ([bytes(r) for r in records], page_number, self.resource))
+            frame = _read_frame(process.stdout, ANSWER_TIMEOUT)
         except TimeoutError:
-            self._give_up(f"it did not answer page {page_number} within {ANSWER_TIMEOUT:g} s")
+            self._give_up(
+                f"it did not answer page {page_number} within {ANSWER_TIMEOUT:g} s", wait=False
+            )
             return None
         except Exception:  # a closed pipe, a stream that is not ours
             frame = None
@@ -204,7 +230,7 @@ class PagesApart:
             return None
         return frame[1]
 
-    def _give_up(self, why: str) -> None:
+    def _give_up(self, why: str, *, wait: bool = True) -> None:
         with self._lock:
             if self._gone:
                 return  # the walk is over: nothing to say
@@ -214,27 +240,61 @@ class PagesApart:
             why,
             self.resource,
         )
-        self.close()
+        self.close(wait=wait)
 
-    def close(self) -> None:
-        """Stop the helper: its stdin closed (it exits at once), killed if it does not."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the helper: its stdin closed (it exits at once), killed if it has not exited
+        within ``STOP_TIMEOUT`` (at once if not ``wait``). While the parsing thread talks to
+        it, the helper is killed instead, which ends the talk."""
         with self._lock:
             self._gone = True
             process, self._process = self._process, None
-        if process is not None:
-            _stop(process)
+        if process is None:
+            return
+        if self._talking.acquire(blocking=False):
+            try:
+                _stop(process, wait=wait)
+            finally:
+                self._talking.release()
+        else:
+            _stop(process, wait=False, close=False)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    assert process.stdin is not None and process.stdout is not None
-    with contextlib.suppress(OSError):
-        process.stdin.close()
+#: What a page's records are sent to the helper as: the transport's bytes of each record.
+_BYTES = (msgspec.Raw, bytes)
+
+
+def reader_version(module: Any) -> tuple:
+    """What the sync and its helper must agree on to read pages alike: the package's version
+    and the reader module's ``LAYOUT`` (what its answers hold), as each process loaded them."""
+    import django_orders
+
+    return django_orders.__version__, getattr(module, "LAYOUT", None)
+
+
+def _stop(process: subprocess.Popen, *, wait: bool = True, close: bool = True) -> None:
+    """End the helper: its stdin closed and ``STOP_TIMEOUT`` to exit if ``wait``, else (or
+    then) killed; its pipes closed if ``close``."""
     try:
-        process.wait(timeout=STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    process.stdout.close()
+        if wait:
+            assert process.stdin is not None
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_TIMEOUT)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+        if close:
+            _close_pipes(process)
+
+
+def _close_pipes(process: subprocess.Popen) -> None:
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _exit_code(process: subprocess.Popen) -> int | None:
@@ -244,9 +304,12 @@ def _exit_code(process: subprocess.Popen) -> int | None:
     return None
 
 
-def _send(process: subprocess.Popen, value: Any) -> None:
-    assert process.stdin is not None
-    _write_frame(process.stdin, value)
+def _readable(stream: IO[bytes], timeout: float) -> bool:
+    """Whether ``stream`` has bytes (or its end) to read within ``timeout`` seconds; a
+    selector, not ``select()``: a busy process may give the pipe a descriptor above 1023."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
 
 
 def _write_frame(stream: IO[bytes], value: Any) -> None:
@@ -281,7 +344,7 @@ def _read_exactly(stream: IO[bytes], size: int, timeout: float | None) -> bytes 
     chunks: list[bytes] = []
     left = size
     while left:
-        if timeout is not None and not select.select([stream], [], [], timeout)[0]:
+        if timeout is not None and not _readable(stream, timeout):
             raise TimeoutError
         chunk = stream.read(left)
         if not chunk:
@@ -291,10 +354,15 @@ def _read_exactly(stream: IO[bytes], size: int, timeout: float | None) -> bytes 
     return b"".join(chunks)
 
 
-def serve(reader: str, stdin: IO[bytes], out: IO[bytes]) -> None:
-    """The helper process: answer each page sent on ``stdin`` until it closes."""
-    module, _, name = reader.partition(":")
-    read = getattr(importlib.import_module(module), name)
+def serve(reader: str, expect: tuple, stdin: IO[bytes], out: IO[bytes]) -> None:
+    """The helper process: answer each page sent on ``stdin`` until it closes, if it reads
+    pages as the sync does (``expect``: ``reader_version``)."""
+    module_name, _, name = reader.partition(":")
+    module = importlib.import_module(module_name)
+    read = getattr(module, name)
+    if (version := reader_version(module)) != expect:
+        _write_frame(out, ("other code", version, expect))
+        os._exit(0)
     _write_frame(out, ("ready",))
     try:
         while (request := _read_frame(stdin)) is not None:

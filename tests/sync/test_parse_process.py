@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import sys
+import threading
 import time
 from typing import Any
 
@@ -232,6 +234,96 @@ def test_what_the_helper_prints_never_reaches_its_answers(low_threshold):
     assert apart.read_apart == 2
 
 
+def test_output_written_to_its_stdout_by_any_means_never_reaches_its_answers(low_threshold):
+    writing = ReadApart(reader="tests.sync.apart_readers:write_to_fd_1", rebuild=rebuilt)
+    apart = PagesApart(writing, "orders")
+    try:
+        assert answered(apart, PAGE, 1) == []
+        assert apart.read(raw(PAGE), 2) == []
+    finally:
+        apart.close()
+
+
+def as_sent(answer: Any, *_: Any) -> Any:
+    return answer
+
+
+def test_the_helper_runs_isolated_with_an_empty_environment_and_the_syncs_path(
+    low_threshold, monkeypatch
+):
+    monkeypatch.setenv("DATABASE_PASSWORD", "not for the helper")
+    probe = ReadApart(reader="tests.sync.apart_readers:environment", rebuild=as_sent)
+    apart = PagesApart(probe, "orders")
+    try:
+        environment, isolated, path = answered(apart, PAGE, 1)
+    finally:
+        apart.close()
+    # PATH, and LC_CTYPE if Python coerced the C locale to UTF-8 (PEP 538).
+    assert environment["PATH"] == os.defpath and set(environment) <= {"PATH", "LC_CTYPE"}
+    assert isolated == 1
+    assert path == [entry or os.getcwd() for entry in sys.path]
+
+
+def test_a_page_of_decoded_records_is_read_here_and_the_helper_goes_on(low_threshold):
+    apart = PagesApart(ORDERS.read_apart, "orders")
+    try:
+        answered(apart, PAGE, 1)
+        # The transport decodes a body it cannot keep as bytes (a lone surrogate).
+        assert apart.read([json.loads(order(9))], 2) is None
+        assert len(apart.read(raw(PAGE), 3)) == 6
+    finally:
+        apart.close()
+    assert (apart.read_apart, apart._gone) == (2, True)
+
+
+def test_an_answer_this_process_cannot_rebuild_leaves_the_pages_here(
+    low_threshold, monkeypatch, caplog
+):
+    def unreadable(answer, *_):
+        raise ValueError("not a row of this version")
+
+    monkeypatch.setattr(parse_process, "READY_WAIT", 30.0)
+    apart = PagesApart(ReadApart(ORDERS.read_apart.reader, unreadable), "orders")
+    with caplog.at_level(logging.WARNING, logger="django_orders.sync"):
+        assert [apart.read(raw(PAGE), n) for n in (1, 2, 3)] == [None] * 3
+    (logged,) = caplog.records
+    assert "its answer to page" in logged.getMessage()
+    assert "could not be read (ValueError('not a row of this version'))" in logged.getMessage()
+    assert apart._process is None and apart.read_apart == 0
+
+
+def test_a_helper_running_other_code_than_the_sync_is_not_used(low_threshold, monkeypatch, caplog):
+    monkeypatch.setattr(parse_process, "reader_version", lambda module: ("0.0.0", None))
+    monkeypatch.setattr(parse_process, "READY_WAIT", 30.0)
+    apart = PagesApart(ORDERS.read_apart, "orders")
+    with caplog.at_level(logging.WARNING, logger="django_orders.sync"):
+        assert [apart.read(raw(PAGE), n) for n in (1, 2, 3)] == [None] * 3
+    (logged,) = caplog.records
+    assert logged.getMessage().startswith(
+        "The sync's parsing process stopped: it runs another version of django-orders than "
+        "this process ("
+    )
+    assert "restart it;" in logged.getMessage()
+
+
+def test_closing_while_the_parsing_thread_waits_for_an_answer_ends_both(low_threshold):
+    slow = ReadApart(reader="tests.sync.apart_readers:sleep_on_page_2", rebuild=rebuilt)
+    apart = PagesApart(slow, "orders")
+    answered(apart, PAGE, 1)
+    process = apart._process
+    outcome: list = []
+    reading = threading.Thread(target=lambda: outcome.append(apart.read(raw(PAGE), 2)))
+    reading.start()
+    time.sleep(0.3)  # inside the read of page 2, which the helper sleeps on
+    started = time.monotonic()
+    apart.close()
+    reading.join(timeout=10)
+    assert not reading.is_alive() and outcome == [None]
+    assert time.monotonic() - started < 5  # killed, not waited for
+    assert process.returncode == -9
+    assert process.stdin.closed and process.stdout.closed
+
+
 def test_a_helper_that_does_not_answer_is_stopped_and_the_page_read_here(
     low_threshold, monkeypatch, caplog
 ):
@@ -345,8 +437,8 @@ def test_a_first_sync_read_by_the_helper_mirrors_what_the_thread_would(
     assert run.outcome == SyncRun.Outcome.SUCCEEDED and run.created == 120
     (apart,) = helpers
     # Page 1 below the threshold, the helper started on page 2 (which is read here) and
-    # waited for on page 3; every later page read by it, the empty 13th that ends the walk too.
-    assert (apart.read_here, apart.read_apart) == (2, 11)
+    # waited for on page 3; every later page read by it but the empty 13th that ends the walk.
+    assert (apart.read_here, apart.read_apart) == (3, 10)
     assert apart._process is None  # stopped with the walk
     by_helper = mirrored()
     for model in (Order, Customer, SyncRun):

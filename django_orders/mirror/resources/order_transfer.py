@@ -1,10 +1,6 @@
-"""A walk's page of orders read in full in a helper process, and rebuilt in the sync's.
-
-``read_shipped`` runs in the helper (``sync.parse_process``): the page read as the walk reads
-it (``order_pages``), every order in full, as plain tuples that cost little to send. The
-sync's process rebuilds them (``rebuilt``) as orders read in full, so the writer sees what a
-page read on its own thread gives. Why a process: docs/architecture/sync.md, "The parsing
-process". This module imports nothing that needs Django's settings or app registry.
+"""A walk's page of orders read in full in a helper process (``read_shipped``), and rebuilt
+in the sync's (``rebuilt``) as the reading thread would have made it. Imports nothing that
+needs Django's settings or app registry. Why: docs/architecture/sync.md, "The parsing process".
 """
 
 from __future__ import annotations
@@ -53,6 +49,9 @@ _ORDER = (
 _CUSTOMER = ("id", "guest", "name", "email_address", "phone_number", "raw_json", "fingerprint")
 #: ... and set by these (its text and fingerprint are kept where ``ParsedCustomer`` keeps them).
 _CUSTOMER_SLOTS = ("id", "guest", "name", "email_address", "phone_number", "_json", "_fingerprint")
+#: What a row holds: the helper answers only a sync that reads rows as it writes them
+#: (``sync.parse_process.reader_version``).
+LAYOUT = (_ORDER, _CUSTOMER, _CUSTOMER_SLOTS)
 _order_values = attrgetter(*_ORDER)
 _customer_values = attrgetter(*_CUSTOMER, "wire_fingerprint")
 
