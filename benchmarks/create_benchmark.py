@@ -132,7 +132,7 @@ def run(iterations: int, warmup: int, journal: str) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_orders.client.factory import get_client
+    from django_orders.client.transport import get_client
     from django_orders.creation.payloads import encode_payload
     from django_orders.services import create_order
 

@@ -160,7 +160,7 @@ def run(backend: str, iterations: int, warmup: int, url: str, api_key: str) -> d
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_orders.client.factory import get_client
+    from django_orders.client.transport import get_client
     from django_orders.services import confirm_order, create_order, refund_order
 
     timer = TransportTimer(get_client())

@@ -26,9 +26,8 @@ The floor and the sync (and a scaled naive loop) are each measured ``--repeat`` 
 sample swings by 10 to 20 % from run to run.
 
 Peak memory: ``tracemalloc`` peak and peak resident set of a whole ``sync_orders`` on SQLite for
-``--small`` and for ``--orders`` orders, each in its own process with a fresh database, and the
-peak resident set of its parsing process (``sync.parse_process``). ``--memory-only`` measures
-only these.
+``--small`` and for ``--orders`` orders, each in its own process with a fresh database.
+``--memory-only`` measures only these.
 """
 
 from __future__ import annotations
@@ -290,11 +289,6 @@ def render(options, results: dict[str, dict], memory: dict[int, dict]) -> str:
             f"| sync_orders process (peak RSS, the interpreter and Django included) "
             f"| {rss_low:.1f} MB | {rss_high:.1f} MB | {rss_high - rss_low:.1f} MB |",
         ]
-        helper_low, helper_high = memory[small]["helper_rss_mb"], memory[n]["helper_rss_mb"]
-        lines.append(
-            f"| its parsing process (peak RSS) | {helper_low:.1f} MB | {helper_high:.1f} MB "
-            f"| {helper_high - helper_low:.1f} MB |"
-        )
     return "\n".join(lines)
 
 
@@ -331,8 +325,8 @@ def write_readme(table: str) -> None:
         "pages with `synchronous_commit` off (a cache of upstream; order creation stays "
         "durable), reads stored fingerprints of customers and orders in one statement with `id "
         "= ANY(ARRAY(...))` (the `IN (SELECT ...)` form was planned as a sequential scan of the"
-        " growing table), writes a page's rows by `COPY` when all are new (a first sync) and "
-        "otherwise upserts them with each column of the page as one JSON array and values "
+        " growing table), upserts a page's rows with each column of the page as one JSON array "
+        "and values "
         "shared by every row (the write's `now`) sent once, and runs without the "
         "`varchar_pattern_ops` indexes (initial migration). SQLite writes each table with one "
         "statement text (`executemany`, so one compiled statement, not one per row count), "
@@ -437,26 +431,11 @@ def measure_rss() -> dict:
     """The sync's own peak resident set, without tracemalloc (whose bookkeeping would inflate
     it): tracemalloc sees only Python's allocations, not SQLite's page cache or the driver's
     buffers."""
-    from django_orders.sync import parse_process
     from django_orders.sync.engine import sync_orders
 
-    # The first sync's parsing process: its peak resident set read just before it is stopped
-    # (RUSAGE_CHILDREN would count the sync's own pages, which the child shares until exec).
-    helper_kb: list[int] = []
-    stop = parse_process._stop
-
-    def read_then_stop(process) -> None:
-        status = Path(f"/proc/{process.pid}/status").read_text()
-        helper_kb.append(int(status.split("VmHWM:")[1].split()[0]))
-        stop(process)
-
-    parse_process._stop = read_then_stop
     run = sync_orders(page_size=PAGE_SIZE)
     assert run.seen == int(os.environ["BENCH_ORDERS"]), run.seen
-    return {
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10,
-        "helper_rss_mb": max(helper_kb) / 2**10,
-    }
+    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}
 
 
 def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
@@ -627,8 +606,7 @@ class StatementCounter:
             self.seconds += time.perf_counter() - started
 
     def page_done(self, run) -> None:
-        """A progress callback: after each commit, which holds one page or (a first sync's
-        batch, ``sync.page_batches``) several."""
+        """A progress callback: after each page's commit."""
         self.per_page.append(self.current)
         self.pages.append(run.pages - sum(self.pages))
         self.current = 0

@@ -18,29 +18,36 @@ class DjangoOrdersConfig(AppConfig):
         from .checks import (
             check_checkout_builder,
             check_database_routing,
+            check_health_app,
             check_redirect_hosts,
+            check_rq_scheduler,
             check_settings,
             check_watch_payments,
+            check_webhook_endpoints,
             task_framework,
         )
-        from .client.factory import reset_on_change
+        from .client.per_thread import reset_on_change
         from .mirror.resources import register_builtin
         from .mirror.resources.customers import CUSTOMERS
+        from .mirror.resources.money import BALANCES, PAYOUTS, TRANSACTIONS
         from .mirror.resources.orders import ORDERS
         from .mirror.resources.refunds import REFUNDS
 
         # The upstream resources the mirror knows, once (their modules import the writers).
-        register_builtin(ORDERS, REFUNDS, CUSTOMERS)
+        register_builtin(ORDERS, REFUNDS, CUSTOMERS, PAYOUTS, TRANSACTIONS, BALANCES)
 
         checks.register(check_settings)
         checks.register(check_database_routing)
         checks.register(check_checkout_builder)
+        checks.register(check_health_app, checks.Tags.urls)
         checks.register(check_redirect_hosts)
         checks.register(check_watch_payments)
+        checks.register(check_rq_scheduler, deploy=True)
+        checks.register(check_webhook_endpoints, checks.Tags.security, deploy=True)
         if task_framework() is not None:
             # The payment watcher's receiver: the creation flow only sends order_created.
             from .tasks.watch import connect_receivers
 
             connect_receivers()
         # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.
-        setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.factory")
+        setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.per_thread")

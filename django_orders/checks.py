@@ -2,7 +2,7 @@
 
 Registered by ``DjangoOrdersConfig.ready()``, not on import. Values are checked as configured
 now (``conf.SETTINGS``' validators on ``settings.DJANGO_ORDERS``), not as ``orders_settings``
-may have cached them. The ids and what each means: README.md (Settings, "System checks").
+may have cached them. The ids and what each means: docs/settings.md ("System checks").
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from .conf import (
 )
 from .exceptions.wire import OrdersConfigurationError
 
-SETTINGS_HINT = "See the settings reference in the README."
+SETTINGS_HINT = "See the settings reference, docs/settings.md."
 
 #: Settings that do nothing any more (W004), each with why; each is removed a release later.
 DEPRECATED_SETTINGS = {
-    "SYNC_HELPER": "a sync picks its helpers itself (threads, and a process for a first sync)",
+    "SYNC_HELPER": "a sync reads ahead on helper threads of its own process, never another",
 }
 
 
@@ -148,7 +148,7 @@ BUILDER_HINT = (
     'Set DJANGO_ORDERS["CHECKOUT_BUILDER"] = "shop.checkout.build_order", the dotted path of a '
     "function (request, data) -> create_order keyword arguments (customer, line_items, "
     "finalize, number, checkout_settings, custom_data; no reference) that prices the cart from "
-    "your catalogue and builds the return URLs. See the README's REST API section."
+    "your catalogue and builds the return URLs. See docs/rest-api.md, 'The checkout builder'."
 )
 
 
@@ -176,6 +176,52 @@ def rest_api_mounted() -> bool:
         return _includes(resolver.url_patterns, REST_URLCONF)
     except Exception:  # a broken URLconf is reported by Django's own check
         return False
+
+
+HEALTH_APP = "health_check"
+
+
+def _health_routes(patterns: Any, prefix: str = "") -> list[str]:
+    """The routes, at any depth, whose view is django-health-check's (or a subclass)."""
+    from health_check.views import HealthCheckView
+
+    found = []
+    for pattern in patterns:
+        route = prefix + str(getattr(pattern, "pattern", ""))
+        nested = getattr(pattern, "url_patterns", None)
+        if nested is not None:
+            found += _health_routes(nested, route)
+            continue
+        view_class = getattr(getattr(pattern, "callback", None), "view_class", None)
+        if isinstance(view_class, type) and issubclass(view_class, HealthCheckView):
+            found.append(route or "/")
+    return found
+
+
+def check_health_app(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W005: a health view mounted without its app, whose templates every probe that does not
+    ask for JSON needs: the view answers those with a 500 (``TemplateDoesNotExist:
+    health_check/index.html``), healthy or not, and a load balancer takes the shop out."""
+    if find_spec(HEALTH_APP) is None or apps.is_installed(HEALTH_APP):
+        return []
+    from django.urls import get_resolver
+
+    try:
+        routes = _health_routes(get_resolver().url_patterns)
+    except Exception:  # a broken URLconf is reported by Django's own check
+        return []
+    if not routes:
+        return []
+    return [
+        Warning(
+            f"A health view is mounted ({', '.join(routes)}) but {HEALTH_APP!r} is not in "
+            "INSTALLED_APPS: every probe that does not ask for JSON (a browser, a plain-text or "
+            "HTML probe) is answered 500, TemplateDoesNotExist: health_check/index.html, "
+            "healthy or not.",
+            hint=f'Add "{HEALTH_APP}" to INSTALLED_APPS (README, "Health checks").',
+            id="django_orders.W005",
+        )
+    ]
 
 
 def check_checkout_builder(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -309,7 +355,7 @@ def check_watch_payments(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             )
         ]
     if defers:
-        return []
+        return rq_job_class_warnings(backend)
     return [
         Error(
             f"{setting_name('WATCH_PAYMENTS')} is on but the default task backend "
@@ -317,5 +363,112 @@ def check_watch_payments(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             "would poll inside the checkout request.",
             hint=WATCH_HINT,
             id="django_orders.E005",
+        )
+    ]
+
+
+#: The job class django-tasks-rq's workers need: RQ's own ``Job`` cannot run a Tasks task.
+RQ_JOB_CLASS = "django_tasks_rq.Job"
+RQ_HINT = (
+    f'Set RQ = {{"JOB_CLASS": "{RQ_JOB_CLASS}"}} in your settings and start the workers with '
+    "python manage.py rqworker default --with-scheduler (RQ's scheduler moves deferred tasks to "
+    'the queue). See "Background tasks: cron or tasks" in the README.'
+)
+
+
+def is_rq_backend(backend: Any) -> bool:
+    return type(backend).__module__.split(".")[0] == "django_tasks_rq"
+
+
+def rq_job_class_warnings(backend: Any) -> list[CheckMessage]:
+    """W007 where the payment watcher's backend is django-tasks-rq and its workers would run with
+    RQ's own job class: they fail every task (the watcher's steps never run). ``rqworker`` takes
+    its job class from ``RQ["JOB_CLASS"]`` when ``--job-class`` is not given, so that setting is
+    what a check can see; a worker started with ``--job-class`` is beyond its sight."""
+    if not is_rq_backend(backend):
+        return []
+    configured = (getattr(settings, "RQ", None) or {}).get("JOB_CLASS")
+    if configured in (RQ_JOB_CLASS, "django_tasks_rq.backend.Job"):
+        return []
+    return [
+        Warning(
+            f"The payment watcher's task backend is django-tasks-rq, but RQ's job class is "
+            f"{configured or 'its default (rq.job.Job)'}: a worker started without --job-class "
+            f"{RQ_JOB_CLASS} fails every task, so the watcher's steps never run.",
+            hint=RQ_HINT,
+            id="django_orders.W007",
+        )
+    ]
+
+
+def check_rq_scheduler(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W007 (``check --deploy``): the payment watcher defers its steps, and an RQ worker started
+    without ``--with-scheduler`` never moves a deferred job to its queue, silently. Whether a
+    scheduler runs is known only to Redis: each running scheduler holds a lock per queue, which
+    this asks for (one short round trip, only with ``--deploy``, never at start-up)."""
+    try:
+        watching = orders_settings.user_settings.get("WATCH_PAYMENTS") is True
+    except OrdersConfigurationError:
+        return []
+    framework = task_framework()
+    if not watching or framework is None:
+        return []
+    try:
+        backend = import_module(framework).task_backends["default"]
+    except Exception:
+        return []  # E005 says so
+    if not is_rq_backend(backend):
+        return []
+    try:
+        import django_rq
+        from rq.scheduler import RQScheduler
+
+        missing = [
+            name
+            for name in sorted(backend.queues)
+            if not django_rq.get_connection(name).exists(RQScheduler.get_locking_key(name))
+        ]
+    except Exception as exc:  # Redis unreachable, or a queue django-rq does not know
+        return [
+            Warning(
+                f"Could not ask Redis whether an RQ scheduler is running ({type(exc).__name__}: "
+                f"{exc}): the payment watcher's deferred steps need one.",
+                hint=RQ_HINT,
+                id="django_orders.W007",
+            )
+        ]
+    if not missing:
+        return []
+    return [
+        Warning(
+            f"No RQ scheduler is running for the queue(s) {', '.join(missing)}: the payment "
+            "watcher's deferred steps stay in RQ's scheduled registry and never run.",
+            hint=RQ_HINT,
+            id="django_orders.W007",
+        )
+    ]
+
+
+def check_webhook_endpoints(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W006 (``check --deploy``): an active webhook endpoint on ``http://`` sends the order
+    and customer data, and its signature, in clear text."""
+    from django.db import DatabaseError
+
+    endpoint = apps.get_model("django_orders", "WebhookEndpoint")
+    try:
+        plain = list(
+            endpoint.objects.using(router.db_for_write(endpoint))
+            .filter(url__istartswith="http://", is_active=True)
+            .values_list("url", flat=True)[:5]
+        )
+    except DatabaseError:
+        return []  # not migrated yet: nothing to warn about
+    if not plain:
+        return []
+    return [
+        Warning(
+            f"Webhook endpoint(s) on http:// receive events in clear text: {', '.join(plain)}.",
+            hint="Use https:// URLs for the webhook endpoints (admin: Webhook endpoints).",
+            id="django_orders.W006",
         )
     ]

@@ -8,11 +8,19 @@ as "JPY 5.00" would be a hundredfold error on a staff screen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
-from django.utils.formats import number_format
+from django.utils import numberformat
+from django.utils.formats import get_format, number_format
 
-__all__ = ["MINOR_UNIT_DIGITS", "format_money", "minor_unit_digits", "to_decimal"]
+__all__ = [
+    "MINOR_UNIT_DIGITS",
+    "format_money",
+    "minor_unit_digits",
+    "money_formatter",
+    "to_decimal",
+]
 
 #: ISO 4217 minor-unit digits for the currencies that do not have two. Every other code,
 #: including the provider's five (ghs, usd, gbp, eur, cny), has two.
@@ -39,7 +47,9 @@ def to_decimal(value: int, currency: str) -> Decimal:
 
 
 def format_money(value: int | None, currency: str | None) -> str:
-    """``2450, "eur"`` -> ``"EUR 24.50"`` (the active locale's separators when it has its own).
+    """``2450, "eur"`` -> ``"EUR 24.50"``, ``123456, "eur"`` -> ``"EUR 1,234.56"``: digits
+    grouped in thousands always (``USE_THOUSAND_SEPARATOR`` is off by default, and staff misread
+    ``1234567.00``), with the active locale's separators.
 
     An unknown amount or currency formats as an empty string, so a template shows nothing
     rather than a wrong number.
@@ -47,5 +57,33 @@ def format_money(value: int | None, currency: str | None) -> str:
     if value is None or not currency or isinstance(value, bool) or not isinstance(value, int):
         return ""
     digits = minor_unit_digits(currency)
-    amount = number_format(to_decimal(value, currency), decimal_pos=digits, use_l10n=True)
+    amount = number_format(
+        to_decimal(value, currency), decimal_pos=digits, use_l10n=True, force_grouping=True
+    )
     return f"{currency.upper()} {amount}"
+
+
+def money_formatter(currency: str) -> Callable[[int | None], str]:
+    """``format_money`` for many amounts of one currency (a statement's thousands of rows):
+    the active locale's separators are looked up once, not once an amount."""
+    digits = minor_unit_digits(currency)
+    code = currency.upper()
+    decimal_sep = get_format("DECIMAL_SEPARATOR", use_l10n=True)
+    thousand_sep = get_format("THOUSAND_SEPARATOR", use_l10n=True)
+    grouping = get_format("NUMBER_GROUPING", use_l10n=True)
+
+    def format_one(value: int | None) -> str:
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            return ""
+        amount = numberformat.format(
+            to_decimal(value, currency),
+            decimal_sep,
+            digits,
+            grouping,
+            thousand_sep,
+            force_grouping=True,  # as format_money: always grouped
+            use_l10n=True,
+        )
+        return f"{code} {amount}"
+
+    return format_one

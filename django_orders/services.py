@@ -13,14 +13,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .client.check import ApiCheck, check_api
-from .client.factory import reset
+from .client.per_thread import reset
 from .client.transport import OrdersClient
 from .creation import resume
 from .creation.checkout import cancel_order, confirm_order
 from .creation.create_records import send_order_create
+from .creation.customers import ensure_customer, send_customer_request
 from .creation.documents import send_invoice, send_receipt
 from .creation.flow import create_order
 from .creation.fulfilment import complete_order, send_complete_request
+from .creation.payments import record_offline_payment, send_pay_request
 from .creation.records import Outcome
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
@@ -29,13 +31,39 @@ from .creation.refund_records import send_refund_request
 from .creation.refunds import cancel_refund, refund_order
 from .creation.resume import ResumeSummary
 from .mirror.events import RESUME, Origin, prune_events
+from .mirror.reconciliation import PayoutStatement as PayoutStatement
+from .mirror.reconciliation import StatementRow as StatementRow
+from .mirror.reconciliation import payout_statement, reconcile, resolve_discrepancies
 from .mirror.resources import COLLECTIONS as COLLECTIONS
 from .mirror.resources import RESOURCE_NAME as RESOURCE_NAME
 from .mirror.resources import RESOURCES as RESOURCES
 from .mirror.resources import raw_resources as raw_resources
 from .models import OrderRequest
 from .sync.engine import sync_orders
+from .sync.payment_watch import (
+    WatchFeedRead,
+    WatchStep,
+    WatchSweep,
+    read_watch_feed,
+    run_watch_step,
+    watch_due_payments,
+)
 from .sync.refresh import refresh_orders
+from .webhooks.runner import (
+    DeliveryRun,
+    InvalidWebhookEndpoint,
+    create_webhook_endpoint,
+    replay_events,
+    retry_deliveries,
+    rotate_webhook_secret,
+    send_test_event,
+)
+from .webhooks.runner import (
+    backlog as webhook_backlog,
+)
+from .webhooks.runner import (
+    run_deliveries as deliver_order_events,
+)
 
 # The services. The names imported "as" themselves are not services but what the interfaces need
 # of the layers below: the resources a sync knows (name -> the collection property of their
@@ -46,22 +74,42 @@ from .sync.refresh import refresh_orders
 __all__ = [
     "REFUND_REASONS",
     "ApiCheck",
+    "DeliveryRun",
+    "InvalidWebhookEndpoint",
     "ResumeSummary",
+    "WatchFeedRead",
+    "WatchStep",
+    "WatchSweep",
     "cancel_order",
     "cancel_refund",
     "check_api",
     "complete_order",
     "confirm_order",
     "create_order",
+    "create_webhook_endpoint",
+    "deliver_order_events",
+    "ensure_customer",
+    "payout_statement",
     "prune_order_events",
+    "read_watch_feed",
+    "reconcile",
+    "record_offline_payment",
     "refresh_orders",
     "refund_order",
+    "replay_events",
     "resend_order_request",
     "reset_clients",
+    "resolve_discrepancies",
     "resume_order_requests",
+    "retry_deliveries",
+    "rotate_webhook_secret",
+    "run_watch_step",
     "send_invoice",
     "send_receipt",
+    "send_test_event",
     "sync_orders",
+    "watch_due_payments",
+    "webhook_backlog",
 ]
 
 
@@ -92,6 +140,10 @@ def _send(
         return send_complete_request(client, request, using, fixed_now=fixed_now, origin=origin)
     if request.kind == OrderRequest.Kind.REFUND_CREATE:
         return send_refund_request(client, request, using, fixed_now=fixed_now, origin=origin)
+    if request.kind == OrderRequest.Kind.ORDER_PAY:
+        return send_pay_request(client, request, using, fixed_now=fixed_now, origin=origin)
+    if request.kind in (OrderRequest.Kind.CUSTOMER_CREATE, OrderRequest.Kind.CUSTOMER_UPDATE):
+        return send_customer_request(client, request, using, fixed_now=fixed_now, origin=origin)
     return send_order_create(client, request, using, fixed_now=fixed_now, origin=origin)
 
 
@@ -103,6 +155,8 @@ def reset_clients() -> None:
 
 def prune_order_events(older_than: timedelta, *, dry_run: bool = False) -> int:
     """Delete the order timeline's entries recorded more than ``older_than`` ago, in batches
-    that commit one by one; return how many (``dry_run``: how many would be, none deleted).
+    that commit one by one (and the outgoing events that old whose every delivery is delivered:
+    an undelivered or dead one keeps its event); return how many timeline entries
+    (``dry_run``: how many would be, none deleted).
     ``ValueError`` unless ``older_than`` is a positive ``timedelta``."""
     return prune_events(older_than, dry_run=dry_run)

@@ -102,6 +102,9 @@ DJANGO_ORDERS = {
     "PAGE_SIZE": env.int("ORDERS_PAGE_SIZE", default=100),
     # The REST API's POST checkout/ prices carts with the shop's catalogue (shop/checkout_api.py).
     "CHECKOUT_BUILDER": "example_project.shop.checkout_api.build_order",
+    # Every event but a first sync's history, delivered by `manage.py deliver_order_events`
+    # (scripts/demo runs it) to a function that logs it (shop/events.py).
+    "EVENT_RECEIVERS": ["example_project.shop.events.log_event"],
 }
 
 # The payment watcher (django_orders.tasks.watch_payment) and the periodic tasks run on the
@@ -127,5 +130,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"django_orders": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "django_orders": {"handlers": ["console"], "level": "INFO"},
+        "example_project.shop.events": {"handlers": ["console"], "level": "INFO"},
+    },
 }

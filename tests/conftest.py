@@ -25,7 +25,7 @@ pytest_plugins = [
 
 @pytest.fixture(autouse=True)
 def fresh_throttle_counts():
-    """Throttle counts live in the cache (``rest.throttles``): each test starts from zero, so
+    """Throttle counts live in the cache (``rest.base``): each test starts from zero, so
     the return page's throttle never carries requests over from another test."""
     from django.core.cache import cache
 
@@ -120,7 +120,9 @@ def run_manage():
             stderr=subprocess.PIPE,
         )
         if background:
-            return subprocess.Popen(command, **kwargs)
+            # Its own process group: a test that kills it can kill what it forked too (an RQ
+            # worker's work horse), as a host going down would.
+            return subprocess.Popen(command, start_new_session=True, **kwargs)
         return subprocess.run(command, timeout=timeout, check=False, **kwargs)
 
     return run

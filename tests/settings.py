@@ -98,11 +98,41 @@ DJANGO_ORDERS = {
     "BASE_URL": env("ORDERS_API_BASE_URL", default="http://127.0.0.1:9"),
     **ORDERS_TEST_EXTRAS,
 }
+# A worker killed by a test (tests/tasks/test_many_workers.py) leaves a claim of its longest
+# lookup plus a margin: a short deadline keeps the wait for it short.
+if env("DJANGO_ORDERS_TEST_REQUEST_DEADLINE", default=None):
+    DJANGO_ORDERS["REQUEST_DEADLINE"] = env.float("DJANGO_ORDERS_TEST_REQUEST_DEADLINE")
+
+# The payment watches of a worker or sweep started by a test or benchmark poll by lookup only
+# (benchmarks/watch_benchmark.py's baseline): WATCH_FEED_INTERVAL off.
+if env("DJANGO_ORDERS_TEST_WATCH_FEED", default="") == "off":
+    DJANGO_ORDERS["WATCH_FEED_INTERVAL"] = None
+
+# A webhook runner started by a test (tests/webhooks/test_runner.py, the kills): the test's
+# loopback receiver allowed, short timeouts and backoff (tests/webhooks/conftest.py's FAST).
+if env("DJANGO_ORDERS_TEST_WEBHOOKS", default=""):
+    from datetime import timedelta
+
+    DJANGO_ORDERS.update(
+        WEBHOOK_ALLOWED_HOSTS=["127.0.0.1"],
+        WEBHOOK_TIMEOUT=1,
+        WEBHOOK_BACKOFF=(timedelta(milliseconds=10), timedelta(milliseconds=40)),
+    )
 
 # The task backend is Django's default (immediate) unless a test sets another; a worker started
 # by a test (tests/tasks/test_worker.py) is told to use the database backend.
 if env("DJANGO_ORDERS_TEST_TASKS", default="") == "database":
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# RQ (tests/tasks/test_rq_worker.py): django-rq's queue on the local Redis, in a Redis database
+# of the tests' own; the RQ job class the README's recipe sets. A worker the test starts runs
+# with the RQ backend (DJANGO_ORDERS_TEST_TASKS=rq), as does the test that enqueues.
+RQ_QUEUES = {
+    "default": {"URL": env("DJANGO_ORDERS_TEST_REDIS", default="redis://127.0.0.1:6379/15")}
+}
+RQ = {"JOB_CLASS": "django_tasks_rq.Job"}
+if env("DJANGO_ORDERS_TEST_TASKS", default="") == "rq":
+    INSTALLED_APPS = [*INSTALLED_APPS, "django_rq"]
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend"}}
 
 LOGGING = {
     "version": 1,

@@ -8,8 +8,9 @@ orders' admin is put together here from its page (``orders``) and its staff acti
 from django.contrib import admin
 
 from ..models import Order
-from .base import ReadOnlyModelAdmin
+from .base import ExportCSVMixin, ReadOnlyModelAdmin
 from .customers import CustomerAdmin
+from .money import BalanceTransactionAdmin, DiscrepancyAdmin, PayoutAdmin, ReconciliationRunAdmin
 from .order_cancel import CancelOrdersMixin
 from .order_fulfilment import FulfilmentActionsMixin
 from .order_refund import RefundOrderMixin
@@ -18,6 +19,7 @@ from .orders import OrderPagesMixin
 from .refunds import RefundAdmin
 from .remote_records import RemoteRecordAdmin
 from .sync_runs import SyncRunAdmin
+from .webhooks import EventDeliveryAdmin, OutboxEventAdmin, WebhookEndpointAdmin
 
 
 @admin.register(Order)
@@ -26,16 +28,24 @@ class OrderAdmin(
     RefundOrderMixin,
     CancelOrdersMixin,
     FulfilmentActionsMixin,
+    ExportCSVMixin,
     ReadOnlyModelAdmin,
 ):
     """The orders: the list and page first, then the actions' own methods, as one class."""
 
 
 __all__ = [
+    "BalanceTransactionAdmin",
     "CustomerAdmin",
+    "DiscrepancyAdmin",
+    "EventDeliveryAdmin",
     "OrderAdmin",
     "OrderRequestAdmin",
+    "OutboxEventAdmin",
+    "PayoutAdmin",
+    "ReconciliationRunAdmin",
     "RefundAdmin",
     "RemoteRecordAdmin",
     "SyncRunAdmin",
+    "WebhookEndpointAdmin",
 ]

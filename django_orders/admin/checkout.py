@@ -9,17 +9,19 @@ an error page.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import orders_settings
-from ..models import Order
+from ..display import line_type_label
+from ..models import Order, OrderRequest
 from ..money import format_money
 
 #: Line items shown on an order's page; the raw record below holds them all.
@@ -74,7 +76,8 @@ def _line(item: dict[str, Any]) -> tuple[str, str, Any, str, str]:
         if type(value) is int and quantity != MISSING
         else MISSING
     )
-    return kind, name, quantity, money_or_dash(value, currency), total
+    label = line_type_label(kind) if kind != MISSING else MISSING
+    return label, name, quantity, money_or_dash(value, currency), total
 
 
 def line_items_table(order: Order) -> SafeString | str:
@@ -98,7 +101,11 @@ def line_items_table(order: Order) -> SafeString | str:
     if len(items) > MAX_LINE_ITEMS_SHOWN:
         more = format_html(
             '<tr><td colspan="5">{}</td></tr>',
-            gettext("%(count)d more line items: see the raw record.")
+            ngettext(
+                "%(count)d more line item: see the raw record.",
+                "%(count)d more line items: see the raw record.",
+                len(items) - MAX_LINE_ITEMS_SHOWN,
+            )
             % {"count": len(items) - MAX_LINE_ITEMS_SHOWN},
         )
     return format_html(
@@ -136,3 +143,73 @@ class CurrencyListFilter(admin.SimpleListFilter):
         if value in orders_settings.CURRENCIES:
             return queryset.filter(currency=value)
         return queryset
+
+
+#: An address's fields in the order they are read, the input's ``town`` or the answer's ``city``.
+ADDRESS_FIELDS = ("name", "line1", "line2", "town", "city", "district", "region", "post_code")
+
+
+def _address_text(address: Any) -> str:
+    """One line of an address from the raw record (any piece may be missing)."""
+    if not isinstance(address, dict):
+        return MISSING
+    parts = [address.get(name) for name in (*ADDRESS_FIELDS, "country", "phone_number")]
+    shown = [str(part) for part in parts if isinstance(part, str | int) and str(part).strip()]
+    return ", ".join(shown) or MISSING
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def sent_create(order: Order) -> dict[str, Any]:
+    """The create body this shop sent for ``order`` (its ``order_create`` request), or ``{}``
+    for an order made elsewhere: what the order's answer has no field for (the billing
+    contact, the statement descriptor before payment) is read from it."""
+    payload = (
+        OrderRequest.objects.filter(order_id=order.pk, kind=OrderRequest.Kind.ORDER_CREATE)
+        .values_list("payload", flat=True)
+        .first()
+    )
+    try:
+        body = json.loads(payload) if payload else {}
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def billing_and_shipping(order: Order) -> SafeString:
+    """Who is billed, where the order ships, and what the payer's statement shows: the
+    ``billing_details``, ``shipping`` and ``statement_descriptor`` (or prefix) this shop sent,
+    else what the order's customer and payment show."""
+    raw = order.raw if isinstance(order.raw, dict) else {}
+    sent = sent_create(order)
+    customer, payment = _object(raw.get("customer")), _object(raw.get("payment"))
+    billing, shipping = _object(sent.get("billing_details")), _object(sent.get("shipping"))
+    payer = ", ".join(
+        str(billing[name])
+        for name in ("name", "email_address", "phone_number")
+        if isinstance(billing.get(name), str)
+    )
+    prefix = sent.get("statement_descriptor_prefix")
+    descriptor = (
+        payment.get("statement_descriptor")
+        or sent.get("statement_descriptor")
+        or (f"{prefix}*{order.pk}"[:22] if isinstance(prefix, str) else None)
+    )
+    rows = [
+        (gettext("billed to"), payer or MISSING),
+        (
+            gettext("billing address"),
+            _address_text(billing.get("address") or customer.get("billing_address")),
+        ),
+        (
+            gettext("shipping address"),
+            _address_text(shipping.get("address") or customer.get("shipping_address")),
+        ),
+        (gettext("statement descriptor"), str(descriptor) if descriptor else MISSING),
+    ]
+    return format_html(
+        '<table class="order-addresses">{}</table>',
+        format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
+    )

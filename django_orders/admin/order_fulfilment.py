@@ -1,5 +1,5 @@
-"""The orders changelist's "Mark fulfilled", "Send receipt" and "Send invoice" actions (the
-order page lists the deliveries: ``deliveries``).
+"""The orders changelist's "Mark fulfilled", "Send receipt", "Send invoice" and "Record cash
+or bank payment" actions (the order page lists the deliveries: ``deliveries``).
 
 They call the payment service, so each has its own permission and a confirmation page
 (``action_confirmation``) whose token makes a double submit send nothing twice: a send is not
@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.http import HttpRequest
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
+from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -24,6 +27,7 @@ from ..exceptions import (
     DeliveryOutcomeUnknown,
     DocumentNotSendable,
     OrderNotCompletable,
+    OrderNotPayable,
     OrdersError,
 )
 from ..models import DocumentDelivery, Order, OrderStatus
@@ -34,9 +38,16 @@ MAX_SELECTED = 20
 #: The session key of the confirmation tokens already posted, and how many it keeps.
 USED_CONFIRMATIONS = "django_orders_used_confirmations"
 MAX_REMEMBERED = 50
-#: Deliveries listed on an order's page, newest first.
+#: The actions the order's own page offers as buttons (posted to the changelist, so they go
+#: through the same permission check and confirmation as from the list).
+ORDER_PAGE_ACTIONS = ("mark_fulfilled", "send_receipts")
+#: Posted by those buttons (and carried by the confirmation): back to the order's page after.
+FROM_ORDER_PAGE = "from_order_page"
 RECEIPT_STATUSES = frozenset({OrderStatus.PAID, OrderStatus.COMPLETED})
 NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, OrderStatus.PREPARING})
+
+#: What an action returns: its confirmation page, a redirect back to the order page, or None.
+ActionResponse = TemplateResponse | HttpResponseRedirect | None
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
@@ -84,11 +95,43 @@ ACTIONS = {
         _("Yes, send the invoices"),
         lambda order: order.status not in NO_INVOICE_STATUSES and bool(order.payment_url),
     ),
+    "record_offline_payments": StaffAction(
+        "record_offline_payments",
+        _("Record cash or bank payment"),
+        _(
+            "Record that these orders were paid in cash or by bank transfer? The payment "
+            "service marks them paid; no money moves through it."
+        ),
+        _("Not awaiting payment, so no payment recorded"),
+        _("Yes, record the payments"),
+        lambda order: order.status == OrderStatus.REQUIRES_PAYMENT,
+    ),
 }
 
 
 class FulfilmentActionsMixin(_ModelAdmin):
-    """Adds ``mark_fulfilled``, ``send_receipts`` and ``send_invoices`` to an ``OrderAdmin``."""
+    """Adds ``mark_fulfilled``, ``send_receipts``, ``send_invoices`` and
+    ``record_offline_payments`` to an ``OrderAdmin``."""
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        # The buttons of the order page: the actions this user may run (get_actions filters
+        # by permission, as for the list) that accept this order.
+        allowed = self.get_actions(request)
+        context["order_page_actions"] = [
+            ACTIONS[name]
+            for name in ORDER_PAGE_ACTIONS
+            if obj is not None and name in allowed and ACTIONS[name].accepts(obj)
+        ]
+        context["from_order_page"] = FROM_ORDER_PAGE
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def has_complete_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("django_orders.complete_order")
@@ -99,23 +142,62 @@ class FulfilmentActionsMixin(_ModelAdmin):
     def has_send_invoice_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("django_orders.send_invoice")
 
+    def has_record_offline_payment_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("django_orders.record_offline_payment")
+
+    @admin.action(
+        description=_("Record cash or bank payment"), permissions=["record_offline_payment"]
+    )
+    def record_offline_payments(
+        self, request: HttpRequest, queryset
+    ) -> TemplateResponse | HttpResponseRedirect | None:
+        return self._confirm_then(
+            request, queryset, ACTIONS["record_offline_payments"], self._record_payment
+        )
+
     @admin.action(description=_("Mark fulfilled"), permissions=["complete"])
-    def mark_fulfilled(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+    def mark_fulfilled(
+        self, request: HttpRequest, queryset
+    ) -> TemplateResponse | HttpResponseRedirect | None:
         return self._confirm_then(request, queryset, ACTIONS["mark_fulfilled"], self._complete)
 
     @admin.action(description=_("Send receipt"), permissions=["send_receipt"])
-    def send_receipts(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+    def send_receipts(
+        self, request: HttpRequest, queryset
+    ) -> TemplateResponse | HttpResponseRedirect | None:
         return self._confirm_then(
             request, queryset, ACTIONS["send_receipts"], self._sender(services.send_receipt)
         )
 
     @admin.action(description=_("Send invoice"), permissions=["send_invoice"])
-    def send_invoices(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+    def send_invoices(
+        self, request: HttpRequest, queryset
+    ) -> TemplateResponse | HttpResponseRedirect | None:
         return self._confirm_then(
             request, queryset, ACTIONS["send_invoices"], self._sender(services.send_invoice)
         )
 
     def _confirm_then(
+        self,
+        request: HttpRequest,
+        queryset,
+        action: StaffAction,
+        run: Callable[[HttpRequest, Order], None],
+    ) -> TemplateResponse | HttpResponseRedirect | None:
+        response = self._confirm_or_run(request, queryset, action, run)
+        ids = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if response is None and request.POST.get(FROM_ORDER_PAGE) and len(ids) == 1:
+            # From the order page's button: back to that page, where the outcome shows.
+            return HttpResponseRedirect(
+                reverse(
+                    "admin:django_orders_order_change",
+                    args=(quote(ids[0]),),
+                    current_app=self.admin_site.name,
+                )
+            )
+        return response
+
+    def _confirm_or_run(
         self,
         request: HttpRequest,
         queryset,
@@ -163,6 +245,7 @@ class FulfilmentActionsMixin(_ModelAdmin):
             orders=accepted,
             refused=refused,
             confirmation=uuid.uuid4().hex,
+            from_order_page=request.POST.get(FROM_ORDER_PAGE) == "1",
         )
 
     def _complete(self, request: HttpRequest, order: Order) -> None:
@@ -180,6 +263,24 @@ class FulfilmentActionsMixin(_ModelAdmin):
         else:
             self.message_user(
                 request, _("Marked fulfilled: %(order)s.") % {"order": order.pk}, messages.SUCCESS
+            )
+
+    def _record_payment(self, request: HttpRequest, order: Order) -> None:
+        note = (request.POST.get("note") or "").strip() or None
+        try:
+            services.record_offline_payment(order.pk, note=note, actor=request.user)
+        except (OrderNotPayable, ValueError) as refused:
+            self.message_user(request, str(refused), messages.WARNING)
+        except OrdersError as error:
+            self.message_user(
+                request,
+                _("%(order)s: no payment recorded: %(error)s")
+                % {"order": order.pk, "error": error},
+                messages.ERROR,
+            )
+        else:
+            self.message_user(
+                request, _("Payment recorded: %(order)s.") % {"order": order.pk}, messages.SUCCESS
             )
 
     def _sender(

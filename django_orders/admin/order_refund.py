@@ -19,10 +19,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
 from ..db import non_atomic_requests
+from ..display import REFUND_REASON_LABELS, line_type_label, refund_reason_label
 from ..exceptions import (
     InvalidRefundRequest,
     OrderNotRefundable,
@@ -30,10 +32,10 @@ from ..exceptions import (
     RefundRejected,
     RefundRequestPending,
 )
-from ..models import Order
-from ..money import format_money, minor_unit_digits, to_decimal
+from ..models import Order, OrderLineItem
+from ..money import format_money, minor_unit_digits
 from .base import has_model_permission
-from .refund_lines import OrderLine, order_lines, order_refunds
+from .order_tables import order_lines, order_refunds
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
@@ -70,66 +72,119 @@ def parse_amount(text: str, currency: str) -> int:
     return int(value.scaleb(digits))
 
 
-class RefundForm(forms.Form):
-    """One amount field per line (``line_<index>``), the reason and its details."""
+def line_label(line: OrderLineItem) -> str:
+    """What staff recognise a line by: ``Blue mug (Product, quantity 2)``, ``Shipping``."""
+    kind = line_type_label(line.type)
+    if line.name == line.type:  # a line without a name of its own (shipping)
+        return kind
+    if line.quantity != 1:
+        return gettext("%(name)s (%(type)s, quantity %(quantity)d)") % {
+            "name": line.name,
+            "type": kind,
+            "quantity": line.quantity,
+        }
+    return gettext("%(name)s (%(type)s)") % {"name": line.name, "type": kind}
 
-    reason = forms.ChoiceField(label=_("reason"), choices=[(r, r) for r in REASONS])
+
+class RefundForm(forms.Form):
+    """One amount field per line (``line_<index>``), empty unless staff fill it, the reason
+    and its details. Every line is checked against its remainder here, all at once, so the
+    review never shows an amount the mirror already knows is too much."""
+
+    reason = forms.ChoiceField(
+        label=_("Reason"),
+        choices=[("", _("Choose a reason")), *REFUND_REASON_LABELS.items()],
+    )
     reason_details = forms.CharField(
-        label=_("details"),
+        label=_("Details"),
         required=False,
         max_length=2048,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=_("Required when the reason is custom; the provider keeps it with the refund."),
+        help_text=_("Required when the reason is Other; the provider keeps it with the refund."),
     )
 
-    def __init__(self, *args: Any, order: Order, lines: list[OrderLine], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, order: Order, lines: list[OrderLineItem], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.order, self.lines = order, lines
         for index, line in enumerate(lines):
             self.fields[f"line_{index}"] = forms.CharField(
-                label=f"{line.id} ({line.name})",
+                label=line_label(line),
                 required=False,
-                initial=str(to_decimal(line.remainder, order.currency)) if line.remainder else "",
-                help_text=_("Refundable: %(amount)s. Leave empty to keep this line.")
-                % {"amount": format_money(line.remainder, order.currency)},
+                help_text=_("Refundable: %(left)s of %(paid)s paid. Leave empty to keep this line.")
+                % {
+                    "left": format_money(line.refundable, order.currency),
+                    "paid": format_money(line.paid, order.currency),
+                },
                 widget=forms.TextInput(attrs={"size": 10, "inputmode": "decimal"}),
             )
 
-    def line_fields(self) -> list[tuple[OrderLine, forms.BoundField]]:
+    def line_fields(self) -> list[tuple[OrderLineItem, forms.BoundField]]:
         return [(line, self[f"line_{index}"]) for index, line in enumerate(self.lines)]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         picked = []
+        currency = self.order.currency
         for index, line in enumerate(self.lines):
             name = f"line_{index}"
             text = (self.data.get(name) or "").strip()
             if not text:
                 continue
             try:
-                amount = parse_amount(text, self.order.currency)
+                amount = parse_amount(text, currency)
             except forms.ValidationError as error:
                 self.add_error(name, error)
                 continue
-            if amount:
+            if amount > line.refundable:
+                self.add_error(
+                    name,
+                    gettext("%(amount)s is more than the %(left)s left on '%(line)s'.")
+                    % {
+                        "amount": format_money(amount, currency),
+                        "left": format_money(line.refundable, currency),
+                        "line": line.name,
+                    },
+                )
+            elif amount:
                 picked.append({"line_item_id": line.id, "amount": amount})
         if not picked and not self.errors:
-            raise forms.ValidationError(_("Enter an amount for at least one line."))
+            raise forms.ValidationError(
+                _("Enter an amount for at least one line: nothing was refunded.")
+            )
         if data.get("reason") == "custom" and not (data.get("reason_details") or "").strip():
-            self.add_error("reason_details", _("Details are required when the reason is custom."))
+            self.add_error("reason_details", _("Details are required when the reason is Other."))
         data["lines"] = picked
         return data
 
     def add_service_errors(self, error: InvalidRefundRequest) -> None:
-        """The service's per-field errors on the form's fields (``lines[0].amount`` -> the
-        amount of the first picked line)."""
+        """The service's per-field errors on the form's fields, in staff's words: its paths
+        (``lines[0].amount``) name the picked lines, which the form knows by name."""
         picked = self.cleaned_data.get("lines") or []
-        index_of = {line.id: index for index, line in enumerate(self.lines)}
+        by_id = {line.id: (index, line) for index, line in enumerate(self.lines)}
         for field, messages_ in error.errors.items():
             match = _LINE_PATH.match(field)
-            name: str | None = field if field in ("reason", "reason_details") else None
             if match and int(match[1]) < len(picked):
-                name = f"line_{index_of[picked[int(match[1])]['line_item_id']]}"
+                chosen = picked[int(match[1])]
+                index, line = by_id[chosen["line_item_id"]]
+                if match[2] == "amount":
+                    # The service counted against a fresh lookup and the requests in flight.
+                    text = gettext(
+                        "%(amount)s is more than the service says is left on '%(line)s': "
+                        "another refund may have been made meanwhile. Reload the page."
+                    ) % {
+                        "amount": format_money(chosen["amount"], self.order.currency),
+                        "line": line.name,
+                    }
+                    self.add_error(f"line_{index}", text)
+                    continue
+                for message in messages_:
+                    self.add_error(
+                        f"line_{index}",
+                        gettext("The service refused this line: %(message)s")
+                        % {"message": message},
+                    )
+                continue
+            name = field if field in ("reason", "reason_details") else None
             for message in messages_:
                 self.add_error(name, message)
 
@@ -259,6 +314,9 @@ class RefundOrderMixin(_ModelAdmin):
             # Made when the confirmation is rendered: posting it twice is the same refund.
             "reference": f"admin-{uuid.uuid4()}" if confirming else "",
             "picked": self._picked(form, order) if confirming else [],
+            "reason_label": refund_reason_label(form.cleaned_data.get("reason", ""))
+            if confirming
+            else "",
             "media": self.media + form.media,
         }
         request.current_app = self.admin_site.name
@@ -268,8 +326,13 @@ class RefundOrderMixin(_ModelAdmin):
 
     @staticmethod
     def _picked(form: RefundForm, order: Order) -> list[dict[str, Any]]:
-        names = {line.id: line.name for line in form.lines}
+        lines = {line.id: line for line in form.lines}
         return [
-            {**line, "name": names.get(line["line_item_id"], ""), "currency": order.currency}
-            for line in form.cleaned_data["lines"]
+            {
+                **picked,
+                "label": line_label(lines[picked["line_item_id"]]),
+                "left": lines[picked["line_item_id"]].refundable,
+                "currency": order.currency,
+            }
+            for picked in form.cleaned_data["lines"]
         ]

@@ -21,10 +21,13 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
+from ..display import refund_reason_label
 from ..exceptions import OrdersError, RefundNotCancelable
+from ..exports import REFUNDS
 from ..models import Order, Refund, RefundStatus
 from ..money import format_money
 from .base import (
+    ExportCSVMixin,
     ReadOnlyModelAdmin,
     action_confirmation,
     badge,
@@ -45,7 +48,7 @@ class ReasonListFilter(admin.SimpleListFilter):
     parameter_name = "reason"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(reason, reason) for reason in services.REFUND_REASONS]
+        return [(reason, refund_reason_label(reason)) for reason in services.REFUND_REASONS]
 
     def queryset(self, request: HttpRequest, queryset):
         value = self.value()
@@ -53,13 +56,13 @@ class ReasonListFilter(admin.SimpleListFilter):
 
 
 @admin.register(Refund)
-class RefundAdmin(ReadOnlyModelAdmin):
+class RefundAdmin(ExportCSVMixin, ReadOnlyModelAdmin):
     list_display = (
         "id",
         "status_column",
         "amount_column",
         "order_link",
-        "reason",
+        "reason_column",
         "reference",
         "created_column",
         "failure_reason",
@@ -70,13 +73,14 @@ class RefundAdmin(ReadOnlyModelAdmin):
     ordering = ("-created_at", "-id")
     sortable_by = ("id", "created_column")
     list_select_related = ("order",)
-    actions = ("cancel_refunds",)
+    actions = ("cancel_refunds", "export_csv")
+    export_table = REFUNDS
     fields = (
         "id",
         "order_link",
         "status_column",
         "amount_column",
-        "reason",
+        "reason_column",
         "reference",
         "failure_reason",
         "failure_detail",
@@ -99,6 +103,10 @@ class RefundAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("amount"))
     def amount_column(self, obj: Refund) -> str:
         return format_money(obj.total, obj.currency) or "-"
+
+    @admin.display(description=_("reason"))
+    def reason_column(self, obj: Refund) -> str:
+        return refund_reason_label(obj.reason) if obj.reason else "-"
 
     @admin.display(description=_("order"))
     def order_link(self, obj: Refund) -> SafeString:

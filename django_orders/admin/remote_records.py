@@ -21,6 +21,10 @@ from ..models import RemoteRecord
 from ..services import raw_resources
 from .base import ReadOnlyModelAdmin, compact_datetime, pretty_json
 
+#: Resources stored raw by earlier releases that have typed tables now (payouts and balance
+#: transactions, copied by migration 0015): their raw rows stay one release, found by id too.
+EARLIER_RAW = ("payouts", "balance_transactions")
+
 
 class ResourceFilter(admin.SimpleListFilter):
     """The known resources as fixed choices: the default filter on a text column would run
@@ -63,7 +67,7 @@ class RemoteRecordAdmin(ReadOnlyModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        resources = raw_resources()
+        resources = [*raw_resources(), *EARLIER_RAW]
         chosen = request.GET.get(ResourceFilter.parameter_name)
         if chosen and chosen not in resources:
             resources.append(chosen)

@@ -100,10 +100,17 @@ NOT_THE_API_HINT = (
 
 
 def is_web_page(response: requests.Response) -> bool:
-    """An HTML answer: what a web site or a proxy's error page sends, never the JSON API."""
+    """An HTML answer: what a web site or a proxy's error page sends, never the JSON API. Or a
+    Django site's error page in plain text: with ``DEBUG`` on, Django answers a client that
+    does not ask for HTML (as this one) with a plain-text traceback, headed ``<error> at
+    <path>`` and listing ``Django Version:`` (a shop's BASE_URL pointing at a Django site, the
+    shop itself included, gets a 500 for its POST without a slash)."""
     if "html" in response.headers.get("Content-Type", "").lower():
         return True
-    return response.content[:512].lstrip().startswith(b"<")
+    head = response.content[:512].lstrip()
+    return head.startswith(b"<") or (
+        b" at /" in head.partition(b"\n")[0] and b"\nDjango Version:" in response.content[:16384]
+    )
 
 
 def never_reached_the_api(error: BaseException | None) -> bool:

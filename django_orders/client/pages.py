@@ -17,7 +17,7 @@ import msgspec
 from ..conf.table import MAX_PAGE_SIZE
 from ..exceptions.wire import InvalidResponse
 from ..wire_json import decode_answer, why_not_json
-from .answers import Answer
+from .reading import Answer
 
 #: Collection property per resource (spec traversal rule 3, api-notes.md).
 COLLECTIONS: dict[str, str] = {

@@ -14,7 +14,9 @@ from typing import Any, Protocol, TypeVar
 
 from django.views.decorators.debug import sensitive_variables
 
-__all__ = ["kept", "reset"]
+from ..conf.table import SETTINGS_NAME
+
+__all__ = ["kept", "reset", "reset_on_change"]
 
 
 class _Closable(Protocol):
@@ -64,3 +66,9 @@ def reset() -> None:
     _local.cached = None
     if cached is not None:
         cached.client.close()
+
+
+def reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: ``reset()`` when ``DJANGO_ORDERS`` changes."""
+    if setting == SETTINGS_NAME:
+        reset()

@@ -4,7 +4,7 @@ Every answer is read as a stream, its size counted before and after decompressio
 (``MAX_RESPONSE_BYTES``), under a deadline for the whole exchange (``REQUEST_DEADLINE``: a
 watchdog shuts the connection's socket when it passes, whatever phase the exchange is in, since
 connect and read timeouts bound each socket operation, not their sum). Decoding the bytes that
-were read is ``wire_json``'s job.
+were read is ``wire_json``'s job; what one 2xx answer holds once read is an ``Answer``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -33,6 +34,18 @@ REFIRE = 0.25
 #: The longest the watchdog sleeps at once (it looks again then): well under what
 #: ``Condition.wait`` accepts.
 LONGEST_SLEEP = 3600.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx answer, decoded (or its body kept as sent: ``body``)."""
+
+    data: Any
+    status_code: int
+    request_id: str | None
+    #: The body, not decoded (``data`` is ``None``): a page asked for with raw records
+    #: (``fetch_page(..., raw=True)``), which ``pages.page_from`` cuts into them.
+    body: bytes | None = None
 
 
 class AnswerTooLarge(ValueError):

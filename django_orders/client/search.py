@@ -1,4 +1,5 @@
-"""The search calls of the transport (``/orders/search``, ``/customers/search``), mixed into
+"""The search calls of the transport (``/orders/search``, ``/customers/search``,
+``/payouts/search``), mixed into
 ``OrdersClient``: the provider's search index, sorted by ``updated_at``, continued with an
 opaque cursor. Answers are read as ``search_structs.SearchPage``.
 
@@ -6,12 +7,18 @@ A search is a read: retried like a page read (429 with ``Retry-After`` through t
 ``RateGate`` when it shares one, 5xx, network errors, answers that break the contract). A
 cursor the service refuses as expired is a ``RequestRejected`` whose ``is_cursor_expired`` is
 true: the caller searches again without it.
+
+A read that follows cursors is kept finite by a ``SearchTrail``: an answer that leads nowhere
+(a cursor already followed, ``has_more`` with nothing not already seen, more answers than an
+exact total allows) is an ``InvalidResponse`` naming the cursor, so a provider that repeats
+itself ends the read instead of holding the sync (and its lease) for ever.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..conf.table import MAX_PAGE_SIZE
@@ -19,10 +26,103 @@ from ..exceptions.wire import InvalidResponse
 from .search_structs import SearchPage, search_page_from
 
 if TYPE_CHECKING:
-    from .answers import Answer
+    from .reading import Answer
 
 #: The resources with a search endpoint (``/<resource>/search``).
-SEARCHED = ("orders", "customers")
+SEARCHED = ("orders", "customers", "payouts")
+#: Answers past an exact total's ``total / page_size`` a read may still take before it ends as
+#: an index that does not end: records indexed late (a delayed index catching up) shift a
+#: read, so a tenth more, and at least this many.
+EXTRA_ANSWERS = 3
+#: The longest part of a cursor an error message quotes (cursors are opaque and can be long).
+_CURSOR_SHOWN = 60
+
+
+def _shown(cursor: str) -> str:
+    return repr(cursor if len(cursor) <= _CURSOR_SHOWN else cursor[:_CURSOR_SHOWN] + "...")
+
+
+class SearchTrail:
+    """One read of a search index, answer after answer, kept finite.
+
+    ``follow`` raises ``InvalidResponse`` when an answer with ``has_more`` gives a cursor this
+    read already followed, brings no record it has not already seen, or is one answer too many
+    for the exact total the read's first answer gave (``EXTRA_ANSWERS``). "Already seen" is
+    read from the sort, so memory stays flat over a backfill of millions: a record is new when
+    it lies past the furthest ``updated_at`` the read has reached (or on it, with an id not yet
+    had there); an answer whose records all lie at or before that point repeats the read.
+
+    A search without a cursor begins the read again (after an expired cursor): it forgets
+    what it had seen. A trail whose first search carries a cursor (a resumed backfill) starts
+    from there.
+    """
+
+    def __init__(self, path: str, page_size: int, *, descending: bool = True) -> None:
+        self.path = path
+        self.page_size = page_size
+        self.descending = descending
+        self._begin()
+
+    def _begin(self) -> None:
+        self._followed: set[str] = set()
+        self._furthest: datetime | None = None
+        self._there: set[str] = set()  # the ids seen at ``_furthest``
+        self._answers = 0
+        self._budget: int | None = None
+
+    def follow(self, cursor: str | None, page: SearchPage, request_id: str | None = None) -> None:
+        """Take one answer (to the search sent with ``cursor``); ``InvalidResponse`` when
+        following its ``next_cursor`` would not make the read any progress."""
+        if cursor is None:
+            self._begin()
+        else:
+            self._followed.add(cursor)
+        self._answers += 1
+        if self._budget is None and page.total is not None and page.total.exact:
+            answers = -(-page.total.value // self.page_size)
+            self._budget = answers + max(EXTRA_ANSWERS, answers // 10)
+        progressed = self._advance(page)
+        if not page.has_more:
+            return
+        assert page.next_cursor  # search_page_from refuses has_more without one
+        why = None
+        if page.next_cursor in self._followed:
+            why = f"gave the cursor {_shown(page.next_cursor)} again, already followed in this read"
+        elif not progressed:
+            why = (
+                f"answered the cursor {_shown(cursor)} with has_more and no record not "
+                "already seen in this read"
+                if cursor is not None
+                else "answered has_more with no record"
+            ) + f" (next cursor {_shown(page.next_cursor)})"
+        elif self._budget is not None and self._answers >= self._budget:
+            why = (
+                f"had more after {self._answers} answers of {self.page_size} for an exact total "
+                f"of {page.total.value if page.total else '?'} (at the cursor "
+                f"{_shown(page.next_cursor)})"
+            )
+        if why is not None:
+            raise InvalidResponse(
+                f"POST {self.path} {why}: the read would never end",
+                status_code=200,
+                request_id=request_id,
+            )
+
+    def _advance(self, page: SearchPage) -> bool:
+        """Move the furthest point past this answer's records; True if any lay beyond it."""
+        progressed = False
+        for result in page.results:
+            moment, furthest = result.updated_at, self._furthest
+            beyond = furthest is None or (
+                moment < furthest if self.descending else moment > furthest
+            )
+            if beyond:
+                self._furthest, self._there = moment, {result.id}
+                progressed = True
+            elif moment == furthest and result.id not in self._there:
+                self._there.add(result.id)
+                progressed = True
+        return progressed
 
 
 class SearchCalls:
@@ -39,9 +139,12 @@ class SearchCalls:
         cursor: str | None = None,
         filters: dict[str, list[str]] | None = None,
         retries: int | None = None,
+        trail: SearchTrail | None = None,
     ) -> SearchPage:
         """One ``POST /<resource>/search`` sorted by ``updated_at``; ``cursor`` continues the
-        search whose previous answer gave it (with the same sort and filters)."""
+        search whose previous answer gave it (with the same sort and filters). ``trail``: the
+        read this answer belongs to (``SearchTrail``), which refuses an answer that leads
+        nowhere as an ``InvalidResponse``."""
         if resource not in SEARCHED:
             raise ValueError(f"resource must be one of {', '.join(SEARCHED)}, not {resource!r}")
         if isinstance(page_size, bool) or not isinstance(page_size, int):
@@ -63,7 +166,10 @@ class SearchCalls:
             body["cursor"] = cursor
         path = f"/{resource}/search"
 
+        answered: list[str | None] = []  # the request id, for an error the trail raises
+
         def read(answer: Answer) -> SearchPage:
+            answered[:] = [answer.request_id]
             try:
                 return search_page_from(answer.data)
             except ValueError as exc:
@@ -73,4 +179,9 @@ class SearchCalls:
                     request_id=answer.request_id,
                 ) from None
 
-        return self._call(path, json.dumps(body), read, retry_invalid=True, retries=retries)
+        page: SearchPage = self._call(
+            path, json.dumps(body), read, retry_invalid=True, retries=retries
+        )
+        if trail is not None:
+            trail.follow(cursor, page, request_id=answered[0] if answered else None)
+        return page

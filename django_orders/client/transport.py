@@ -34,16 +34,13 @@ from ..exceptions.wire import (
 )
 from ..secret import Secret
 from ..wire_json import decode_answer, why_not_json
-from .answers import Answer
+from .calls import FulfilmentCalls, OrderCalls, RecordCalls, RefundCalls
 from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
-from .fulfilment import FulfilmentCalls
-from .orders import OrderCalls
 from .pages import Page, check_page_args, collection_for, page_from
 from .per_thread import kept
 from .rate_gate import RateGate
-from .records import RecordCalls
-from .refunds import RefundCalls
+from .reading import Answer
 from .search import SearchCalls
 
 __all__ = ["USER_AGENT", "OrdersClient", "get_client", "new_client"]
@@ -111,7 +108,7 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
         self.session.mount("https://", adapter)
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.headers["Accept"] = "application/json"
-        # Only what answers.read_body decodes itself, with its size limit (no br, no zstd).
+        # Only what reading.read_body decodes itself, with its size limit (no br, no zstd).
         self.session.headers["Accept-Encoding"] = "gzip, deflate"
 
     @classmethod
@@ -192,10 +189,11 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
         envelope: str,
         *,
         retry_read_timeout: bool = True,
+        retries: int | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """POST ``body``; the object under ``envelope`` of the answer (``{"order": {...}}``),
-        or ``InvalidResponse``."""
+        or ``InvalidResponse``. ``retries``: as ``_call``'s (``None``: the client's own)."""
 
         def read(answer: Answer) -> dict[str, Any]:
             inner = answer.data.get(envelope) if isinstance(answer.data, dict) else None
@@ -207,7 +205,14 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
                 )
             return inner
 
-        return self._call(path, body, read, retry_read_timeout=retry_read_timeout, headers=headers)
+        return self._call(
+            path,
+            body,
+            read,
+            retry_read_timeout=retry_read_timeout,
+            retries=retries,
+            headers=headers,
+        )
 
     def _call(
         self,
@@ -349,17 +354,18 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
 
 def get_client() -> OrdersClient:
     """This thread's client, built from settings on first use and rebuilt (the old one closed)
-    after the settings change or ``factory.reset()``. Do not close it: the next call would get
+    after the settings change or ``per_thread.reset()``. Do not close it: the next call would get
     it closed; use ``new_client()`` for a client with a lifetime of its own."""
     return kept(tuple(OrdersClient.settings_options().items()), OrdersClient.from_settings)
 
 
-def new_client(*, gate: RateGate | None = None) -> OrdersClient:
+def new_client(*, gate: RateGate | None = None, **overrides: Any) -> OrdersClient:
     """A new client built from settings, for the caller to close (``with new_client() as c``).
 
-    ``gate``: a ``RateGate`` shared with other clients, so that a 429 makes them all wait.
+    ``gate``: a ``RateGate`` shared with other clients, so that a 429 makes them all wait;
+    ``overrides``: settings of this client's own (``deadline``, ``max_retries``...).
     """
-    return OrdersClient.from_settings(gate=gate)
+    return OrdersClient.from_settings(gate=gate, **overrides)
 
 
 def _should_retry(exc: Exception, attempt: int, limit: int, retry_read_timeout: bool) -> bool:

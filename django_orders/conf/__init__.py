@@ -139,8 +139,8 @@ def missing_setting(name: str, user: dict[str, Any]) -> tuple[str, str]:
     how = _READ_FROM_ENV.get(name, 'os.environ.get("{env}")').format(env=ENV_NAMES[name])
     return (
         f"{shown} is not set.",
-        f'Set {SETTINGS_NAME} = {{"{name}": {how}, ...}} in your settings; the README lists '
-        "every key.",
+        f'Set {SETTINGS_NAME} = {{"{name}": {how}, ...}} in your settings; docs/settings.md '
+        "lists every key.",
     )
 
 

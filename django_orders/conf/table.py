@@ -25,6 +25,14 @@ HEARTBEAT_SECONDS = 30.0
 #: The longest Retry-After the client waits between two tries (``client.MAX_RETRY_AFTER``).
 LONGEST_CLIENT_WAIT = 60.0
 
+#: How far ahead of this shop's clock a search answer may date itself (its freshness, a
+#: record's ``updated_at``) and still be believed: a provider host's clock a little ahead. Past
+#: it the answer is wrong (a host's clock in 2099), and a watermark taken from it would stop
+#: every later read of the change feed at its first result. Under ``CHANGE_FEED_OVERLAP``'s
+#: default of 5 minutes on purpose: a watermark up to this far ahead is read back over by the
+#: next run. ``SearchIndexFreshness`` fails on a watermark further ahead.
+CLOCK_SKEW = timedelta(minutes=1)
+
 # The service forgets idempotency keys after 24 hours (api-notes.md).
 SERVER_KEY_RETENTION = timedelta(hours=24)
 MAX_PAGE_SIZE = 256
@@ -141,8 +149,8 @@ def _currencies(name: str, value: Any) -> str | None:
 def _sync_helper(name: str, value: Any) -> str | None:
     if value == "process":
         return (
-            f'{setting_name(name)} "process" is not a choice any more: a sync picks its helpers '
-            "itself (a first sync reads its pages in a helper process). Remove the setting."
+            f'{setting_name(name)} "process" is not a choice any more: a sync reads its pages '
+            "on helper threads of its own process, and has no helper process. Remove the setting."
         )
     if value not in SYNC_HELPERS:
         choices = ", ".join(map(repr, SYNC_HELPERS))
@@ -222,6 +230,43 @@ def _boolean(name: str, value: Any) -> str | None:
     return f"{setting_name(name)} must be True or False, not {value!r}."
 
 
+def _backoff(name: str, value: Any) -> str | None:
+    valid = (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(v, timedelta) and v > timedelta(0) for v in value)
+        and value[0] <= value[1]
+    )
+    if valid:
+        return None
+    return (
+        f"{setting_name(name)} must be a (first, longest) pair of positive datetime.timedelta "
+        f"values, the first not longer than the longest, not {value!r}."
+    )
+
+
+def _host_names(name: str, value: Any) -> str | None:
+    if isinstance(value, list | tuple) and all(
+        isinstance(host, str) and host and not any(c.isspace() for c in host) for host in value
+    ):
+        return None
+    return (
+        f"{setting_name(name)} must be a list of host names as written in endpoint URLs, "
+        f'such as ["hooks.internal", "10.0.0.5"], or None, not {value!r}.'
+    )
+
+
+def _dotted_paths(name: str, value: Any) -> str | None:
+    if isinstance(value, list | tuple) and all(
+        isinstance(path, str) and _DOTTED_PATH.fullmatch(path) for path in value
+    ):
+        return None
+    return (
+        f"{setting_name(name)} must be a list of dotted paths of functions, such as "
+        f'["shop.events.on_event"], not {value!r}.'
+    )
+
+
 @dataclass(frozen=True)
 class Setting:
     """One key of ``DJANGO_ORDERS``: its default and how a value is checked.
@@ -283,8 +328,8 @@ SETTINGS: dict[str, Setting] = {
     "SEARCH_PAGE_SIZE": Setting(100, whole_number(1, MAX_PAGE_SIZE)),
     # Minimum wait before a pending order request is resent; doubles with each attempt.
     "RESUME_BACKOFF": Setting(timedelta(seconds=30), duration()),
-    # Deprecated and does nothing (W004): a walk picks its helpers itself (threads, and a
-    # helper process for a first sync's pages), "thread" being the only value.
+    # Deprecated and does nothing (W004): a walk reads ahead on helper threads of its own
+    # process, and has no helper process; "thread" is the only value.
     "SYNC_HELPER": Setting("thread", _sync_helper),
     # The currencies create_order accepts (lower case): the provider's, which all have two
     # minor-unit digits. Anything else would be stored and then refused upstream.
@@ -303,6 +348,28 @@ SETTINGS: dict[str, Setting] = {
     # learns of a payment even when the payer never comes back. Needs a task backend that can
     # defer (a worker), which a system check enforces.
     "WATCH_PAYMENTS": Setting(False, _boolean),
+    # How often the sweep reads the change feed for the open watches: with a current index, one
+    # search ends every watch whose order changed, and the watches' own lookups wait. None: the
+    # watches poll by lookup only.
+    "WATCH_FEED_INTERVAL": Setting(timedelta(seconds=15), optional(duration())),
+    # Events out (docs/events.md): seconds one webhook POST may take (connect, then each read).
+    "WEBHOOK_TIMEOUT": Setting(10, _seconds),
+    # Attempts (claims) of one delivery before it is dead.
+    "WEBHOOK_MAX_ATTEMPTS": Setting(12, whole_number(1, 100)),
+    # The pause after the first failed attempt and the longest pause (doubling, with jitter).
+    "WEBHOOK_BACKOFF": Setting((timedelta(seconds=30), timedelta(hours=12)), _backoff),
+    # Hosts, as written in endpoint URLs, that may be private, loopback or link-local. None: none.
+    "WEBHOOK_ALLOWED_HOSTS": Setting(None, optional(_host_names)),
+    # How long the previous secret still signs after rotate_webhook_secret.
+    "WEBHOOK_SECRET_OVERLAP": Setting(timedelta(hours=24), duration(zero=True)),
+    # Dotted paths of functions called by the runner with each event as a dict.
+    "EVENT_RECEIVERS": Setting([], _dotted_paths),
+    # The pull feed (events/?after=) serves only events older than this: a late commit's id
+    # is never skipped.
+    "EVENT_FEED_LAG": Setting(timedelta(seconds=5), duration(zero=True)),
+    # How long after an order is paid (or a refund succeeds) reconcile() waits for the
+    # provider's balance transaction before calling its absence a discrepancy.
+    "RECONCILE_GRACE": Setting(timedelta(hours=24), duration()),
 }
 
 #: Derived from ``SETTINGS``, for code that needs only one column of it.

@@ -14,12 +14,15 @@ from typing import Any
 from ..mirror.parsing import ParsedOrder
 
 
-def sent_total(line_items: list[Mapping[str, Any]]) -> tuple[str, int]:
-    """The (currency, total) of validated line items: what ``line_item_group.total`` sums."""
+def sent_total(line_items: list[Mapping[str, Any]]) -> tuple[str, int] | None:
+    """The (currency, total) of validated line items: what ``line_item_group.total`` sums;
+    ``None`` when a catalog line is among them (its price is the provider's)."""
     currency, total = "", 0
     for item in line_items:
         kind = item["type"]
         if kind == "product":
+            if "price" not in item["product"]:
+                return None
             price = item["product"]["price"]
             amount = price["value"] * item["product"]["quantity"]
         elif kind == "fee":
@@ -35,22 +38,27 @@ def sent_total(line_items: list[Mapping[str, Any]]) -> tuple[str, int]:
 def answer_mismatch(payload: str, parsed: ParsedOrder) -> str | None:
     """Why the answer ``parsed`` is not the order the stored ``payload`` asked for, or ``None``."""
     sent = json.loads(payload)
-    currency, total = sent_total(sent["line_items"])
+    summed = sent_total(sent["line_items"])
     problems = []
     group = parsed.raw.get("line_item_group")
     if parsed.total is None and isinstance(group, dict) and group.get("total") is not None:
         problems.append("its total is not a whole number of minor units")
     elif parsed.total is not None and parsed.total < 0:
         problems.append(f"its total is negative ({parsed.total})")
-    elif parsed.total is not None and parsed.total != total:
-        problems.append(f"its total is {parsed.total}, the lines sent add up to {total}")
-    if parsed.currency and parsed.currency != currency:
-        problems.append(f"its currency is {parsed.currency!r}, not {currency!r}")
-    email = sent["customer_data"]["email_address"]
-    answered_email = parsed.customer.email_address
-    if answered_email and answered_email.lower() != email.lower():
-        # The answered address is not repeated: it may be another customer's.
-        problems.append("its customer's e-mail address is not the one sent")
+    elif summed is not None and parsed.total is not None and parsed.total != summed[1]:
+        problems.append(f"its total is {parsed.total}, the lines sent add up to {summed[1]}")
+    if summed is not None and parsed.currency and parsed.currency != summed[0]:
+        problems.append(f"its currency is {parsed.currency!r}, not {summed[0]!r}")
+    if "customer_id" in sent:
+        # An order for a known customer: the answer must name that customer.
+        if parsed.customer.id != sent["customer_id"]:
+            problems.append(f"its customer is {_shown(parsed.customer.id)}, not the one sent")
+    else:
+        email = sent["customer_data"]["email_address"]
+        answered_email = parsed.customer.email_address
+        if answered_email and answered_email.lower() != email.lower():
+            # The answered address is not repeated: it may be another customer's.
+            problems.append("its customer's e-mail address is not the one sent")
     number, answered_number = sent.get("number"), parsed.raw.get("number")
     if number is not None and answered_number is not None and answered_number != number:
         problems.append(f"its number is {_shown(answered_number)}, not {number!r}")

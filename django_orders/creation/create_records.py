@@ -13,13 +13,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..client.transport import OrdersClient
+from ..conf import orders_settings
 from ..exceptions.flows import OrderAnswerMismatch
 from ..exceptions.wire import InvalidRecord
 from ..mirror import events
 from ..mirror.events import RESUME, Origin
 from ..mirror.parsing import ParsedOrder, parse_order
 from ..mirror.store import store_created
-from ..models import Order, OrderRequest
+from ..models import EventType, Order, OrderRequest, PaymentWatch
 from ..signals import order_created
 from .answer_check import answer_mismatch
 from .records import Outcome, _first_sent, _record_error, _unusable, apply, record_send_failure
@@ -114,7 +115,15 @@ def _record_success(request, parsed, sent_at, using, fixed_now, origin) -> Outco
             # Applied BEFORE the block exits: on_commit callbacks run as it exits.
             apply(request, changes)
             request.order = order
-            events.record([events.request_attempt(request, origin=origin, at=now)], using=using)
+            events.record(
+                [events.request_attempt(request, origin=origin, at=now)],
+                using=using,
+                also=[events.order_event(EventType.ORDER_CREATED, order)],
+            )
+            if orders_settings.WATCH_PAYMENTS and not order.is_terminal:
+                # With the order, or not at all: the sweep carries a watch whose enqueued
+                # first step is lost (tasks/watch.py, watch_due_payments).
+                PaymentWatch.open(order.pk, now=now, using=using)
             transaction.on_commit(
                 lambda: announce_created(order, request), using=using, robust=True
             )

@@ -8,18 +8,19 @@ may reach the customer twice. Why, and what is refused: docs/architecture/checko
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.fulfilment import DeliveryResult
+from ..client.calls import DeliveryResult
 from ..client.lookup_calls import order_lookup
 from ..client.transport import get_client
 from ..db import app_database, refuse_outer_transaction
-from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable
+from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable, ReferenceConflict
 from ..exceptions.wire import (
     AuthenticationFailed,
     OrdersAPIError,
@@ -46,20 +47,40 @@ NO_INVOICE_STATUSES = frozenset({OrderStatus.CANCELED, OrderStatus.EXPIRED, Orde
 NOT_SENDABLE_CODES = frozenset({"order_not_paid", "order_not_invoiceable"})
 
 
-def send_receipt(order_id: str, *, actor: Any = None) -> DocumentDelivery:
+def send_receipt(
+    order_id: str, *, actor: Any = None, idempotency_key: str | None = None
+) -> DocumentDelivery:
     """Send the receipt of a paid or completed order; returns the delivery (per channel).
-    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code."""
-    return send_document(order_id, Document.RECEIPT, actor=actor)
+    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code;
+    ``idempotency_key``: see ``send_document``."""
+    return send_document(order_id, Document.RECEIPT, actor=actor, idempotency_key=idempotency_key)
 
 
-def send_invoice(order_id: str, *, actor: Any = None) -> DocumentDelivery:
+def send_invoice(
+    order_id: str, *, actor: Any = None, idempotency_key: str | None = None
+) -> DocumentDelivery:
     """Send the invoice (payment link) of a finalized order; returns the delivery.
-    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code."""
-    return send_document(order_id, Document.INVOICE, actor=actor)
+    ``actor``: the staff user sending it (``request.user``), ``None`` for shop code;
+    ``idempotency_key``: see ``send_document``."""
+    return send_document(order_id, Document.INVOICE, actor=actor, idempotency_key=idempotency_key)
 
 
-def send_document(order_id: str, document: str, *, actor: Any = None) -> DocumentDelivery:
+def delivery_key(idempotency_key: str) -> str:
+    """The delivery's own key (unique, sent upstream) for a caller's key: a digest, so the
+    caller's key (and the user it is scoped to) never leaves the shop and any length fits."""
+    return "doc-" + hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def send_document(
+    order_id: str, document: str, *, actor: Any = None, idempotency_key: str | None = None
+) -> DocumentDelivery:
     """Store a new delivery, send it once, record the provider's answer; returns it.
+
+    ``idempotency_key`` (the REST API's ``Idempotency-Key``, scoped to its caller) makes a
+    repeat a replay: the delivery stored for that key is answered again without sending
+    (``DeliveryOutcomeUnknown`` again while its outcome is unknown); the key used for another
+    order or document raises ``ReferenceConflict``. A refusal that stored nothing
+    (``DocumentNotSendable`` before the send) leaves the key free.
 
     The delivery's ``state``: ``delivered`` (every channel tried went out), ``partly_delivered``
     or ``not_delivered`` (its ``failures`` name each failed channel and the provider's error).
@@ -79,6 +100,11 @@ def send_document(order_id: str, document: str, *, actor: Any = None) -> Documen
         raise Order.DoesNotExist(f"No order {order_id!r} in this shop.")
     using = app_database()
     refuse_outer_transaction(using)
+    key = None if idempotency_key is None else delivery_key(idempotency_key)
+    if key is not None:
+        replay = _replay(key, order_id, document, using)
+        if replay is not None:
+            return replay
     order = stored_order(order_id)
     client = get_client()
     if not sendable(document, order):
@@ -87,14 +113,24 @@ def send_document(order_id: str, document: str, *, actor: Any = None) -> Documen
         order = stored_order(order_id)
         if not sendable(document, order):
             raise DocumentNotSendable(order_id, document, order.status)
-    # Committed on its own (autocommit): the key exists before the send.
-    delivery = DocumentDelivery.objects.using(using).create(
-        order_id=order_id,
-        document=document,
-        idempotency_key=f"{document}-{uuid.uuid4()}",
-        state=State.UNKNOWN,
-        created_at=timezone.now(),
-    )
+    # Committed on its own: the key exists before the send.
+    try:
+        with transaction.atomic(using=using):
+            delivery = DocumentDelivery.objects.using(using).create(
+                order_id=order_id,
+                document=document,
+                idempotency_key=key or f"{document}-{uuid.uuid4()}",
+                state=State.UNKNOWN,
+                created_at=timezone.now(),
+            )
+    except IntegrityError:
+        if key is None:
+            raise
+        # The same caller's key, stored by a request running at the same time: its replay.
+        replay = _replay(key, order_id, document, using)
+        if replay is None:
+            raise
+        return replay
     try:
         result = client.send_document(document, order_id, idempotency_key=delivery.idempotency_key)
     except RequestRejected as exc:
@@ -116,6 +152,18 @@ def send_document(order_id: str, document: str, *, actor: Any = None) -> Documen
         _record_error(delivery, exc, State.FAILED, origin)  # never reached the service
         raise
     return _record_result(delivery, result, origin)
+
+
+def _replay(key: str, order_id: str, document: str, using: str) -> DocumentDelivery | None:
+    """The delivery already stored under ``key``, as its first call ended; ``None`` if none."""
+    delivery = DocumentDelivery.objects.using(using).filter(idempotency_key=key).first()
+    if delivery is None:
+        return None
+    if (delivery.order_id, delivery.document) != (order_id, document):
+        raise ReferenceConflict(key, "delivery")
+    if delivery.state == State.UNKNOWN:
+        raise DeliveryOutcomeUnknown(delivery)
+    return delivery
 
 
 def sendable(document: str, order: Order) -> bool:

@@ -18,17 +18,25 @@ from ..client.errors import never_reached_the_api
 from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import (
+    InvalidOrderRequest,
     OrderAnswerMismatch,
     OrderRequestPending,
     OrderRequestRejected,
     ReferenceConflict,
 )
-from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, OrdersConfigurationError
+from ..exceptions.wire import (
+    AuthenticationFailed,
+    OrdersAPIError,
+    OrdersConfigurationError,
+    RequestRejected,
+)
 from ..mirror.events import CHECKOUT
-from ..models import Order, OrderRequest
+from ..models import Customer, Order, OrderRequest
 from .create_records import send_order_create
-from .payloads import encode_payload, request_body, stored_body
+from .customers import ensure_customer
+from .payloads import encode_payload, keyed_payload, request_body, stored_body
 from .records import (
+    AUTHENTICATION_FAILED,
     Outcome,
     State,
     claim,
@@ -36,6 +44,7 @@ from .records import (
     insert_request,
     key_expired,
     mark_expired,
+    reopen_refused,
     stored_error,
 )
 from .validation import validate_order_input
@@ -48,13 +57,19 @@ __all__ = ["create_order"]
 
 def create_order(
     *,
-    customer: Mapping[str, Any],
+    customer: Mapping[str, Any] | Customer | str,
     line_items: Sequence[Mapping[str, Any]],
     reference: str,
     finalize: bool = False,
     number: str | None = None,
     checkout_settings: Mapping[str, str] | None = None,
     custom_data: Mapping[str, str] | None = None,
+    receipt_number: str | None = None,
+    statement_descriptor: str | None = None,
+    statement_descriptor_prefix: str | None = None,
+    billing_details: Mapping[str, Any] | None = None,
+    shipping: Mapping[str, Any] | None = None,
+    invoice_settings: Mapping[str, Any] | None = None,
 ) -> Order:
     """Create an order upstream, exactly once, and return it from the local mirror.
 
@@ -65,14 +80,25 @@ def create_order(
     ``checkout_settings`` = ``{"redirect_url", "cancel_url"}``, absolute http(s) URLs where the
     hosted payment page sends the customer back; ``custom_data`` string keys to string values.
 
+    ``customer``: a new guest's ``{"name", "email_address", "phone_number"}``, a mirrored
+    ``Customer``, its ``"cu_…"`` id, or a dict with the shop's ``reference`` for the customer
+    (``ensure_customer`` finds or makes the provider's customer first). ``billing_details``,
+    ``shipping`` (``{"address": {...}}``), ``statement_descriptor`` (at most 22 characters)
+    or ``statement_descriptor_prefix`` (2 to 10), ``receipt_number`` and ``invoice_settings``
+    as the provider's SDK shapes them. A customer id the service does not know is an
+    ``InvalidOrderRequest`` on ``customer`` (nothing kept: the reference stays free).
+
     Raises ``InvalidOrderRequest`` (nothing stored or sent; ``ReferenceConflict`` when
     ``reference`` was used before with a different payload), ``OrderRequestPending`` (stored,
     outcome not known yet: tell the customer the order is being confirmed),
     ``OrderRequestRejected`` (the service refused it), ``OrderAnswerMismatch`` (the service
     answered with an order that is not the one sent: the request needs review, no order is
-    linked to it), ``AuthenticationFailed`` (the key is
-    wrong; the request stays pending), ``OrdersConfigurationError`` (``BASE_URL`` answered as a
-    web page, with a redirect or "no such page": nothing is stored) or
+    linked to it), ``AuthenticationFailed`` (the key is wrong: the request is failed with
+    code ``authentication_failed``, and the same ``reference`` with the same payload sends it
+    afresh, under a new key, once the key is fixed; a 401 after an earlier send that may have
+    reached the service leaves it pending instead), ``OrdersConfigurationError``
+    (``BASE_URL`` answered as a web page, with a redirect or "no such page": nothing is
+    stored) or
     ``TransactionManagementError`` (called inside ``transaction.atomic()``; see the module
     docstring).
     """
@@ -84,10 +110,19 @@ def create_order(
         number=number,
         checkout_settings=checkout_settings,
         custom_data=custom_data,
+        receipt_number=receipt_number,
+        statement_descriptor=statement_descriptor,
+        statement_descriptor_prefix=statement_descriptor_prefix,
+        billing_details=billing_details,
+        shipping=shipping,
+        invoice_settings=invoice_settings,
     )
     using = app_database()
     refuse_outer_transaction(using)
     client = get_client()  # a configuration error surfaces before anything is stored
+    if "known" in data["customer"]:
+        # The shop's own customer: one provider customer per reference, made or found first.
+        data["customer"] = {"customer_id": ensure_customer(**data["customer"]["known"]).pk}
     now = timezone.now()
     key = str(uuid.uuid4())
     request = OrderRequest(
@@ -114,7 +149,33 @@ def create_order(
         raise OrdersConfigurationError(
             f"No order was created and nothing was stored: {outcome.error}"
         ) from outcome.error
+    _refuse_unknown_customer(outcome, using)
     return _result(outcome)
+
+
+def _refuse_unknown_customer(outcome: Outcome, using: str) -> None:
+    """A ``customer_id`` the service says it does not know (a stale id, another shop's): the
+    caller's input was wrong, so it is an ``InvalidOrderRequest`` on ``customer``; the refused
+    request is not kept (nothing exists upstream), so the reference stays free for the
+    corrected call."""
+    request, error = outcome.request, outcome.error
+    if request.state != State.FAILED or not isinstance(error, RequestRejected):
+        return
+    body = stored_body(request) or {}
+    customer_id = body.get("customer_id")
+    said = f"{error.code} {error} {error.error_body or ''}".lower()
+    if customer_id is None or error.status_code not in (400, 404) or "customer" not in said:
+        return
+    OrderRequest.objects.using(using).filter(pk=request.pk, state=State.FAILED).delete()
+    raise InvalidOrderRequest(
+        {
+            "customer": [
+                f"The service does not know customer {customer_id!r} ({error}); it may have "
+                "been deleted upstream, or belong to another account. Name the customer by the "
+                "shop's reference (ensure_customer) or give new contact details."
+            ]
+        }
+    ) from error
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -134,6 +195,14 @@ def _repeat_reference(
         raise ReferenceConflict(reference)
     if existing.state == State.SUCCEEDED and existing.order is not None:
         return existing.order
+    if existing.state == State.FAILED and existing.last_error_code == AUTHENTICATION_FAILED:
+        # Refused with 401 before any send reached the service: no order exists, so the
+        # checkout, repeated once the key is fixed, is sent afresh under a new key.
+        key = str(uuid.uuid4())
+        reopened = reopen_refused(existing, keyed_payload(key, body), key, now, using)
+        if reopened is None:
+            raise OrderRequestPending(existing)  # another process reopened it just now
+        return _result(send_order_create(client, reopened, using, origin=CHECKOUT))
     if existing.state == State.FAILED:
         raise OrderRequestRejected(existing, stored_error(existing))
     if existing.state != State.PENDING:
@@ -145,7 +214,9 @@ def _repeat_reference(
     if claimed is None:
         mark_expired(existing, timezone.now(), using)  # expired since the read: say so
         raise OrderRequestPending(existing)  # being sent by another process right now
-    return _result(send_order_create(client, claimed, using, origin=CHECKOUT))
+    outcome = send_order_create(client, claimed, using, origin=CHECKOUT)
+    _refuse_unknown_customer(outcome, using)
+    return _result(outcome)
 
 
 def _result(outcome: Outcome) -> Order:

@@ -23,6 +23,7 @@ from django.utils import timezone
 from ..client.errors import shorten
 from ..conf import orders_settings, setting_name
 from ..exceptions.wire import (
+    AuthenticationFailed,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,
@@ -112,9 +113,27 @@ def claim(pk: int, now: datetime, using: str, *, due_only: bool = False) -> Orde
 
 
 def expire_pending(rows: QuerySet[OrderRequest], now: datetime) -> int:
-    """Mark the pending, unclaimed, expired requests among ``rows`` ``needs_review``."""
+    """Mark the pending, unclaimed, expired requests among ``rows`` ``needs_review``, each with
+    its ``request.needs_review`` event in the same transaction (staff and subscribers hear it).
+
+    One read finds them (nothing more when there are none, the usual case); each is then moved
+    by a conditional ``UPDATE`` of its own, so a request another process moved or claimed since
+    the read is neither marked nor reported twice (on SQLite the first ``UPDATE`` holds the
+    write lock to the commit, on PostgreSQL a concurrent one waits and re-checks)."""
     expirable = rows.filter(state=State.PENDING).filter(free(now)).filter(expired_q(now))
-    return expirable.update(**_expiry_changes(now))
+    found = list(expirable.order_by("pk"))
+    if not found:
+        return 0
+    using = expirable.db
+    changes = _expiry_changes(now)
+    marked: list[OrderRequest] = []
+    with transaction.atomic(using=using):
+        for request in found:
+            if expirable.filter(pk=request.pk).update(**changes):
+                apply(request, changes)
+                marked.append(request)
+        events.write([events.needs_review_event(request) for request in marked], using=using)
+    return len(marked)
 
 
 def mark_expired(request: OrderRequest, now: datetime, using: str) -> bool:
@@ -168,9 +187,58 @@ def record_send_failure(
     if isinstance(error, RequestRejected):
         state = State.NEEDS_REVIEW if error.is_idempotency_conflict else State.FAILED
         return _record_error(request, error, state, sent_at, using, fixed_now, origin)
+    if isinstance(error, AuthenticationFailed) and refused_before_any_send(request):
+        # The service refused the credential on the only send that could have reached it:
+        # no order exists under this key. A checkout kept pending would be created later, by
+        # a resume after the key is fixed, long after the customer was told it failed.
+        return _record_error(
+            request,
+            error,
+            State.FAILED,
+            sent_at,
+            using,
+            fixed_now,
+            origin,
+            error_code=AUTHENTICATION_FAILED,
+        )
     if not isinstance(error, OrdersAPIError) and not hasattr(error, "may_have_reached_server"):
         logger.exception("Unexpected error sending %s request %s", request.kind, request.pk)
     return _record_error(request, error, State.PENDING, sent_at, using, fixed_now, origin)
+
+
+#: ``last_error_code`` of an order create failed by a 401 before any send reached the service:
+#: the same reference with the same payload reopens it (``reopen_refused``).
+AUTHENTICATION_FAILED = "authentication_failed"
+
+
+def refused_before_any_send(request: OrderRequest) -> bool:
+    """Whether a 401 to this send proves no order exists: an order create that no earlier
+    attempt may have delivered (``first_sent_at`` is set by the first send that may have
+    reached the service, a timeout's included). After such an attempt the order may exist
+    under the key, so a 401 then (a key rotated between two attempts) leaves it pending."""
+    return request.kind == OrderRequest.Kind.ORDER_CREATE and request.first_sent_at is None
+
+
+def reopen_refused(
+    request: OrderRequest, payload: str, key: str, now: datetime, using: str
+) -> OrderRequest | None:
+    """Reopen an order create failed with ``AUTHENTICATION_FAILED`` as a pending request under
+    a new ``key`` (``payload`` carries it), claimed by this process; ``None`` when another
+    process reopened it first. One conditional UPDATE, like ``claim``."""
+    rows = OrderRequest.objects.using(using).filter(
+        pk=request.pk, state=State.FAILED, last_error_code=AUTHENTICATION_FAILED
+    )
+    reopened = rows.update(
+        state=State.PENDING,
+        idempotency_key=key,
+        payload=payload,
+        first_sent_at=None,
+        next_attempt_at=None,
+        last_error_code="",
+        claimed_until=now + claim_duration(),
+        updated_at=now,
+    )
+    return OrderRequest.objects.using(using).get(pk=request.pk) if reopened else None
 
 
 def record_unexpected(
@@ -204,7 +272,9 @@ def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime
     return Coalesce(F("first_sent_at"), Value(sent_at)), request.first_sent_at or sent_at
 
 
-def _record_error(request, error, state, sent_at, using, fixed_now, origin=RESUME) -> Outcome:
+def _record_error(
+    request, error, state, sent_at, using, fixed_now, origin=RESUME, *, error_code=None
+) -> Outcome:
     now = fixed_now or timezone.now()
     attempts = request.attempts + 1
     db_changes: dict[str, Any] = {}
@@ -220,7 +290,9 @@ def _record_error(request, error, state, sent_at, using, fixed_now, origin=RESUM
         "next_attempt_at": None,
         "claimed_until": None,
         "last_status_code": status if isinstance(status, int) and 0 <= status < 1000 else None,
-        "last_error_code": column_text("last_error_code", getattr(error, "code", None)),
+        "last_error_code": column_text(
+            "last_error_code", error_code or getattr(error, "code", None)
+        ),
         "last_error": column_text("last_error", f"{error_name(error)}: {error}"),
         # The service's whole error object (detail, documentation url...); {} for an error
         # that is not an answer of the service, so an earlier answer's body is not left over.
@@ -263,6 +335,13 @@ def _write_outcome(rows, request, changes, db_changes, origin, now, using) -> in
     attempt = copy.copy(request)
     apply(attempt, changes)
     entry = events.request_attempt(attempt, origin=origin, at=now)
+    if entry is None and attempt.state == State.NEEDS_REVIEW:
+        # No order and no timeline entry, but staff must look: the event goes out with it.
+        with transaction.atomic(using=using):
+            updated = rows.update(**changes, **db_changes)
+            if updated:
+                events.write([events.needs_review_event(attempt)], using=using)
+        return updated
     if entry is None:  # an order create that failed: no order, its row is the whole record
         return rows.update(**changes, **db_changes)
     with transaction.atomic(using=using):

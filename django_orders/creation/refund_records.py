@@ -14,10 +14,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..client.transport import OrdersClient
+from ..exceptions.flows import RefundAnswerMismatch
 from ..exceptions.wire import InvalidRecord, InvalidResponse
 from ..mirror import events
 from ..mirror.events import RESUME, Origin
-from ..mirror.refund_wire import decode_refund
+from ..mirror.refund_wire import decode_refund, refund_mismatch
 from ..mirror.refunds import store_refunds
 from ..models import OrderRequest
 from . import records
@@ -44,15 +45,15 @@ def send_refund_request(
         return records.record_send_failure(request, exc, *record)
     try:
         refund = decode_refund(answer)
-        if refund.order_id != request.order_id:
-            raise InvalidRecord(
-                f"refund {refund.id} is of order {refund.order_id}, not {request.order_id}"
-            )
-    except InvalidRecord as exc:
-        # A refund may exist upstream but its answer breaks the contract: a person looks.
+        check_refund_answer(request, answer)
+    except (InvalidRecord, RefundAnswerMismatch) as exc:
+        # A refund may exist upstream but the answer is not it (or breaks the contract): not
+        # resent (the service answered this key), nothing of it stored; a person looks.
         return record_error(request, exc, State.NEEDS_REVIEW, *record)
     try:
         return _record_success(request, answer, refund.id, *record)
+    except RefundAnswerMismatch as exc:  # its transaction rolled back: nothing stored
+        return record_error(request, exc, State.NEEDS_REVIEW, *record)
     except Exception as exc:
         error = InvalidResponse(
             f"POST /refunds/create answered with a refund that could not be stored "
@@ -60,6 +61,29 @@ def send_refund_request(
         )
         logger.warning("The answer to refund request %s could not be stored", request.pk)
         return record_error(request, error, State.PENDING, *record)
+
+
+def check_refund_answer(request: OrderRequest, answer: object) -> None:
+    """Raise ``RefundAnswerMismatch`` unless ``answer`` is the refund this request sent: its
+    order, reference, lines and amounts (``refund_wire.refund_mismatch``). A valid refund of
+    the same order, but another one, is not this request's success (the customer would never
+    get this refund's money). That no other request holds it is checked as it is stored."""
+    reason = refund_mismatch(request.payload, answer)
+    if reason is not None:
+        raise RefundAnswerMismatch(reason, decode_refund(answer).id)
+
+
+def _held_elsewhere(request: OrderRequest, refund_id: str, using: str) -> None:
+    """``RefundAnswerMismatch`` when another refund request is linked to ``refund_id``."""
+    others = OrderRequest.objects.using(using).filter(
+        refund_id=refund_id, kind=OrderRequest.Kind.REFUND_CREATE
+    )
+    if others.exclude(pk=request.pk).exists():
+        raise RefundAnswerMismatch(
+            f"The service answered with refund {refund_id}, which another refund request "
+            "already holds.",
+            refund_id,
+        )
 
 
 def _record_success(request, answer, refund_id, sent_at, using, fixed_now, origin) -> Outcome:
@@ -78,7 +102,12 @@ def _record_success(request, answer, refund_id, sent_at, using, fixed_now, origi
     with transaction.atomic(using=using, savepoint=False, durable=True):
         # A replayed answer is as old as the key's first use: the mirror keeps a refund that
         # has moved on since (mirror.refunds only moves forward).
-        refund = store_refunds([answer], now=now, settle=False, origin=origin).refunds[refund_id]
+        stored = store_refunds([answer], now=now, settle=False, origin=origin)
+        if not stored.created:
+            # Only a refund the mirror held already can be linked to a request (the link is a
+            # foreign key): the usual first answer costs no query for this.
+            _held_elsewhere(request, refund_id, using)
+        refund = stored.refunds[refund_id]
         rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
         if rows.update(**{**changes, "first_sent_at": first_sent_db}):
             records.apply(request, changes)

@@ -22,6 +22,7 @@ from ..exceptions.flows import (
     InvalidRefundRequest,
     OrderNotRefundable,
     ReferenceConflict,
+    RefundAnswerMismatch,
     RefundNotCancelable,
     RefundRejected,
     RefundRequestPending,
@@ -30,7 +31,7 @@ from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, RequestRejec
 from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..mirror.refresh import store_answer
-from ..mirror.refund_wire import embedded_refunds
+from ..mirror.refund_wire import decode_refund, embedded_refunds
 from ..mirror.refunds import store_refunds
 from ..models import Order, OrderRequest, Refund, RefundStatus
 from .order_claims import order_claim
@@ -81,7 +82,9 @@ def refund_order(
     when it moves). Raises ``InvalidRefundRequest`` (per field, nothing stored or sent;
     ``ReferenceConflict`` for a reference used with other arguments), ``OrderNotRefundable``,
     ``RefundRequestPending`` (stored, outcome unknown: resumed later; do not refund again),
-    ``RefundRejected`` (the provider's code and message), ``AuthenticationFailed``,
+    ``RefundRejected`` (the provider's code and message), ``RefundAnswerMismatch`` (the
+    service answered with another refund: the request is ``needs_review``, nothing linked),
+    ``AuthenticationFailed``,
     ``Order.DoesNotExist`` (an order this shop does not mirror) or
     ``TransactionManagementError`` (inside ``transaction.atomic()``, as ``create_order``).
 
@@ -218,6 +221,9 @@ def _result(outcome: Outcome) -> Refund:
         return Refund.objects.using(app_database()).get(pk=request.refund_id)
     if isinstance(error, AuthenticationFailed):
         raise error
+    if isinstance(error, RefundAnswerMismatch):
+        error.order_request = request
+        raise error
     if request.state == State.FAILED and isinstance(error, OrdersAPIError):
         raise RefundRejected(error, request) from error
     raise RefundRequestPending(request, error) from error
@@ -232,7 +238,8 @@ def cancel_refund(refund_id: str, *, reason: str | None = None, actor: Any = Non
     A refund already ``canceled`` (per the mirror) is returned as it is, nothing sent; one the
     mirror knows has moved on (processing, succeeded, failed) raises ``RefundNotCancelable``
     before anything is sent, and so does the service's refusal (the refund is looked up and
-    stored first). ``Refund.DoesNotExist`` for a refund the mirror does not hold;
+    stored first); ``RefundAnswerMismatch`` for an answer naming another refund or order
+    (nothing of it stored). ``Refund.DoesNotExist`` for a refund the mirror does not hold;
     ``InvalidRefundRequest`` for a reason that is empty or longer than 2,048 characters. An
     unknown outcome (network, 5xx) raises the client's error: calling again is safe (the same
     refund and reason send the same key). ``actor``: the staff user cancelling, kept on the
@@ -262,15 +269,34 @@ def cancel_refund(refund_id: str, *, reason: str | None = None, actor: Any = Non
     except RequestRejected as exc:
         if exc.status_code == 404:
             raise
-        store_refunds([client.lookup_refund(refund_id)])
+        store_refunds([_answered_refund(refund, client.lookup_refund(refund_id), "lookup")])
         refund = Refund.objects.using(using).get(pk=refund_id)
         if refund.status == RefundStatus.CANCELED:
             return refund
         if refund.status != RefundStatus.PENDING:
             raise RefundNotCancelable(refund, exc) from exc
         raise RefundRejected(exc) from exc
-    store_refunds([record], origin=origin)
+    store_refunds([_answered_refund(refund, record, "cancel")], origin=origin)
     return Refund.objects.using(using).get(pk=refund_id)
+
+
+def _answered_refund(refund: Refund, record: Any, what: str) -> Any:
+    """``record`` if it is ``refund`` (its id, its order); else ``RefundAnswerMismatch``, and
+    nothing of it is stored: a cancel answered with another refund must not move that one."""
+    answered = decode_refund(record)
+    problems = []
+    if answered.id != refund.pk:
+        problems.append(f"it names refund {answered.id}")
+    if answered.order_id != refund.order_id:
+        problems.append(f"it is of order {answered.order_id}, not {refund.order_id}")
+    if problems:
+        raise RefundAnswerMismatch(
+            f"The service answered the {what} of refund {refund.pk} with another refund: "
+            + "; ".join(problems)
+            + ". Nothing was stored; check the refund upstream.",
+            answered.id,
+        )
+    return record
 
 
 def cancel_refund_key(refund_id: str, reason: str | None) -> str:

@@ -17,9 +17,19 @@ from rest_framework import serializers
 
 from ..conf import http_url_host, orders_settings
 from ..exceptions.flows import InvalidOrderRequest
+from ..models import Customer
 from ..redirect_hosts import redirect_host_allowed
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
+#: ``create_order``'s optional create fields beyond number, checkout and custom data.
+OPTIONAL_INPUT = (
+    "receipt_number",
+    "statement_descriptor",
+    "statement_descriptor_prefix",
+    "billing_details",
+    "shipping",
+    "invoice_settings",
+)
 PRODUCT_TYPES = ("physical", "digital", "service", "voucher", "custom", "cause")
 REFERENCE_MAX_LENGTH = 255
 REFERENCE_REQUIRED = (
@@ -37,6 +47,17 @@ MAX_AMOUNT = 2**53 - 1
 #: The most of one product a line may hold (the provider states no maximum): with prices
 #: bounded by ``MAX_AMOUNT`` it keeps a line's amount a number anyone can check and store.
 MAX_QUANTITY = 1_000_000
+
+#: The provider's bounds (its SDK's ``CreateOrderExistingCustomerInput``): a statement
+#: descriptor of at most 22 characters, or a prefix of 2 to 10 (``prefix*order_id``), not both.
+STATEMENT_DESCRIPTOR_MAX_LENGTH = 22
+STATEMENT_DESCRIPTOR_PREFIX_LENGTH = (2, 10)
+CATALOG_ID_MAX_LENGTH = 255
+CUSTOMER_ID_MAX_LENGTH = 64
+ADDRESS_TEXT_MAX_LENGTH = 255
+INVOICE_TEXT_MAX_LENGTH = 1000
+CATALOG_FIELDS = ("product_id", "price_id")
+INLINE_FIELDS = ("name", "type", "price")
 
 _PHONE = re.compile(r"\+[0-9]{8,15}")
 _CURRENCY = re.compile(r"[a-z]{3}")
@@ -119,12 +140,73 @@ class CustomerSerializer(StrictSerializer):
     phone_number = StrictCharField()
 
     def validate_phone_number(self, value: str) -> str:
-        if not _PHONE.fullmatch(value):
-            raise serializers.ValidationError(
-                "Use the international format: a leading + and then 8 to 15 digits, "
-                "without spaces or other characters (e.g. +233241234567)."
-            )
-        return value
+        return _phone(value)
+
+
+def _phone(value: str) -> str:
+    if not _PHONE.fullmatch(value):
+        raise serializers.ValidationError(
+            "Use the international format: a leading + and then 8 to 15 digits, "
+            "without spaces or other characters (e.g. +233241234567)."
+        )
+    return value
+
+
+def _text(max_length: int = ADDRESS_TEXT_MAX_LENGTH, **kwargs: Any) -> StrictCharField:
+    return StrictCharField(max_length=max_length, **kwargs)
+
+
+class AddressSerializer(StrictSerializer):
+    """An order's address as the provider's SDK takes it (``AddressInput``): recipient, phone,
+    first line, town and country required."""
+
+    name = _text()
+    phone_number = StrictCharField()
+    line1 = _text()
+    line2 = _text(required=False)
+    town = _text()
+    district = _text(required=False)
+    region = _text(required=False)
+    post_code = _text(max_length=32, required=False)
+    country = _text(max_length=100)
+
+    def validate_phone_number(self, value: str) -> str:
+        return _phone(value)
+
+
+class CustomerAddressSerializer(StrictSerializer):
+    """A customer's address as the SDK takes it (``CustomerAddressInput``): only the country is
+    required, and the town is ``city`` here."""
+
+    name = _text(required=False)
+    phone_number = StrictCharField(required=False)
+    line1 = _text(required=False)
+    line2 = _text(required=False)
+    city = _text(required=False)
+    region = _text(required=False)
+    post_code = _text(max_length=32, required=False)
+    country = _text(max_length=100)
+
+    def validate_phone_number(self, value: str) -> str:
+        return _phone(value)
+
+
+class BillingDetailsSerializer(StrictSerializer):
+    """``billing_details`` (the SDK's ``BillingDetailsInput``): who pays, and where."""
+
+    name = _text()
+    email_address = StrictEmailField(max_length=254)
+    phone_number = StrictCharField()
+    address = AddressSerializer(required=False)
+
+    def validate_phone_number(self, value: str) -> str:
+        return _phone(value)
+
+
+class ShippingInputSerializer(StrictSerializer):
+    """``shipping`` (the SDK's ``ShippingInput``): ``{"address": {...}}``."""
+
+    address = AddressSerializer()
 
 
 class PriceSerializer(StrictSerializer):
@@ -148,10 +230,36 @@ class PriceSerializer(StrictSerializer):
 
 
 class ProductSerializer(StrictSerializer):
-    name = StrictCharField(max_length=255)
-    type = StrictChoiceField(choices=PRODUCT_TYPES)
+    """A product line: inline (``name``, ``type``, ``price``, ``quantity``) or from the
+    provider's catalog (``product_id``, ``price_id``, ``quantity``), never a mix of the two."""
+
+    name = StrictCharField(max_length=255, required=False)
+    type = StrictChoiceField(choices=PRODUCT_TYPES, required=False)
     quantity = StrictIntegerField(min_value=1, max_value=MAX_QUANTITY)
-    price = PriceSerializer()
+    price = PriceSerializer(required=False)
+    product_id = StrictCharField(max_length=CATALOG_ID_MAX_LENGTH, required=False)
+    price_id = StrictCharField(max_length=CATALOG_ID_MAX_LENGTH, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        catalog = "product_id" in attrs or "price_id" in attrs
+        needed, refused = (CATALOG_FIELDS, INLINE_FIELDS) if catalog else (INLINE_FIELDS, ())
+        errors: dict[str, list[str]] = {}
+        for name in needed:
+            if name not in attrs:
+                errors[name] = [
+                    "Required for a catalog product line (product_id, price_id, quantity)."
+                    if catalog
+                    else "This field is required."
+                ]
+        for name in refused:
+            if name in attrs:
+                errors[name] = [
+                    "A catalog product line (product_id, price_id) takes its name, type and "
+                    "price from the catalog: leave this out."
+                ]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
 
 
 class FeeSerializer(StrictSerializer):
@@ -186,19 +294,25 @@ class LineItemSerializer(StrictSerializer):
         return attrs
 
 
-def line_item_price(item: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ``{"currency", "value"}`` of a validated line item, whatever its type."""
+def line_item_price(item: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``{"currency", "value"}`` of a validated line item, whatever its type; ``None`` for a
+    catalog product line (its price is the catalog's, known only to the provider)."""
     kind = item["type"]
     if kind == "product":
-        return item["product"]["price"]
+        price: Mapping[str, Any] | None = item["product"].get("price")
+        return price
     if kind == "fee":
         return item["fee"]["amount"]
     return item["shipping"]["fee"]
 
 
 def line_item_amount(item: Mapping[str, Any]) -> int:
-    """What a validated line item adds to the order's total: price x quantity for a product."""
-    value: int = line_item_price(item)["value"]
+    """What a validated line item adds to the order's total: price x quantity for a product
+    (0 for a catalog line: the provider prices it)."""
+    price = line_item_price(item)
+    if price is None:
+        return 0
+    value: int = price["value"]
     return value * item["product"]["quantity"] if item["type"] == "product" else value
 
 
@@ -287,8 +401,78 @@ class CustomDataField(serializers.Field):
         return value
 
 
+class InvoiceSettingsSerializer(StrictSerializer):
+    """``invoice_settings`` (the SDK's ``InvoiceSettingsInput``): what the invoice shows."""
+
+    number = _text(max_length=NUMBER_MAX_LENGTH, required=False)
+    memo = _text(max_length=INVOICE_TEXT_MAX_LENGTH, required=False)
+    footer = _text(max_length=INVOICE_TEXT_MAX_LENGTH, required=False)
+    custom_data = CustomDataField(required=False)
+
+
+CUSTOMER_REFERENCE_MAX_LENGTH = 100
+CUSTOMER_NAME_MAX_LENGTH = 200
+
+
+class KnownCustomerSerializer(StrictSerializer):
+    """``ensure_customer``'s input, in the bounds of the SDK's ``CreateCustomerRequest``: the
+    shop's reference (1 to 100 characters), a name (at most 200), optional contact details and
+    addresses."""
+
+    reference = StrictCharField(max_length=CUSTOMER_REFERENCE_MAX_LENGTH)
+    name = StrictCharField(max_length=CUSTOMER_NAME_MAX_LENGTH)
+    email_address = StrictEmailField(min_length=3, max_length=254, required=False, allow_null=True)
+    phone_number = StrictCharField(required=False, allow_null=True)
+    billing_address = CustomerAddressSerializer(required=False, allow_null=True)
+    shipping_address = CustomerAddressSerializer(required=False, allow_null=True)
+
+    def validate_reference(self, value: str) -> str:
+        if not value.isprintable():
+            raise serializers.ValidationError("Must not contain line breaks or controls.")
+        return value
+
+    def validate_phone_number(self, value: str | None) -> str | None:
+        return None if value is None else _phone(value)
+
+
+class CustomerField(serializers.Field):
+    """``create_order``'s ``customer``: a mirrored ``Customer``, its ``"cu_…"`` id, a dict with
+    a ``reference`` (the shop's own customer: ``ensure_customer`` finds or makes it), or a dict
+    of contact details (a new guest customer). Validated into one of
+    ``{"customer_id": ...}``, ``{"known": {...}}`` or ``{"customer_data": {...}}``."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, Customer):
+            data = data.pk
+        if isinstance(data, str):
+            if (
+                not data.startswith("cu_")
+                or len(data) <= 3
+                or len(data) > CUSTOMER_ID_MAX_LENGTH
+                or not data.isprintable()
+                or any(c.isspace() for c in data)
+            ):
+                raise serializers.ValidationError(
+                    f'A customer id is "cu_" and then the provider\'s id (at most '
+                    f"{CUSTOMER_ID_MAX_LENGTH} characters, no spaces), not {data[:80]!r}."
+                )
+            return {"customer_id": data}
+        if isinstance(data, Mapping) and "reference" in data:
+            known = KnownCustomerSerializer(data=data)
+            if not known.is_valid():
+                raise serializers.ValidationError(known.errors)
+            return {"known": _plain(known.validated_data)}
+        guest = CustomerSerializer(data=data)
+        if not guest.is_valid():
+            raise serializers.ValidationError(guest.errors)
+        return {"customer_data": _plain(guest.validated_data)}
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class OrderInputSerializer(StrictSerializer):
-    customer = CustomerSerializer()
+    customer = CustomerField()
     line_items = LineItemSerializer(many=True, allow_empty=False)
     finalize = StrictBooleanField()
     # Required: without it every call would be a new upstream order (DESIGN.md).
@@ -303,9 +487,48 @@ class OrderInputSerializer(StrictSerializer):
     number = StrictCharField(max_length=NUMBER_MAX_LENGTH, allow_null=True, trim_whitespace=False)
     checkout_settings = CheckoutSettingsSerializer(allow_null=True)
     custom_data = CustomDataField(allow_null=True)
+    receipt_number = StrictCharField(
+        max_length=NUMBER_MAX_LENGTH, allow_null=True, trim_whitespace=False
+    )
+    statement_descriptor = StrictCharField(
+        max_length=STATEMENT_DESCRIPTOR_MAX_LENGTH, allow_null=True, trim_whitespace=False
+    )
+    statement_descriptor_prefix = StrictCharField(
+        min_length=STATEMENT_DESCRIPTOR_PREFIX_LENGTH[0],
+        max_length=STATEMENT_DESCRIPTOR_PREFIX_LENGTH[1],
+        allow_null=True,
+        trim_whitespace=False,
+    )
+    billing_details = BillingDetailsSerializer(allow_null=True)
+    shipping = ShippingInputSerializer(allow_null=True)
+    invoice_settings = InvoiceSettingsSerializer(allow_null=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("statement_descriptor") is not None and (
+            attrs.get("statement_descriptor_prefix") is not None
+        ):
+            raise serializers.ValidationError(
+                {
+                    "statement_descriptor_prefix": [
+                        "Give a statement_descriptor or a statement_descriptor_prefix, not both "
+                        "(the prefix builds the descriptor as prefix*order_id)."
+                    ]
+                }
+            )
+        return attrs
+
+    def validate_receipt_number(self, value: str | None) -> str | None:
+        return self.validate_number(value)
+
+    def validate_statement_descriptor(self, value: str | None) -> str | None:
+        return self.validate_number(value)
+
+    def validate_statement_descriptor_prefix(self, value: str | None) -> str | None:
+        return self.validate_number(value)
 
     def validate_line_items(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        currencies = {line_item_price(item)["currency"] for item in items}
+        prices = [line_item_price(item) for item in items]
+        currencies = {price["currency"] for price in prices if price is not None}
         if len(currencies) > 1:
             raise serializers.ValidationError(
                 f"All line items must use the same currency, not {', '.join(sorted(currencies))}."
@@ -336,8 +559,12 @@ def validate_order_input(
     number: Any = None,
     checkout_settings: Any = None,
     custom_data: Any = None,
+    **optional: Any,
 ) -> dict[str, Any]:
-    """Return the validated input, or raise ``InvalidOrderRequest`` with per-path messages."""
+    """Return the validated input, or raise ``InvalidOrderRequest`` with per-path messages.
+
+    ``optional``: the create fields of ``OPTIONAL_INPUT`` (billing, shipping, descriptor...).
+    """
     serializer = OrderInputSerializer(
         data={
             "customer": customer,
@@ -347,6 +574,7 @@ def validate_order_input(
             "number": number,
             "checkout_settings": checkout_settings,
             "custom_data": custom_data,
+            **{name: optional.get(name) for name in OPTIONAL_INPUT},
         }
     )
     if not serializer.is_valid():

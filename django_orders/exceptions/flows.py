@@ -47,13 +47,16 @@ class InvalidOrderRequest(OrdersError, ValueError):
     """``create_order`` input is invalid; nothing was stored or sent.
 
     ``errors`` maps field paths such as ``line_items[0].product.price.currency`` to lists of
-    messages, ready to show next to a form.
+    messages, ready to show next to a form. ``kind`` says what was requested ("order", or
+    "refund" and "delivery" for a ``ReferenceConflict`` of those flows): the message names it,
+    and callers that catch ``InvalidOrderRequest`` for every flow can tell them apart.
     """
 
-    def __init__(self, errors: dict[str, list[str]]) -> None:
+    def __init__(self, errors: dict[str, list[str]], *, kind: str = "order") -> None:
         self.errors = errors
+        self.kind = kind
         lines = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in errors.items())
-        super().__init__(f"Invalid order request: {lines}")
+        super().__init__(f"Invalid {kind} request: {lines}")
 
 
 class ReferenceConflict(InvalidOrderRequest):
@@ -65,8 +68,8 @@ class ReferenceConflict(InvalidOrderRequest):
     """
 
     def __init__(self, reference: str, what: str = "order") -> None:
-        # ``what``: "order" (create_order) or "refund" (refund_order, whose arguments as
-        # given are compared).
+        # ``what``: "order" (create_order), "refund" (refund_order, whose arguments as given
+        # are compared) or "delivery" (a receipt's or invoice's); it is the error's ``kind``.
         self.reference = reference
         super().__init__(
             {
@@ -74,7 +77,8 @@ class ReferenceConflict(InvalidOrderRequest):
                     f"Reference {reference!r} was already used for {_article(what)} request with "
                     f"different contents; use a new reference for a changed {what}."
                 ]
-            }
+            },
+            kind=what,
         )
 
 
@@ -197,6 +201,26 @@ class RefundRequestPending(OrdersError):
         )
 
 
+class RefundAnswerMismatch(OrdersError):
+    """The service answered a refund create (or a cancel) with a refund that is not the one
+    sent: another order, reference, lines or amounts, another refund id, or a refund already
+    linked to another refund request. The same check guards a request settled by the
+    reference a looked-up refund carries.
+
+    No refund is linked to the request; the request is ``needs_review`` with ``reason`` as its
+    ``last_error`` (nothing resends it: staff look at the order upstream). ``refund_id`` is the
+    refund the service named; ``order_request`` the request (set when ``refund_order`` raises it).
+    """
+
+    def __init__(
+        self, reason: str, refund_id: str, order_request: StoredRequest | None = None
+    ) -> None:
+        self.reason = reason
+        self.refund_id = refund_id
+        self.order_request = order_request
+        super().__init__(reason)
+
+
 class RefundRejected(OrdersError):
     """The service refused the refund (or its cancellation); nothing was refunded.
 
@@ -239,6 +263,21 @@ class OrderNotCompletable(OrdersError):
         super().__init__(
             f"Order {order_id} cannot be marked fulfilled: it is {status}, and only a paid "
             "order can be completed."
+        )
+
+
+class OrderNotPayable(OrdersError):
+    """``record_offline_payment`` refused: only a finalized order awaiting payment
+    (``requires_payment``) can be paid. Nothing was sent when ``error`` is ``None`` (the mirror
+    holds it in another status); else the service refused (canceled or expired upstream)."""
+
+    def __init__(self, order_id: str, status: str, error: OrdersAPIError | None = None) -> None:
+        self.order_id = order_id
+        self.status = status
+        self.error = error
+        super().__init__(
+            f"Order {order_id} cannot be paid out of band: it is {status}, and only a finalized "
+            "order awaiting payment (requires_payment) can be."
         )
 
 

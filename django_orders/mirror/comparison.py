@@ -1,9 +1,9 @@
 """What the mirror holds for a call's orders and customers, and whether they change it.
 
 ``compare_orders`` reads the stored fingerprints in one statement; ``is_stored`` compares a
-record's bytes first (``wire_fingerprint``), its canonical text only when those differ; a walk
-may first ask for counts only (``wire_pairs``, counted by ``store.stored_as_sent``). See
-docs/architecture/sync.md.
+record's bytes first (``wire_fingerprint``), its canonical text only when those differ. (A
+walk's page is first counted by its bytes alone, before it is parsed: ``resources.orders.
+quiet_page``.) See docs/architecture/sync.md.
 """
 
 from __future__ import annotations
@@ -70,17 +70,6 @@ class Comparison:
     stored: dict[str, StoredOrder] = field(default_factory=dict)
     stored_customers: dict[str, StoredCustomer] = field(default_factory=dict)
 
-    @property
-    def unchanged(self) -> bool:
-        """Whether ``store_orders`` would write nothing (a lookup's stamp aside)."""
-        stored, stored_customers = self.stored, self.stored_customers
-        return all(
-            is_stored(order, stored.get(order_id)) for order_id, order in self.orders.items()
-        ) and all(
-            is_stored(customer, stored_customers.get(customer_id))
-            for customer_id, customer in self.customers.items()
-        )
-
 
 def compare_orders(
     parsed_orders: Sequence[ParsedOrder],
@@ -143,20 +132,6 @@ def _aware(connection, value: Any) -> datetime | None:
     if timezone.is_naive(parsed):
         parsed = timezone.make_aware(parsed, connection.timezone or UTC)
     return parsed
-
-
-def wire_pairs(
-    comparison: Comparison,
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
-    """The ``(id, wire fingerprint)`` pairs of ``comparison``'s orders and of its customers, for
-    asking the mirror whether it holds them as the bytes they came in as (``store.stored_as_sent``);
-    ``None`` when any came without its bytes' fingerprint (a page not read light:
-    ``Page.records``): the stored fingerprints decide then (``read_stored``)."""
-    orders = [(pk, order.wire_fingerprint) for pk, order in comparison.orders.items()]
-    customers = [(pk, customer.wire_fingerprint) for pk, customer in comparison.customers.items()]
-    if not all(wire for _pk, wire in orders) or not all(wire for _pk, wire in customers):
-        return None
-    return orders, customers
 
 
 def new_bytes(

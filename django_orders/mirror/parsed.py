@@ -1,12 +1,15 @@
-"""What a parsed record is (``ParsedOrder``, ``ParsedCustomer``, ``ParsedRecord``) and its
-canonical text and fingerprint. Imports nothing of the package, so the writers can name these
-types without the parsers (``parsing``).
+"""What a parsed record is (``ParsedOrder``, ``ParsedCustomer``, ``ParsedRecord``), its
+canonical text and fingerprint, and the order's fields declared once with their readers.
+Imports nothing of the package, so the writers can name these types without the parsers
+(``parsing``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
@@ -182,62 +185,156 @@ class _ParsedRecordBase:
         return f"<{type(self).__name__} {self.id}>"
 
 
+# --- the order's fields, declared once -----------------------------------------------------------
+#
+# Each field of ``ParsedOrder`` below that is read from the record names its reader (``read``
+# in its metadata): the decoder (``parsing.parse_orders``), the ``Order`` columns the mirror
+# writes and their update list (``store``), and the row (``rows.order_row``) all derive from
+# that one declaration (``ORDER_FIELDS``). A reader takes the record, the field's name and
+# ``moment`` (the decoder's timestamp reader, which reads a page's timestamps together), and
+# raises ``ValueError`` naming what is wrong where the spec is firm (the decoder makes it the
+# record's ``InvalidRecord``; this module imports no exception of the package). Tolerant
+# where the spec is (module ``parsing``): a value of the wrong type or of more than its column's
+# size reads as "unknown" (``None`` or ``""``), never a failed page. A hot path: ``type(x) is
+# dict``, not ``isinstance``.
+
+#: The range of the ``total`` column (a signed 64-bit BigIntegerField).
+TOTAL_MIN, TOTAL_MAX = -(2**63), 2**63 - 1
+CURRENCY_MAX, NUMBER_MAX, _URL_MAX, EMAIL_MAX, PHONE_MAX = 16, 255, 2048, 254, 64
+
+#: ``moment(value, field)``: a timestamp's text as an aware datetime, or ``InvalidRecord``.
+Moment = Callable[[Any, str], datetime]
+
+
+def read_total(record: dict[str, Any]) -> tuple[int | None, str]:
+    """``line_item_group.total`` as (minor units, lower-case currency).
+
+    The value must be an integer (JSON ``true``, a float, a string: ``None``; money is never a
+    float), the currency a string (``""`` otherwise); either may be known without the other.
+    """
+    group = record.get("line_item_group")
+    total = group.get("total") if type(group) is dict else None
+    if type(total) is not dict:
+        return None, ""
+    value = total.get("value")
+    currency = total.get("currency")
+    return (
+        value if type(value) is int and TOTAL_MIN <= value <= TOTAL_MAX else None,
+        currency.lower() if type(currency) is str and len(currency) <= CURRENCY_MAX else "",
+    )
+
+
+def read_number(record: dict[str, Any]) -> str:
+    """The shop's order number (``number``); ``""`` when absent, not a string, or too long."""
+    number = record.get("number")
+    return number if type(number) is str and len(number) <= NUMBER_MAX else ""
+
+
+def read_payment_url(record: dict[str, Any]) -> str:
+    """The hosted payment page, ``invoice.format.web.url``: only an absolute ``http(s)`` URL
+    without spaces or control characters, else ``""``. Staff follow it from the admin and a
+    shop may redirect a customer to it, so a ``javascript:`` or relative value never passes."""
+    invoice = record.get("invoice")
+    formats = invoice.get("format") if type(invoice) is dict else None
+    web = formats.get("web") if type(formats) is dict else None
+    url = web.get("url") if type(web) is dict else None
+    return checked_payment_url(url)
+
+
+def checked_payment_url(url: Any) -> str:
+    """``url`` if ``read_payment_url`` would take it as the payment page, else ``""``."""
+    if (
+        type(url) is not str
+        or not 8 < len(url) <= _URL_MAX
+        or not url[:8].lower().startswith(("https://", "http://"))
+        or not url.isprintable()
+        or " " in url
+    ):
+        return ""
+    return url
+
+
+def read_contact(customer: dict[str, Any]) -> tuple[str, str]:
+    """A customer record's (``email_address``, ``phone_number``); ``""`` for each one that is
+    absent, not a string, or too long for its column (a cut address would be a wrong one)."""
+    email = customer.get("email_address")
+    phone = customer.get("phone_number")
+    return (
+        email if type(email) is str and len(email) <= EMAIL_MAX else "",
+        phone if type(phone) is str and len(phone) <= PHONE_MAX else "",
+    )
+
+
+def _status(record: dict[str, Any], name: str, moment: Moment) -> str:
+    status = record.get(name)
+    if not isinstance(status, str) or not status:
+        raise ValueError(f"{name} must be a non-empty string, not {status!r}")
+    if len(status) > 64:
+        raise ValueError(f"{name} is longer than 64 characters: {status[:80]!r}")
+    return status
+
+
+def _required_time(record: dict[str, Any], name: str, moment: Moment) -> datetime:
+    return moment(record.get(name), name)
+
+
+def _optional_time(record: dict[str, Any], name: str, moment: Moment) -> datetime | None:
+    value = record.get(name)
+    return None if value is None else moment(value, name)
+
+
+def _total(record: dict[str, Any], name: str, moment: Moment) -> int | None:
+    return read_total(record)[0]
+
+
+def _currency(record: dict[str, Any], name: str, moment: Moment) -> str:
+    return read_total(record)[1]
+
+
+def _number(record: dict[str, Any], name: str, moment: Moment) -> str:
+    return read_number(record)
+
+
+def _payment_url(record: dict[str, Any], name: str, moment: Moment) -> str:
+    return read_payment_url(record)
+
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ParsedOrder(_ParsedRecordBase):
-    """An order record checked against the spec's firm rules, ready for the mirror.
+    """An order record checked against the spec's firm rules, ready for the mirror: the one
+    declaration of the order's fields (module comment above). Built by ``parsing.parse_orders``.
 
     The checkout fields (``total`` … ``expires_at``) default to "unknown" (``None`` or ``""``),
     as the mirror stores a record that lacks them.
     """
 
-    __slots__ = (
-        "canceled_at",
-        "completed_at",
-        "currency",
-        "customer",
-        "expires_at",
-        "initiated_at",
-        "number",
-        "paid_at",
-        "payment_url",
-        "status",
-        "total",
-        "wire_fingerprint",
-    )
+    #: Its customer summary (read by the decoder, which names a fault in it ``customer.*``).
+    customer: ParsedCustomer
+    #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by a
+    #: walk's page (``order_pages``), empty for a record decoded by the client.
+    wire_fingerprint: str
+    status: str = field(metadata={"read": _status})
+    initiated_at: datetime = field(metadata={"read": _required_time})
+    completed_at: datetime | None = field(metadata={"read": _optional_time})
+    paid_at: datetime | None = field(metadata={"read": _optional_time})
+    canceled_at: datetime | None = field(metadata={"read": _optional_time})
+    expires_at: datetime | None = field(metadata={"read": _optional_time})
+    total: int | None = field(metadata={"read": _total})
+    currency: str = field(metadata={"read": _currency})
+    number: str = field(metadata={"read": _number})
+    payment_url: str = field(metadata={"read": _payment_url})
 
-    def __init__(
-        self,
-        *,
-        id: str,
-        status: str,
-        initiated_at: datetime,
-        completed_at: datetime | None,
-        customer: ParsedCustomer,
-        raw: dict[str, Any] | None,
-        fingerprint: str,
-        raw_json: str,
-        total: int | None = None,
-        currency: str = "",
-        number: str = "",
-        payment_url: str = "",
-        paid_at: datetime | None = None,
-        canceled_at: datetime | None = None,
-        expires_at: datetime | None = None,
-    ) -> None:
-        super().__init__(id, raw, fingerprint, raw_json)
-        self.status = status
-        self.initiated_at = initiated_at
-        self.completed_at = completed_at
-        self.customer = customer
-        self.total = total
-        self.currency = currency
-        self.number = number
-        self.payment_url = payment_url
-        self.paid_at = paid_at
-        self.canceled_at = canceled_at
-        self.expires_at = expires_at
-        #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by
-        #: a walk's page (``order_pages``), empty for a record decoded by the client.
-        self.wire_fingerprint = ""
+
+#: The fields of ``ParsedOrder`` read from the record, and their readers, in declaration order:
+#: the ``Order`` columns of the same names (module comment above).
+ORDER_READERS: tuple[tuple[str, Callable[[dict[str, Any], str, Moment], Any]], ...] = tuple(
+    (f.name, f.metadata["read"]) for f in fields(ParsedOrder) if "read" in f.metadata
+)
+ORDER_FIELDS: tuple[str, ...] = tuple(name for name, _read_ in ORDER_READERS)
+#: Those that are timestamps (the decoder reads a page's together).
+ORDER_TIMES: tuple[str, ...] = tuple(
+    name for name, read in ORDER_READERS if read in (_required_time, _optional_time)
+)
 
 
 class ParsedRecord(_ParsedRecordBase):

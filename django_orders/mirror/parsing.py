@@ -15,13 +15,16 @@ import msgspec
 
 from ..exceptions.wire import InvalidRecord
 from ..wire_json import decode_answer
+from .parsed import ORDER_READERS, ORDER_TIMES, _ParsedRecordBase, canonical_bytes, hash_text
 from .parsed import ParsedCustomer as ParsedCustomer
 from .parsed import ParsedOrder as ParsedOrder
 from .parsed import ParsedRecord as ParsedRecord
-from .parsed import canonical_bytes, hash_text
 from .parsed import canonical_json as canonical_json
 from .parsed import fingerprint as fingerprint
-from .record_fields import read_contact, read_number, read_payment_url, read_total  # re-exported
+from .parsed import read_contact as read_contact
+from .parsed import read_number as read_number
+from .parsed import read_payment_url as read_payment_url
+from .parsed import read_total as read_total
 from .timestamps import parse_timestamp, read_timestamps
 
 
@@ -50,34 +53,34 @@ def parse_customer(record: Any, *, field: str = "customer", plain: bool = False)
     )
 
 
-#: An order's timestamps: ``initiated_at`` required, the others optional (null: unknown).
-_TIMES = ("initiated_at", "completed_at", "paid_at", "canceled_at", "expires_at")
-
-
 def parse_orders(
-    records: Sequence[Any], *, plain: bool = False, into: Sequence[ParsedOrder] | None = None
+    records: Sequence[Any], *, plain: bool = False
 ) -> list[ParsedOrder | InvalidRecord]:
     """Parse order records: each one's ``ParsedOrder``, or the ``InvalidRecord`` naming the
     field (and id, when it has one) that keeps it out of the mirror.
 
-    The one way an order becomes what the mirror stores: pages, lookups and the create answer
-    alike (``parse_order`` is one record of it). Their timestamps are read together
-    (``read_timestamps``). ``plain``: the records came from a body without floats
-    (``canonical_bytes``). ``into``: the orders to fill (a walk's orders read light), one a
-    record, instead of new ones.
+    The one decoder of orders: pages, lookups and the create answer alike (``parse_order`` is
+    one record of it), each field read by its reader as ``ParsedOrder`` declares it
+    (``parsed.ORDER_READERS``). Their timestamps are read together (``read_timestamps``).
+    ``plain``: the records came from a body without floats (``canonical_bytes``).
     """
     texts = [
         value
         for record in records
         if type(record) is dict
-        for value in map(record.get, _TIMES)
+        for value in map(record.get, ORDER_TIMES)
         if type(value) is str
     ]
     known = read_timestamps(texts)
+
+    def moment(value: Any, field: str) -> datetime:
+        found = known.get(value) if type(value) is str else None
+        return found if found is not None else parse_timestamp(value, field=field)
+
     parsed: list[ParsedOrder | InvalidRecord] = []
-    for index, record in enumerate(records):
+    for record in records:
         try:
-            parsed.append(_order(record, plain, known, None if into is None else into[index]))
+            parsed.append(_order(record, plain, moment))
         except InvalidRecord as exc:
             parsed.append(exc)
     return parsed
@@ -91,61 +94,20 @@ def parse_order(record: Any, *, plain: bool = False) -> ParsedOrder:
     return parsed
 
 
-def _moment(value: Any, field: str, known: dict[str, datetime]) -> datetime:
-    moment = known.get(value) if type(value) is str else None
-    return moment if moment is not None else parse_timestamp(value, field=field)
-
-
-def _order(
-    record: Any, plain: bool, known: dict[str, datetime], into: ParsedOrder | None
-) -> ParsedOrder:
+def _order(record: Any, plain: bool, moment: Callable[[Any, str], datetime]) -> ParsedOrder:
     if not isinstance(record, dict):
         raise InvalidRecord(f"an order must be an object, not {type(record).__name__}")
     order_id = _require_id(record.get("id"), "or_", "id")
-    get = record.get
+    order = ParsedOrder.__new__(ParsedOrder)
     try:
-        status = get("status")
-        if not isinstance(status, str) or not status:
-            raise InvalidRecord(f"status must be a non-empty string, not {status!r}")
-        if len(status) > 64:
-            raise InvalidRecord(f"status is longer than 64 characters: {status[:80]!r}")
-        initiated_at = _moment(get("initiated_at"), "initiated_at", known)
-        completed_at = get("completed_at")
-        if completed_at is not None:
-            completed_at = _moment(completed_at, "completed_at", known)
-        paid_at = get("paid_at")
-        if paid_at is not None:
-            paid_at = _moment(paid_at, "paid_at", known)
-        canceled_at = get("canceled_at")
-        if canceled_at is not None:
-            canceled_at = _moment(canceled_at, "canceled_at", known)
-        expires_at = get("expires_at")
-        if expires_at is not None:
-            expires_at = _moment(expires_at, "expires_at", known)
-        customer = parse_customer(get("customer"), plain=plain)
-    except InvalidRecord as exc:
+        for name, read in ORDER_READERS:
+            setattr(order, name, read(record, name, moment))
+        order.customer = parse_customer(record.get("customer"), plain=plain)
+    except (InvalidRecord, ValueError) as exc:  # ValueError: a reader's (``parsed.ORDER_READERS``)
         raise InvalidRecord(f"order {order_id}: {exc}") from None
-    total, currency = read_total(record)
     text = canonical_bytes(record, plain)
-    order = ParsedOrder.__new__(ParsedOrder) if into is None else into
-    ParsedOrder.__init__(
-        order,
-        id=order_id,
-        status=status,
-        initiated_at=initiated_at,
-        completed_at=completed_at,
-        customer=customer,
-        raw=record,
-        fingerprint=hash_text(text),
-        raw_json=text.decode(),
-        total=total,
-        currency=currency,
-        number=read_number(record),
-        payment_url=read_payment_url(record),
-        paid_at=paid_at,
-        canceled_at=canceled_at,
-        expires_at=expires_at,
-    )
+    _ParsedRecordBase.__init__(order, order_id, record, hash_text(text), text.decode())
+    order.wire_fingerprint = ""
     return order
 
 
@@ -198,12 +160,9 @@ def decode_record(item: Any) -> tuple[Any, bool]:
 
 def read_page(kind: Any, records: Sequence[Any], page_number: int) -> LenientPage:
     """A walk's page of the resource ``kind`` (``Page.records``: each record as its bytes), its
-    malformed records set aside: by the resource's ``reader`` (orders: read light), else each
-    record decoded and parsed (``read_records``)."""
-    if kind.reader is not None:
-        page: LenientPage = kind.reader(records, page_number=page_number, resource=kind.name)
-        return page
-    return read_records(records, kind.parse, page_number=page_number, resource=kind.name)
+    malformed records set aside: ``Resource.read_page``."""
+    page: LenientPage = kind.read_page(records, page_number=page_number)
+    return page
 
 
 def read_records(

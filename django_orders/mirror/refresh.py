@@ -2,8 +2,9 @@
 
 Shared by the sync's refresh of orders outside the page window and by checkout's
 ``confirm_order``/``cancel_order``: the same parse, the same write, the same signals after
-commit. ``within`` lets a caller add its own bookkeeping (a sync run's counts, the lease) to
-that transaction, so it commits or rolls back with the order. ``store_lookups`` writes a batch
+commit; the payment transaction an order embeds is stored with it. ``within`` lets a caller
+add its own bookkeeping (a sync run's counts, the lease) to that transaction, so it commits or
+rolls back with the order. ``store_lookups`` writes a batch
 of lookups (the backfill's) the same way, in one transaction and a fixed number of statements.
 """
 
@@ -23,6 +24,9 @@ from ..exceptions.wire import InvalidRecord
 from ..models.mirror import Order
 from .announce import announce
 from .events import LOOKUP, Origin
+from .money_records import decode_balance_transaction
+from .money_store import ParsedMoney, store_transactions
+from .parsed import canonical_bytes, hash_text
 from .parsing import ParsedOrder, parse_order
 from .refunds import store_embedded_refunds
 from .result import MirrorResult, Within
@@ -72,6 +76,7 @@ def store_answer(
         result = store_orders([parsed], now=now, sent_at=sent_at, refreshed=True, origin=origin)
         # The refunds the order embeds: their rows, signals and the requests they settle.
         store_embedded_refunds(order_id, record, now=now, origin=origin)
+        store_embedded_transaction(order_id, record, now=now)
         if within is not None:
             within(result, now)
         app_on_commit(partial(announce, result))
@@ -107,6 +112,9 @@ def store_lookups(
         result = store_orders(parsed, now=now, sent_at=sent_at, refreshed=True, origin=origin)
         for lookup in found:
             store_embedded_refunds(lookup.order_id, lookup.record, now=now, origin=origin)
+        # The batch's payment transactions in one write, whatever its size.
+        embedded = (embedded_transaction(lookup.order_id, lookup.record) for lookup in found)
+        store_transactions([parsed for parsed in embedded if parsed is not None], now=now)
         if unknown:
             Order.objects.filter(pk__in=unknown).update(refreshed_at=now)
         if within is not None:
@@ -123,3 +131,27 @@ def stamp_refreshed(order_id: str, *, within: Within | None = None) -> None:
         Order.objects.filter(pk=order_id).update(refreshed_at=now)
         if within is not None:
             within(None, now)
+
+
+def store_embedded_transaction(order_id: str, record: Any, *, now: datetime) -> None:
+    """The payment transaction an order's answer embeds, stored in the caller's transaction
+    (``embedded_transaction``)."""
+    parsed = embedded_transaction(order_id, record)
+    if parsed is not None:
+        store_transactions([parsed], now=now)
+
+
+def embedded_transaction(order_id: str, record: Any) -> ParsedMoney | None:
+    """The payment transaction an order's answer embeds (``payment.balance_transaction``),
+    decoded; ``None`` without one. One that does not decode is logged and left out (the
+    transactions sync reads it again), never a reason to refuse the order."""
+    payment = record.get("payment") if isinstance(record, dict) else None
+    embedded = payment.get("balance_transaction") if isinstance(payment, dict) else None
+    if not isinstance(embedded, dict):
+        return None
+    try:
+        transaction_id, fields = decode_balance_transaction(embedded)
+    except InvalidRecord as exc:
+        logger.warning("Order %s: its payment transaction was left out: %s", order_id, exc)
+        return None
+    return ParsedMoney(transaction_id, fields, [], hash_text(canonical_bytes(embedded)))

@@ -20,12 +20,13 @@ from django.utils import timezone
 
 from ..client.lookup_results import RefundLookup
 from ..db import app_database
-from ..exceptions.wire import InvalidRecord
+from ..exceptions.flows import RefundAnswerMismatch
+from ..exceptions.wire import InvalidRecord, error_name
 from ..models.journal import OrderRequest
 from ..models.mirror import Order, Refund, RefundStatus
 from . import events
 from .events import LOOKUP, Origin
-from .refund_wire import RefundStruct, decode_refund, embedded_refunds
+from .refund_wire import RefundStruct, decode_refund, embedded_refunds, refund_mismatch
 from .timestamps import parse_optional_timestamp, parse_timestamp
 
 logger = logging.getLogger("django_orders.refunds")
@@ -57,6 +58,22 @@ class OrderNotMirrored(IntegrityError):
             "orders (or looking the order up) mirrors the refunds it carries"
         )
         self.refund_id = refund_id
+        self.order_id = order_id
+
+
+class RefundOrderChanged(IntegrityError):
+    """A record that puts a stored refund on another order: a refund never changes its order
+    (its amounts count against that order's lines, its timeline is that order's), so nothing
+    of the record is written; a page walk or a refresh sets that refund aside with this
+    reason, and the stored refund stays as it was."""
+
+    def __init__(self, refund_id: str, stored_order_id: str, order_id: str) -> None:
+        super().__init__(
+            f"refund {refund_id} is a refund of order {stored_order_id}; the answer says order "
+            f"{order_id}, and a refund never changes its order: left as stored"
+        )
+        self.refund_id = refund_id
+        self.stored_order_id = stored_order_id
         self.order_id = order_id
 
 
@@ -130,7 +147,8 @@ def store_refunds(
     own; each change goes on the order's timeline with ``origin`` (who or what saw it), in one
     statement, and its signal out after that transaction commits. The rows are read with one
     query (locked, so two writers never both announce one change) and only rows that change
-    are written. ``InvalidRecord`` for a record the app cannot use; nothing is written then.
+    are written. ``InvalidRecord`` for a record the app cannot use, ``RefundOrderChanged`` for
+    one that names another order than the stored refund's; nothing is written then.
 
     ``settle``: a refund request of this shop whose outcome was unknown (pending, or in
     review) and whose ``reference`` a record carries is recorded as succeeded with that
@@ -153,6 +171,9 @@ def store_refunds(
     using = app_database()
     with transaction.atomic(using=using):
         stored = Refund.objects.using(using).select_for_update().in_bulk(list(rows))
+        for pk, current in stored.items():
+            if rows[pk].order_id != current.order_id:
+                raise RefundOrderChanged(pk, current.order_id, rows[pk].order_id)
         new = [row for pk, row in rows.items() if pk not in stored]
         if new and check_orders:
             _require_orders(new, using)
@@ -210,19 +231,48 @@ _UNSETTLED = (OrderRequest.State.PENDING, OrderRequest.State.NEEDS_REVIEW)
 
 
 def settle_requests(refunds: Iterable[Refund], now: datetime, using: str) -> int:
-    """Record the unsettled refund requests these refunds answer (by reference and order)."""
+    """Record the unsettled refund requests these refunds answer (by reference and order).
+
+    A refund carrying a request's reference is that request's only if it is the refund sent
+    (its lines and amounts, ``refund_mismatch``) and no other request holds it; otherwise the
+    request goes to review with the reason, and no refund is linked."""
     by_reference = {refund.reference: refund for refund in refunds if refund.reference}
     if not by_reference:
         return 0
-    requests = OrderRequest.objects.using(using).filter(
-        kind=OrderRequest.Kind.REFUND_CREATE, state__in=_UNSETTLED
-    )
+    journal = OrderRequest.objects.using(using).filter(kind=OrderRequest.Kind.REFUND_CREATE)
+    requests = journal.filter(state__in=_UNSETTLED)
+    rows = [
+        (pk, by_reference[str(reference)], payload)
+        for pk, reference, order_id, payload in requests.filter(
+            reference__in=list(by_reference)
+        ).values_list("pk", "reference", "order_id", "payload")
+        if by_reference[str(reference)].order_id == order_id
+    ]
+    holders: dict[str, int] = {}
+    if rows:  # only when something would settle: a page's refunds cost the one query above
+        held = journal.filter(refund_id__in=[refund.id for _, refund, _ in rows])
+        holders = dict(held.values_list("refund_id", "pk"))
     settled = 0
-    for pk, reference, order_id in requests.filter(reference__in=list(by_reference)).values_list(
-        "pk", "reference", "order_id"
-    ):
-        refund = by_reference[str(reference)]
-        if refund.order_id != order_id:
+    for pk, refund, payload in rows:
+        try:
+            reason = refund_mismatch(payload, refund.raw)
+        except InvalidRecord as exc:
+            reason = str(exc)
+        if reason is None and holders.get(refund.id, pk) != pk:
+            reason = (
+                f"The service shows refund {refund.id} with this request's reference, but "
+                f"another refund request ({holders[refund.id]}) already holds it."
+            )
+        if reason is not None:
+            error = RefundAnswerMismatch(reason, refund.id)
+            requests.filter(pk=pk).update(
+                state=OrderRequest.State.NEEDS_REVIEW,
+                last_error=f"{error_name(error)}: {error}",
+                claimed_until=None,
+                next_attempt_at=None,
+                updated_at=now,
+            )
+            logger.error("Refund request %s not settled by refund %s: %s", pk, refund.id, reason)
             continue
         settled += requests.filter(pk=pk).update(
             state=OrderRequest.State.SUCCEEDED,

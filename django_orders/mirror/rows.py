@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from ..db import app_database
 from ..models.mirror import Customer, Order
-from .parsed import ParsedCustomer, ParsedOrder
+from .parsed import ORDER_FIELDS, ParsedCustomer, ParsedOrder
 
 _Row = TypeVar("_Row", Customer, Order)
 
@@ -49,17 +49,8 @@ def order_row(
     """
     instance = Order(
         id=order.id,
-        status=order.status,
-        initiated_at=order.initiated_at,
-        completed_at=order.completed_at,
+        **{name: getattr(order, name) for name in ORDER_FIELDS},
         customer_id=order.customer.id,
-        total=order.total,
-        currency=order.currency,
-        number=order.number,
-        payment_url=order.payment_url,
-        paid_at=order.paid_at,
-        canceled_at=order.canceled_at,
-        expires_at=order.expires_at,
         raw=order.raw,
         fingerprint=order.fingerprint,
         wire_fingerprint=order.wire_fingerprint,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 
 from django.db import connections
 from django.db.models.constants import OnConflict
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from ..db import app_database
 from ..models.mirror import Customer, Order, RemoteRecord
+from ..models.outbox import EventType
 from . import events
 from .comparison import (
     Comparison,
@@ -25,33 +27,21 @@ from .comparison import (
     compare_orders,
     is_stored,
     new_bytes,
-    wire_pairs,
 )
 from .events import PAGE, Origin
 from .lifecycle import APPEARING, SentAt, confirmed_observed_at, observed, replaces, sent_for
-from .parsed import ParsedCustomer, ParsedOrder, ParsedRecord
+from .parsed import ORDER_FIELDS, ParsedCustomer, ParsedOrder, ParsedRecord
 from .result import MirrorResult as MirrorResult
 from .rows import customer_row as customer_row
 from .rows import order_row
 from .upsert import upsert, write_read_rows
-from .wire_match import count_matches, store_wire_fingerprints
+from .wire_match import store_wire_fingerprints
 
-#: The order's checkout columns, last in ``ORDER_COLUMNS``: derived from the
-#: raw record like the others, so the fingerprint covers them too.
-CHECKOUT_COLUMNS = (
-    "total",
-    "currency",
-    "number",
-    "payment_url",
-    "paid_at",
-    "canceled_at",
-    "expires_at",
-)
+#: The ``Order`` columns a write sets: its fields as ``ParsedOrder`` declares them
+#: (``parsed.ORDER_FIELDS``), then what the mirror adds. ``order_values`` reads the former.
 ORDER_COLUMNS = (
     "id",
-    "status",
-    "initiated_at",
-    "completed_at",
+    *ORDER_FIELDS,
     "customer",
     "raw",
     "fingerprint",
@@ -59,21 +49,18 @@ ORDER_COLUMNS = (
     "first_seen_at",
     "changed_at",
     "refreshed_at",
-    *CHECKOUT_COLUMNS,
     "observed_at",
 )
 ORDER_UPDATE = (
-    "status",
-    "initiated_at",
-    "completed_at",
+    *ORDER_FIELDS,
     "customer",
     "raw",
     "fingerprint",
     "wire_fingerprint",
     "changed_at",
-    *CHECKOUT_COLUMNS,
     "observed_at",
 )
+order_values = attrgetter(*ORDER_FIELDS)
 #: The contact columns come last, as in ``ORDER_COLUMNS``.
 CUSTOMER_COLUMNS = (
     "id",
@@ -178,9 +165,7 @@ def store_orders(
         (new_rows if compare and previous is None else changed_rows).append(
             (
                 order.id,
-                order.status,
-                order.initiated_at,
-                order.completed_at,
+                *order_values(order),
                 order.customer.id,
                 order.raw_json,
                 order.fingerprint,
@@ -188,13 +173,6 @@ def store_orders(
                 now,
                 now,
                 now if refreshed else None,
-                order.total,
-                order.currency,
-                order.number,
-                order.payment_url,
-                order.paid_at,
-                order.canceled_at,
-                order.expires_at,
                 observed_at,
             )
         )
@@ -213,12 +191,24 @@ def store_orders(
         for order, previous, _observed in result._written
         if previous is not None and previous != order.status
     ]
+    # Orders new to the mirror: ``order.first_seen`` (sent only to endpoints that name it).
+    first_seen = [
+        order.id
+        for order, previous, _observed in result._written
+        if previous is None and order.id not in set(meanwhile or ())
+    ]
     if meanwhile:
         _decide_again(result, [orders[pk] for pk in meanwhile], sent_at, refreshed, origin)
-    if changes:
+    if changes or first_seen:
         events.record(
-            events.order_status_change(result.orders[pk], previous, origin=origin, at=now)
-            for pk, previous in changes
+            (
+                events.order_status_change(result.orders[pk], previous, origin=origin, at=now)
+                for pk, previous in changes
+            ),
+            also=[
+                events.order_event(EventType.ORDER_FIRST_SEEN, result.orders[pk])
+                for pk in first_seen
+            ],
         )
     if compare:
         store_new_bytes(comparison)
@@ -321,18 +311,6 @@ def _store_customers(
     absent = [row for row in rows if row[0] not in stored]
     changed = [row for row in rows if row[0] in stored]
     write_read_rows(Customer, CUSTOMER_COLUMNS, absent, changed, CUSTOMER_UPDATE)
-
-
-def stored_as_sent(comparison: Comparison) -> bool:
-    """Whether the mirror holds every order and customer of ``comparison`` as the bytes it came
-    in as: one statement that answers with two counts (``wire_match``), no row read. A page
-    walk asks this first on a page that likely changes nothing."""
-    pairs = wire_pairs(comparison)
-    if pairs is None:
-        return False
-    orders, customers = pairs
-    order_count, customer_count = count_matches((Order, orders), (Customer, customers))
-    return order_count == len(orders) and customer_count == len(customers)
 
 
 def store_new_bytes(comparison: Comparison) -> None:

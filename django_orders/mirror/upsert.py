@@ -1,21 +1,18 @@
 """Bulk reads by id and bulk writes for the sync's hot path, one statement per page and table.
 
 The ORM costs more here than fetching and parsing the page, so values go in as the caller holds
-them: ``executemany`` on SQLite, one JSON array per column (or ``COPY``) on PostgreSQL; other
+them: ``executemany`` on SQLite, one JSON array per column on PostgreSQL; other
 backends fall back to the ORM. Why: docs/architecture/sync.md, "Writing a page". With psycopg 3,
 ``"server_side_binding": True`` in the database OPTIONS sends the page's JSON as a parameter.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connections, models, router
-from django.db.backends.utils import CursorDebugWrapper
 
 #: Compact JSON text of a page's values, as the statements here send them (module docs).
 json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -123,16 +120,21 @@ def upsert(
         for column in (column_of(model, name) for name in update)
     )
     target = ", ".join(quote(column_of(model, name)) for name in unique)
-    clause = f" ON CONFLICT ({target}) DO UPDATE SET {updates}"
+    # Nothing to update (rows only inserted): a conflict leaves the stored row as it is.
+    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+    clause = f" ON CONFLICT ({target}) {action}"
     if not insert_only or connection.vendor != "postgresql":
         insert_rows(connection, model, fields, rows, clause)
         return set()
     # Rows inserted meanwhile are left as they are; RETURNING tells which rows were written.
     pk = f"{table}.{quote(column_of(model, model._meta.pk.name))}"
-    guard = f" WHERE NOT ({pk} = ANY(ARRAY(SELECT json_array_elements_text(%s::json))))"
     absent = list(insert_only)
+    guard = f" WHERE NOT ({pk} = ANY(ARRAY(SELECT json_array_elements_text(%s::json))))"
+    extra = [json_text(absent)]
+    if not updates:  # DO NOTHING already leaves such a row alone, and takes no WHERE
+        guard, extra = "", []
     written = insert_rows(
-        connection, model, fields, rows, clause + guard, extra=[json_text(absent)], returning=pk
+        connection, model, fields, rows, clause + guard, extra=extra, returning=pk
     )
     return set(absent) - written
 
@@ -156,44 +158,24 @@ def write_read_rows(
 
     SQLite: with a foreign key among the ``update`` columns, absent rows go in by a plain
     ``INSERT`` (an upsert setting a foreign key opens a statement journal per row); safe, as no
-    other connection commits between this transaction's read and write. PostgreSQL (psycopg 3):
-    a page of only absent rows (at least ``COPY_MIN_ROWS``) goes in by ``COPY``, which fails on
-    a row inserted meanwhile (the page is then written record by record, ``sync.pagewrite``);
-    anything else is one upsert that leaves such a row alone (``insert_only``). Outside a
+    other connection commits between this transaction's read and write. PostgreSQL: one upsert
+    that leaves a row inserted meanwhile alone (``insert_only``). Outside a
     transaction, one upsert of both. Why: docs/architecture/sync.md, "Writing a page".
     """
     connection = connections[router.db_for_write(model)]
-    if absent and connection.in_atomic_block:
+    sqlite_inserts = connection.vendor == "sqlite" and any(
+        model._meta.get_field(name).is_relation for name in update
+    )
+    if absent and connection.in_atomic_block and sqlite_inserts:
         fields = [model._meta.get_field(name) for name in columns]
-        if not stored and len(absent) >= COPY_MIN_ROWS and _copies(connection):
-            _copy(connection, model, fields, absent)
-            return set()
-        if connection.vendor == "sqlite" and any(
-            model._meta.get_field(name).is_relation for name in update
-        ):
-            insert_rows(connection, model, fields, absent, "")
-            upsert(model, columns, stored, update, keep=keep)
-            return set()
+        insert_rows(connection, model, fields, absent, "")
+        upsert(model, columns, stored, update, keep=keep)
+        return set()
     pk = model._meta.pk.name
     insert_only = (
         [row[columns.index(pk)] for row in absent] if guard and connection.in_atomic_block else ()
     )
     return upsert(model, columns, [*absent, *stored], update, keep=keep, insert_only=insert_only)
-
-
-#: PostgreSQL: the fewest absent rows ``write_read_rows`` sends by ``COPY`` (see there).
-COPY_MIN_ROWS = 2
-
-
-def _copies(connection) -> bool:
-    """Whether ``_copy`` can write on ``connection``: PostgreSQL through psycopg 3. Django 5.2
-    also runs PostgreSQL on psycopg2, whose cursor has another ``COPY`` interface; there the
-    rows go through the upsert."""
-    if connection.vendor != "postgresql":
-        return False
-    from django.db.backends.postgresql.psycopg_any import is_psycopg3
-
-    return is_psycopg3
 
 
 def column_of(model: type[models.Model], name: str) -> str:
@@ -236,61 +218,6 @@ def insert_rows(
             _sqlite_rows(connection, fields, rows),
         )
     return set()
-
-
-def _copy(connection, model, fields, rows: Sequence[tuple[Any, ...]]) -> None:
-    """``COPY`` the rows into the model's table (PostgreSQL, psycopg 3).
-
-    Django's cursor hands ``copy()`` straight to psycopg's (its debug cursor logs it), past
-    everything else it does for a statement. So the statement is run on psycopg's own cursor
-    the way Django runs any other: through the connection's ``execute_wrappers`` (which see it
-    as one statement with the rows as its parameters), logged when queries are logged (as the
-    statement alone, not its rows), refused on a broken transaction, and with psycopg's errors
-    raised as Django's (``IntegrityError``, ``DataError``). Tools that patch the cursor's
-    methods instead of using ``execute_wrapper`` do not see it. Values are dumped by psycopg from
-    their Python types as for any parameter; JSON columns are already JSON text.
-    """
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(field.column) for field in fields)
-    sql = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN"
-    with connection.cursor() as cursor:
-
-        def run_copy(sql: str, rows: Sequence[tuple[Any, ...]], many: bool, context: dict) -> None:
-            connection.validate_no_broken_transaction()
-            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-                for row in _with_timestamp_text(fields, rows):
-                    copy.write_row(row)
-
-        executor: Callable[..., None] = run_copy
-        for wrapper in reversed(connection.execute_wrappers):
-            executor = functools.partial(wrapper, executor)
-        context = {"connection": connection, "cursor": cursor}
-        if isinstance(cursor, CursorDebugWrapper):
-            with cursor.debug_sql(sql):
-                executor(sql, rows, False, context)
-        else:
-            executor(sql, rows, False, context)
-
-
-def _with_timestamp_text(fields, rows: Sequence[tuple[Any, ...]]) -> Iterator[Sequence[Any]]:
-    """The rows with their datetimes as ISO 8601 text, each distinct one formatted once: a
-    page's rows share several (the write's ``now``, when its request was sent), and ``COPY``
-    reads text by the column's type anyway, while psycopg would format each value anew."""
-    moments = [i for i, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
-    if not moments:
-        yield from rows
-        return
-    texts: dict[datetime, str] = {}
-    for row in rows:
-        values = list(row)
-        for i in moments:
-            value = values[i]
-            if isinstance(value, datetime):
-                text = texts.get(value)
-                if text is None:
-                    text = texts[value] = value.isoformat()
-                values[i] = text
-        yield values
 
 
 def _postgresql_insert(connection, table, names, fields, rows, conflict) -> tuple[str, list]:

@@ -22,6 +22,12 @@ class OrderRequest(models.Model):
         REFUND_CREATE = "refund_create", _("Refund create")
         #: ``complete_order``: idempotent upstream, so ``resume_order_requests`` resends it.
         ORDER_COMPLETE = "order_complete", _("Order complete")
+        #: ``ensure_customer``: one create per shop reference (its row is the reference's
+        #: claim too), updates of changed fields after it.
+        CUSTOMER_CREATE = "customer_create", _("Customer create")
+        CUSTOMER_UPDATE = "customer_update", _("Customer update")
+        #: ``record_offline_payment``: one key per order.
+        ORDER_PAY = "order_pay", _("Order paid out of band")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -90,6 +96,15 @@ class OrderRequest(models.Model):
         blank=True,
         related_name="requests",
         verbose_name=_("refund"),
+    )
+    customer = models.ForeignKey(
+        "django_orders.Customer",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="requests",
+        verbose_name=_("customer"),
+        help_text=_("The customer a customer create or update made or changed."),
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     last_attempt_at = models.DateTimeField(_("last sent"), null=True, blank=True)
@@ -223,7 +238,7 @@ class RefundApiKey(models.Model):
     is running: in progress, ``claimed_until``).
     """
 
-    #: The caller-scoped key (``rest.idempotency.scoped_reference``).
+    #: The caller-scoped key (``rest.access.scoped_reference``).
     key = models.CharField(_("idempotency key"), max_length=255)
     #: The refund's reference: one key per reference.
     reference = models.CharField(_("reference"), max_length=256)

@@ -4,6 +4,11 @@ spec does not list are not lost."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Upper
@@ -66,6 +71,15 @@ class Customer(models.Model):
         _("phone number"), max_length=64, blank=True, default="", db_default=""
     )
     raw = models.JSONField(_("raw record"), default=dict)
+    # NULL, not "": the shop's customers only; written by ensure_customer (and when it adopts a
+    # synced record with that reference), never by the order walks, which do not carry it.
+    reference = models.CharField(  # noqa: DJ001
+        _("shop reference"),
+        max_length=100,
+        null=True,
+        blank=True,
+        help_text=_("The shop's own reference for this customer (ensure_customer)."),
+    )
     fingerprint = models.CharField(
         _("fingerprint"),
         max_length=64,
@@ -84,10 +98,89 @@ class Customer(models.Model):
         indexes = [
             # The admin's order search by e-mail (exact, any case: ``iexact``).
             models.Index(Upper("email_address"), name="orders_customer_email_idx"),
+            # ensure_customer's look-up by the shop's reference (exact): a Meta index, not
+            # db_index, which on PostgreSQL adds a prefix-search twin the mirror never uses.
+            models.Index(fields=["reference"], name="orders_customer_reference_idx"),
         ]
 
     def __str__(self) -> str:
         return self.name or self.id
+
+
+@dataclass(frozen=True)
+class OrderLineItem:
+    """One line of an order as its stored record holds it, with what is left to refund.
+
+    Amounts are integers in the order currency's minor unit. ``refunded`` is what the mirrored
+    refunds that count against the line (pending, processing or succeeded) take off it, and
+    ``refundable`` is ``paid`` minus that, never below zero. Advisory: ``refund_order`` checks
+    again against a fresh lookup and this shop's refund requests still in flight.
+    """
+
+    id: str
+    type: str
+    name: str
+    quantity: int
+    paid: int
+    refunded: int
+    refundable: int
+
+
+def _line_of(item: Any) -> tuple[str, str, str, int, int] | None:
+    """(id, type, name, quantity, paid) of one raw line, or None for a line it cannot read."""
+    kind = item.get("type") if isinstance(item, Mapping) else None
+    body = item.get(kind) if isinstance(kind, str) else None
+    if not isinstance(body, Mapping) or not isinstance(body.get("id"), str):
+        return None
+    if kind == "product":
+        price, quantity = body.get("price") or {}, body.get("quantity", 1)
+    else:
+        price, quantity = (body.get("amount") if kind == "fee" else body.get("fee")) or {}, 1
+    value = price.get("value") if isinstance(price, Mapping) else None
+    if type(value) is not int or type(quantity) is not int:
+        return None
+    name = next(
+        (str(body[k]) for k in ("name", "label", "description") if isinstance(body.get(k), str)),
+        str(kind),
+    )
+    return str(body["id"]), str(kind), name, quantity, value * quantity
+
+
+def refunded_by_line(refunds: Iterable[Refund]) -> Counter[str]:
+    """Per order line id, what the refunds that count take off it (from their raw lines)."""
+    used: Counter[str] = Counter()
+    for refund in refunds:
+        if refund.status not in COUNTED_REFUND_STATUSES or not isinstance(refund.raw, Mapping):
+            continue
+        for line in refund.raw.get("line_items") or []:
+            try:
+                used[line["order_line_item_id"]] += int(line["refund_amount"]["value"])
+            except (KeyError, TypeError, ValueError):
+                continue
+    return used
+
+
+def order_line_items(raw: Any, refunds: Iterable[Refund]) -> list[OrderLineItem]:
+    """The lines of an order's raw record, each with what ``refunds`` leave to refund.
+
+    ``Order.line_items`` with the refunds given (a page that has loaded them already); lines the
+    record does not describe readably (no id, no integer amount) are left out.
+    """
+    group = raw.get("line_item_group") if isinstance(raw, Mapping) else None
+    items = group.get("line_items") if isinstance(group, Mapping) else None
+    used = refunded_by_line(refunds)
+    lines = []
+    for item in items if isinstance(items, list) else []:
+        line = _line_of(item)
+        if line is not None:
+            line_id, kind, name, quantity, paid = line
+            refunded = used[line_id]
+            lines.append(
+                OrderLineItem(
+                    line_id, kind, name, quantity, paid, refunded, max(paid - refunded, 0)
+                )
+            )
+    return lines
 
 
 class OrderQuerySet(models.QuerySet):
@@ -181,6 +274,11 @@ class Order(models.Model):
             ("complete_order", _("Can mark orders fulfilled upstream")),
             ("send_receipt", _("Can send receipts to customers")),
             ("send_invoice", _("Can send invoices to customers")),
+            # The accounting export (django_orders.exports): every order at once, so its own
+            # permission rather than the view permission.
+            ("export_orders", _("Can export orders as CSV")),
+            # A cash or bank payment marks the order paid upstream: money staff vouch for.
+            ("record_offline_payment", _("Can record cash or bank payments of orders")),
         ]
         indexes = [
             models.Index(fields=["-initiated_at", "-id"], name="orders_order_newest_idx"),
@@ -202,6 +300,16 @@ class Order(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def line_items(self) -> list[OrderLineItem]:
+        """The order's lines from the stored record: id (``oli_…``), type, name, quantity, and
+        paid, refunded and refundable in minor units (``OrderLineItem``).
+
+        What ``refund_order(lines=[{"line_item_id": line.id, "amount": ...}])`` takes. One
+        query for the order's refunds (none after ``prefetch_related("refunds")``).
+        """
+        return order_line_items(self.raw, self.refunds.all())
 
     @property
     def refunded_total(self) -> int:
@@ -227,6 +335,12 @@ class RefundStatus(models.TextChoices):
     SUCCEEDED = "succeeded", _("Succeeded")
     FAILED = "failed", _("Failed")
     CANCELED = "canceled", _("Canceled")
+
+
+#: Refund statuses that take from a line's remainder (as the service counts them).
+COUNTED_REFUND_STATUSES = frozenset(
+    {RefundStatus.PENDING, RefundStatus.PROCESSING, RefundStatus.SUCCEEDED}
+)
 
 
 class Refund(models.Model):
@@ -276,6 +390,7 @@ class Refund(models.Model):
         verbose_name = _("refund")
         verbose_name_plural = _("refunds")
         ordering = ["-created_at", "-id"]
+        permissions = [("export_refunds", _("Can export refunds as CSV"))]
         indexes = [
             models.Index(fields=["order", "status"], name="orders_refund_order_idx"),
             # The later refresh of refunds still moving (pending, processing).

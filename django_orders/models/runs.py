@@ -3,6 +3,8 @@ watchers."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -92,9 +94,12 @@ class SyncRun(models.Model):
         if self.service_total is None or self.mirror_total is None:
             return ""
         bound = "" if self.service_total_exact else "at least "
-        return (
-            f"service: {bound}{self.service_total:,} {self.resource}; mirror: {self.mirror_total:,}"
-        )
+        noun = self.resource
+        if self.service_total == 1 and self.service_total_exact:
+            # "service: 1 order": only resources with a search index have a count, and their
+            # names are plural nouns in -s (orders, customers).
+            noun = noun.removesuffix("s")
+        return f"service: {bound}{self.service_total:,} {noun}; mirror: {self.mirror_total:,}"
 
 
 class SyncCheckpoint(models.Model):
@@ -136,6 +141,10 @@ class SyncLease(models.Model):
         return f"{self.resource} lease ({self.owner or 'free'})"
 
 
+#: The pause before a watch's first lookup (the payer is on the payment page).
+FIRST_WATCH_PAUSE = timedelta(seconds=5)
+
+
 class PaymentWatch(models.Model):
     """The one payment watcher of an order (``django_orders.tasks.watch_payment``).
 
@@ -153,6 +162,9 @@ class PaymentWatch(models.Model):
     )
     started_at = models.DateTimeField(_("started"), default=timezone.now)
     lookups = models.PositiveSmallIntegerField(_("lookups"), default=0)
+    #: Every step run, lookups and steps the change feed served (which look nothing up): the
+    #: guard a step is claimed on, so a duplicate or stale task of a step finds nothing.
+    steps = models.PositiveIntegerField(_("steps"), default=0)
     claimed_until = models.DateTimeField(
         _("claimed until"),
         null=True,
@@ -166,6 +178,52 @@ class PaymentWatch(models.Model):
     class Meta:
         verbose_name = _("payment watch")
         verbose_name_plural = _("payment watches")
+        indexes = [
+            # The sweep's and the health check's reads: the open watches only, a few among
+            # one row for every order ever watched.
+            models.Index(
+                fields=["next_lookup_at"],
+                name="django_orde_watch_open_idx",
+                condition=models.Q(finished_at__isnull=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"payment watch of {self.order_id}"
+
+    @staticmethod
+    def open(order_id: str, *, now: datetime, using: str) -> None:
+        """Start the watch of a new order, in the caller's transaction (the one that stores
+        the order): the row alone carries the watch, whatever becomes of the enqueued first
+        step. One statement, and a no-op when the order is watched already."""
+        due = now + FIRST_WATCH_PAUSE
+        watch = PaymentWatch(order_id=order_id, started_at=now, next_lookup_at=due)
+        PaymentWatch.objects.using(using).bulk_create([watch], ignore_conflicts=True)
+
+
+class PaymentWatchFeed(models.Model):
+    """The last read of the change feed for the open payment watches (``WATCH_FEED_INTERVAL``).
+
+    One row per searched resource (``orders``). The sweep that reads claims it first (one
+    conditional UPDATE on ``claimed_until``), so sweeps on several hosts read once an interval
+    between them. The watches trust the feed, and skip their own lookups, only while
+    ``freshness`` is ``current`` and ``read_at`` is younger than three intervals. The sync's
+    change feed and its watermark are apart: this row never moves them.
+    """
+
+    resource = models.CharField(_("resource"), max_length=64, primary_key=True)
+    #: When the last finished read began, on this shop's clock.
+    read_at = models.DateTimeField(_("read at"), null=True, blank=True)
+    #: How far the last current read is known complete: the next read goes back to here.
+    covered_to = models.DateTimeField(_("covered to"), null=True, blank=True)
+    freshness = models.CharField(_("search index"), max_length=16, blank=True)
+    #: Why the last read could not be trusted ("" when it could).
+    problem = models.TextField(_("problem"), blank=True)
+    claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("payment watch feed")
+        verbose_name_plural = _("payment watch feeds")
+
+    def __str__(self) -> str:
+        return f"{self.resource} watch feed ({self.freshness or 'not read'})"

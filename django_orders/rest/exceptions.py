@@ -51,6 +51,16 @@ def orders_exception_response(exc: BaseException) -> Response | None:
     if isinstance(exc, errors.OrderAnswerMismatch):
         logger.error("The order service answered a checkout with another order: %s", exc)
         return Response(status=status.HTTP_502_BAD_GATEWAY)
+    if isinstance(exc, errors.RefundAnswerMismatch):
+        # The request is in review: the staff member sees that it failed, not which refund
+        # the service named (the reason is on the request, in the admin).
+        logger.error("The order service answered a refund with another refund: %s", exc)
+        return error_response(
+            status.HTTP_502_BAD_GATEWAY,
+            "refund_answer_mismatch",
+            "The order service answered with another refund; the refund request is held for "
+            "review. Do not refund again: check the order's refunds in the admin.",
+        )
     if isinstance(exc, errors.AuthenticationFailed | errors.OrdersConfigurationError):
         logger.error("The orders API cannot reach the service: %s", exc)
         return Response(status=status.HTTP_503_SERVICE_UNAVAILABLE)

@@ -1,9 +1,11 @@
-"""Fulfilment and documents in the API, for staff: ``orders/<id>/complete/``,
-``orders/<id>/receipt/`` and ``orders/<id>/invoice/`` (POST), each behind its own permission
-(``complete_order``, ``send_receipt``, ``send_invoice``: a 403 without it).
+"""Fulfilment, documents and offline payments in the API, for staff: ``orders/<id>/complete/``,
+``orders/<id>/receipt/``, ``orders/<id>/invoice/`` and ``orders/<id>/offline-payment/``
+(POST), each behind its own permission (``complete_order``, ``send_receipt``,
+``send_invoice``, ``record_offline_payment``: a 403 without it).
 
-``complete/`` is safe to repeat; a ``receipt/`` or ``invoice/`` POST is a new delivery, never
-resent. The answers: docs/architecture/interfaces.md, "Fulfilment and documents in the API".
+``complete/`` is safe to repeat; a ``receipt/`` or ``invoice/`` POST is one delivery per
+``Idempotency-Key`` (its retries replay it), never resent upstream. The answers:
+docs/architecture/interfaces.md, "Fulfilment and documents in the API".
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -23,12 +25,15 @@ from ..exceptions import (
     DeliveryOutcomeUnknown,
     DocumentNotSendable,
     OrderNotCompletable,
+    OrderNotPayable,
     OrderRequestPending,
+    ReferenceConflict,
     RequestRejected,
 )
 from ..models import DocumentDelivery, Order, OrderRequest
+from .access import HEADER, parse_key, scoped_reference
 from .base import ERRORS, PENDING_RETRY_AFTER, HasOrdersPermission, OrdersAPIMixin, documented
-from .exceptions import error_response
+from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
 from .serializers import ErrorSerializer, OrderSerializer
 
 FORBIDDEN = {403: OpenApiResponse(description="Without the endpoint's permission.")}
@@ -127,12 +132,74 @@ class CompleteOrderView(StaffOrderAction):
         return Response(OrderSerializer(order).data)
 
 
+class OfflinePaymentSerializer(serializers.Serializer):
+    """The body of ``offline-payment/``: an optional note for the order's timeline."""
+
+    note = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="How it was paid."
+    )
+
+
+class OfflinePaymentView(StaffOrderAction):
+    codename = "record_offline_payment"
+
+    @documented(
+        request=OfflinePaymentSerializer,
+        responses={
+            200: OrderSerializer,
+            202: CompletionPendingSerializer,
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="order_not_payable (not awaiting payment; nothing sent, or the "
+                "service refused it), or the service's refusal (its code).",
+            ),
+            **FORBIDDEN,
+            **ERRORS,
+        },
+        description="Record a cash or bank payment of a finalized order awaiting payment "
+        "(services.record_offline_payment); safe to repeat.",
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        body = OfflinePaymentSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        note = body.validated_data.get("note") or None
+        try:
+            order = services.record_offline_payment(order_id, note=note, actor=request.user)
+        except OrderNotPayable as exc:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY, "order_not_payable", str(exc)
+            )
+        except OrderRequestPending as exc:
+            body_ = {
+                "order": order_id,
+                "state": cast(OrderRequest, exc.order_request).state,
+                "retry_after": PENDING_RETRY_AFTER,
+            }
+            return Response(
+                body_,
+                status=status.HTTP_202_ACCEPTED,
+                headers={"Retry-After": str(PENDING_RETRY_AFTER)},
+            )
+        order = Order.objects.select_related("customer").get(pk=order.pk)
+        return Response(OrderSerializer(order).data)
+
+
 class SendDocumentView(StaffOrderAction):
     send: Callable[..., DocumentDelivery]
 
     def _send(self, request: Request, order_id: str) -> Response:
+        key = parse_key(request.headers.get(HEADER))
         try:
-            delivery = type(self).send(order_id, actor=request.user)
+            delivery = type(self).send(
+                order_id, actor=request.user, idempotency_key=scoped_reference(request.user, key)
+            )
+        except ReferenceConflict:
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                IDEMPOTENCY_KEY_CONFLICT,
+                "This Idempotency-Key was already used for another order or document. Send a "
+                "new key for a new delivery.",
+            )
         except DocumentNotSendable as exc:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY, "document_not_sendable", str(exc)
@@ -141,7 +208,25 @@ class SendDocumentView(StaffOrderAction):
             return Response(DeliverySerializer(exc.delivery).data, status=status.HTTP_202_ACCEPTED)
         except RequestRejected as exc:
             return _rejected(exc)
+        if delivery.state == DocumentDelivery.State.FAILED:
+            # A replay of a delivery that was refused or never reached the service.
+            return error_response(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                delivery.error_code or "delivery_failed",
+                delivery.error or "This delivery was not sent.",
+            )
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_201_CREATED)
+
+
+#: The header, as ``checkout/`` and ``refunds/`` document it.
+KEY_PARAMETER = OpenApiParameter(
+    HEADER,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description="A unique key per delivery (a UUID): a retry with the same key answers with "
+    "the same delivery and sends nothing (202 again while its outcome is unknown); the key "
+    "used for another order or document is a 422.",
+)
 
 
 DOCUMENT_RESPONSES: dict[int, Any] = {
@@ -151,9 +236,11 @@ DOCUMENT_RESPONSES: dict[int, Any] = {
         description="No answer from the service: state unknown; it may have gone out and is "
         "never resent. Check with the customer before posting again.",
     ),
+    400: OpenApiResponse(description="No Idempotency-Key, or an invalid one."),
     422: OpenApiResponse(
         ErrorSerializer,
-        description="document_not_sendable (the order's status; nothing sent), or the "
+        description="document_not_sendable (the order's status; nothing sent), "
+        "idempotency_key_conflict (the key was used for another order or document), or the "
         "service's refusal (its code).",
     ),
     **FORBIDDEN,
@@ -167,9 +254,10 @@ class SendReceiptView(SendDocumentView):
 
     @documented(
         request=None,
+        parameters=[KEY_PARAMETER],
         responses=DOCUMENT_RESPONSES,
-        description="Send the receipt of a paid or completed order now (a new delivery per "
-        "POST: do not retry blindly).",
+        description="Send the receipt of a paid or completed order now (one delivery per "
+        "Idempotency-Key: a retry with the same key sends nothing).",
     )
     def post(self, request: Request, order_id: str) -> Response:
         return self._send(request, order_id)
@@ -181,9 +269,10 @@ class SendInvoiceView(SendDocumentView):
 
     @documented(
         request=None,
+        parameters=[KEY_PARAMETER],
         responses=DOCUMENT_RESPONSES,
-        description="Send the invoice (payment link) of a finalized order now (a new "
-        "delivery per POST: do not retry blindly).",
+        description="Send the invoice (payment link) of a finalized order now (one delivery "
+        "per Idempotency-Key: a retry with the same key sends nothing).",
     )
     def post(self, request: Request, order_id: str) -> Response:
         return self._send(request, order_id)

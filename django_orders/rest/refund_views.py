@@ -31,6 +31,7 @@ from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..models import Order, OrderRequest, Refund
 from ..services import stored_error
 from . import refund_keys
+from .access import HEADER, checkout_handle, parse_checkout_handle, parse_key, scoped_reference
 from .base import (
     ERRORS,
     IN_PROGRESS,
@@ -42,9 +43,7 @@ from .base import (
     in_flight,
 )
 from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
-from .idempotency import HEADER, parse_key, scoped_reference
 from .serializers import ErrorSerializer
-from .tokens import checkout_handle, parse_checkout_handle
 
 KIND = OrderRequest.Kind.REFUND_CREATE
 State = OrderRequest.State
@@ -54,10 +53,33 @@ REFERENCE_CONFLICT = "reference_conflict"
 # --- serializers ------------------------------------------------------------------------------
 
 
-class RefundLineSerializer(serializers.Serializer):
+class KnownFieldsOnly:
+    """Refuse fields the serializer does not declare (DRF drops them): the API takes exactly
+    what ``refund_order`` takes, so nothing a caller sends is silently ignored."""
+
+    fields: Any
+    initial_data: Any
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["Unknown field: refund_order does not take it."] for name in unknown}
+                )
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class RefundLineSerializer(KnownFieldsOnly, serializers.Serializer):
     line_item_id = serializers.CharField(max_length=64, help_text="The order line (oli_…).")
     amount = serializers.IntegerField(
         min_value=1, max_value=2**53 - 1, help_text="In the currency's minor unit."
+    )
+    currency = serializers.CharField(
+        max_length=16,
+        required=False,
+        write_only=True,
+        help_text="Optional; refused unless it is the order's currency (lower case).",
     )
 
 
@@ -104,7 +126,7 @@ class RefundSerializer(serializers.ModelSerializer):
         return RefundLineSerializer(shown, many=True).data
 
 
-class RefundRequestSerializer(serializers.Serializer):
+class RefundRequestSerializer(KnownFieldsOnly, serializers.Serializer):
     """``refund_order``'s keywords; ``lines`` left out refunds every line's remainder."""
 
     reference = serializers.CharField(

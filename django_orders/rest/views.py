@@ -1,4 +1,5 @@
-"""The API's viewsets: checkout, orders (staff list, owner status, confirmation), customers.
+"""The API's viewsets: checkout, orders (staff list, owner status, confirmation), customers,
+and the feed of outgoing events.
 
 Every view only calls ``django_orders.services`` (or reads the mirror), and runs outside
 ``ATOMIC_REQUESTS``: ``create_order`` and ``confirm_order`` commit their own short
@@ -7,6 +8,7 @@ transactions and refuse to run inside an outer one (see ``creation.flow``).
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 from django.utils import timezone
@@ -15,13 +17,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from .. import services
-from ..conf import setting_name
+from ..conf import orders_settings, setting_name
 from ..db import app_database
 from ..exceptions import (
     OrderRequestPending,
@@ -29,38 +32,49 @@ from ..exceptions import (
     OrdersConfigurationError,
 )
 from ..mirror.queries import stored_order
-from ..models import Customer, Order, OrderRequest
+from ..models import Customer, Order, OrderRequest, OutboxEvent
 from ..services import stored_error
+from .access import (
+    HEADER,
+    TOKEN_HEADER,
+    CheckoutTarget,
+    IsStaffOrOwner,
+    IsStaffOrOwnerToConfirm,
+    ViewModelPermissions,
+    caller_scope,
+    checkout_handle,
+    make_owner_token,
+    parse_checkout_handle,
+    parse_key,
+    scoped_reference,
+)
 from .base import (
+    CHECKOUT_SCOPE,
+    CONFIRM_SCOPE,
     ERRORS,
     IN_PROGRESS,
     PENDING_RETRY_AFTER,
+    CustomerCursorPagination,
+    OrderCursorPagination,
     OrdersAPIMixin,
+    OrdersScopedRateThrottle,
     State,
     api_url,
     documented,
     in_flight,
 )
-from .builder import body_serializer, build_order_arguments, checkout_builder
 from .exceptions import error_response, logger, orders_exception_response
 from .filters import CustomerSearchFilter, OrderFilterBackend, OrderSearchFilter
-from .idempotency import HEADER, caller_scope, parse_key, scoped_reference
-from .pagination import CustomerCursorPagination, OrderCursorPagination
-from .permissions import (
-    CheckoutTarget,
-    IsStaffOrOwner,
-    IsStaffOrOwnerToConfirm,
-    ViewModelPermissions,
-)
 from .serializers import (
     CheckoutCreatedSerializer,
     CheckoutPendingSerializer,
     CustomerRecordSerializer,
     ErrorSerializer,
     OrderSerializer,
+    body_serializer,
+    build_order_arguments,
+    checkout_builder,
 )
-from .throttles import CHECKOUT_SCOPE, CONFIRM_SCOPE, OrdersScopedRateThrottle
-from .tokens import TOKEN_HEADER, checkout_handle, make_owner_token, parse_checkout_handle
 
 TOKEN_PARAMETER = OpenApiParameter(
     TOKEN_HEADER,
@@ -108,7 +122,7 @@ class CheckoutSchema(AutoSchema):
 class CheckoutViewSet(OrdersAPIMixin, viewsets.GenericViewSet):
     """``POST checkout/``: ``create_order`` for API callers, idempotent by header.
 
-    The order is the shop's builder's (``CHECKOUT_BUILDER``, ``builder`` module): the caller's
+    The order is the shop's builder's (``CHECKOUT_BUILDER``, ``serializers`` module): the caller's
     body only says what to buy, never at what price nor where the payer returns.
     """
 
@@ -215,6 +229,9 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
     pagination_class = OrderCursorPagination
     filter_backends = [OrderFilterBackend, OrderSearchFilter]
     lookup_value_regex = r"[^/]+"
+    # ``/orders/{order_id}/``, as its nested paths (refunds/, complete/...) name it: one name for
+    # one parameter in the OpenAPI document.
+    lookup_url_kwarg = "order_id"
     throttle_scope: str | None = None  # set for ``confirm`` by its route
 
     def get_permissions(self):
@@ -239,7 +256,7 @@ class OrderViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
         return queryset
 
     def get_object(self) -> CheckoutTarget:
-        target = resolve_target(self.kwargs[self.lookup_field])
+        target = resolve_target(self.kwargs[self.lookup_url_kwarg])
         self.check_object_permissions(self.request, target)
         return target
 
@@ -322,3 +339,59 @@ class CustomerViewSet(OrdersAPIMixin, viewsets.ReadOnlyModelViewSet):
     pagination_class = CustomerCursorPagination
     filter_backends = [CustomerSearchFilter]
     lookup_value_regex = r"[^/]+"
+
+
+# --- the event feed ---------------------------------------------------------------------------
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+
+
+class EventFeedView(OrdersAPIMixin, APIView):
+    """``events/?after=<seq>``: the outgoing events after ``after`` (an event's ``seq``), oldest
+    first, for consumers that poll instead of receiving webhooks (staff with
+    ``view_outboxevent``); ``next`` is the URL of the following page. Each event: ``seq`` (the
+    cursor), ``id`` (its ``webhook-id``), ``type``, ``timestamp`` and ``data`` as its webhooks
+    carry them.
+
+    Only events older than ``EVENT_FEED_LAG`` are served: ids are taken when a transaction
+    inserts, not when it commits, so a transaction that commits late could add an id below one
+    already served; waiting out the lag (longer than any of the app's write transactions) means
+    a consumer that goes on from the last id never skips one.
+    """
+
+    permission_classes = [IsAuthenticated, ViewModelPermissions]
+    queryset = OutboxEvent.objects.all()  # what ViewModelPermissions reads the model from
+
+    @documented(
+        parameters=[
+            OpenApiParameter("after", int, description="The last seq already read (default 0)."),
+            OpenApiParameter("limit", int, description=f"At most {MAX_PAGE_SIZE}."),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request) -> Response:
+        after = self._whole(request, "after", 0, None)
+        limit = self._whole(request, "limit", PAGE_SIZE, MAX_PAGE_SIZE)
+        until = timezone.now() - orders_settings.EVENT_FEED_LAG
+        rows = list(
+            OutboxEvent.objects.filter(pk__gt=after, created_at__lte=until)
+            .order_by("pk")
+            .values_list("pk", "webhook_id", "body")[: limit or PAGE_SIZE]
+        )
+        results = [
+            {"seq": pk, "id": webhook_id, **json.loads(body)} for pk, webhook_id, body in rows
+        ]
+        last = rows[-1][0] if rows else after
+        next_url = request.build_absolute_uri(f"{request.path}?after={last}&limit={limit}")
+        return Response({"results": results, "next": next_url, "after": last})
+
+    @staticmethod
+    def _whole(request: Request, name: str, default: int, high: int | None) -> int:
+        text = request.query_params.get(name)
+        if text is None:
+            return default
+        if not text.isdigit() or (high is not None and not 1 <= int(text) <= high):
+            bounds = f"from 1 to {high}" if high else "of 0 or more"
+            raise ValidationError({name: f"Must be a whole number {bounds}, not {text!r}."})
+        return int(text)

@@ -12,11 +12,15 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from ..client.factory import new_client
+from django.utils import timezone
+
 from ..client.lookup_stream import lookup_stream
 from ..client.rate_gate import RateGate
+from ..client.search import SearchTrail
 from ..client.search_structs import SearchPage
+from ..client.transport import new_client
 from ..conf import orders_settings
+from ..conf.table import CLOCK_SKEW
 from ..db import app_database
 from ..mirror.events import FEED
 from ..mirror.resources.registry import Resource
@@ -28,8 +32,10 @@ from .feed_rules import (
     decide,
     feed_values,
     first_answer,
+    joined,
     searched_of,
-    stored_watermark,
+    set_aside_ahead,
+    starting_watermark,
 )
 from .lease import Lease
 from .lookup_store import store_batch, store_for_run
@@ -51,11 +57,21 @@ def run_backfill(
     progress: ProgressCallback | None,
 ) -> None:
     """Read the whole index into the mirror, from the saved checkpoint if there is one; the
-    run's ``feed_read`` and ``service_total`` say how far it is ("done / at least N")."""
+    run's ``feed_read`` and ``service_total`` say how far it is ("done / at least N").
+
+    A search answer that leads nowhere (``client.search.SearchTrail``: a cursor given again,
+    ``has_more`` with nothing new, more answers than the exact total allows) or breaks the
+    contract raises ``InvalidResponse`` naming the cursor, and the run fails with the
+    checkpoint kept: a rerun goes on from the last answer stored, and stops at the same place
+    while the provider answers so."""
     resource = kind.name
     database = app_database()
     point, _ = SyncCheckpoint.objects.using(database).get_or_create(resource=resource)
-    outcome = FeedOutcome(watermark_before=stored_watermark(resource))
+    began = timezone.now()
+    before, pulled_back = starting_watermark(resource, began)
+    if pulled_back:
+        logger.warning("The backfill of %s: %s", resource, pulled_back)
+    outcome = FeedOutcome(watermark_before=before, began=began, pulled_back=pulled_back)
     run.end_reason = BACKFILL
     run.feed_read, run.feed_lookups = point.done, point.looked_up
     run.service_total, run.service_total_exact = point.total, point.total_exact
@@ -68,6 +84,7 @@ def run_backfill(
         # Per answer, so memory stays flat over a history of millions: what an earlier
         # answer settled is in the mirror (search_updated_at), which decide reads.
         decide(kind, outcome, page.results, _EVER, {}, set(), None, compare=True)
+        set_aside_ahead(run, outcome, kind)
         return dict(outcome.changed)
 
     def checkpoint(answer: Answer) -> None:
@@ -84,7 +101,7 @@ def run_backfill(
             progress(run)
 
     def store(lookups: list[Any], moments: dict[str, datetime]) -> None:
-        if kind.store_lookups is not None:  # a batch a transaction
+        if kind.batched_lookups:  # a batch a transaction
             store_batch(lookups, moments, run, lease, kind=kind)
             return
         for lookup in lookups:
@@ -94,10 +111,14 @@ def run_backfill(
             )
 
     size = orders_settings.SEARCH_PAGE_SIZE
+    # Used on the pipeline's search thread only, one search after the other.
+    trail = SearchTrail(f"/{resource}/search", size)
     with new_client(gate=gate) as client, lookup_stream(resource, gate=gate) as lookups:
         Pipeline(
             lookups,
-            search=lambda cursor: client.search(resource, page_size=size, cursor=cursor),
+            search=lambda cursor: client.search(
+                resource, page_size=size, cursor=cursor, trail=trail
+            ),
             decide=answered,
             store=store,
             checkpoint=checkpoint,
@@ -114,8 +135,10 @@ def _first(point: SyncCheckpoint, page: SearchPage, kind: Resource, outcome) -> 
     if point.index_freshness:
         return
     assert kind.search_type is not None  # searched_of
-    probe = FeedOutcome(watermark_before=None)
+    probe = FeedOutcome(watermark_before=None, began=outcome.began)
     first_answer(probe, page, kind.search_type, 0.0)
+    if probe.warning:
+        logger.warning("The backfill of %s began with %s", kind.name, probe.warning)
     point.index_freshness = probe.freshness
     point.watermark = probe.watermark_after
 
@@ -129,6 +152,9 @@ def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOu
     """Leave the feed's watermark (never moved back) and drop the checkpoint."""
     before = outcome.watermark_before
     after = before
+    if point.watermark is not None and point.watermark > timezone.now() + CLOCK_SKEW:
+        # Saved by a backfill begun before the rule (first_answer) refused such answers.
+        point.index_freshness, point.watermark = "unknown", None
     if point.watermark is not None:
         after = point.watermark if before is None else max(before, point.watermark)
     run.watermark_before, run.watermark_after = before, after
@@ -138,6 +164,7 @@ def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOu
             f"the search index was {point.index_freshness or 'unknown'} when the backfill "
             "began: the feed's watermark is kept"
         )
+    run.warning = joined(outcome.pulled_back, run.warning)
     run.mirror_total = searched_of(kind).count()
     SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
     point.delete(using=app_database())

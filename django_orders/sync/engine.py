@@ -1,8 +1,8 @@
 """The page sync engine: walk a resource's ``/page`` into the mirror, then refresh by lookup.
 
-Pages are fetched and parsed ahead on helper threads and written one short transaction each;
-no transaction waits on HTTP. Resources come from the registry (``mirror.resources``). The
-rules and their reasons: docs/architecture/sync.md.
+Pages are fetched and parsed ahead on helper threads and written one short transaction each
+(a first sync as a re-sync); no transaction waits on HTTP. Resources come from the registry
+(``mirror.resources``). The rules and their reasons: docs/architecture/sync.md.
 """
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from django.db import connections, models, router
 from django.utils import timezone
 
-from ..client.factory import new_client
 from ..client.pages import Page
 from ..client.paging import PageWalk, iter_pages
+from ..client.transport import new_client
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions.wire import error_name
@@ -25,16 +27,12 @@ from ..mirror.announce import announce
 from ..mirror.parsing import LenientPage, read_page
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.result import MirrorResult
-from ..mirror.walk_settings import walk_write_settings
-from ..models import Order, SyncRun
+from ..models import SyncRun
 from .backfill import run_backfill
-from .collector import HeldOff, collector_held_off
 from .feed import read_change_feed
-from .late_indexes import indexes_after_rows
 from .lease import Lease
-from .page_batches import PageBatches
+from .money import look_up_named, take_answer
 from .pagewrite import write_page
-from .parse_process import PagesApart, pages_apart
 from .problems import MALFORMED, set_aside
 from .progress import (
     PROGRESS_FIELDS,
@@ -45,7 +43,7 @@ from .progress import (
 )
 from .read_ahead import fetched_ahead
 from .refresh import refresh_outside_walk
-from .refund_refresh import refresh_open_refunds
+from .refund_refresh import refresh_open_refunds, store_refund_for_run
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -169,14 +167,12 @@ def _close_abandoned_runs(resource: str) -> int:
 def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, progress) -> None:
     seen_ids: set[str] = set()
     walk_began = time.monotonic()
-    with walk_write_settings(Order):
-        with (
-            indexes_after_rows(kind.model) as first,
-            PageBatches(run, progress, first=first) as batches,
-            collector_held_off() as collector,
-            pages_apart(kind, first) as apart,
-        ):
-            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, batches, collector, apart)
+    with relaxed_commits(kind.model):
+        if kind.paged:
+            nonterminal_seen = _walk(kind, walk, run, lease, seen_ids, progress)
+        else:
+            nonterminal_seen = 0
+            take_answer(kind, run, lease)
         run.end_reason = walk.end_reason or ""
         SyncRun.objects.filter(pk=run.pk).update(end_reason=run.end_reason)
         feed = None
@@ -189,6 +185,8 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
             )
         if kind.refresh_refunds:
             refresh_open_refunds(run, lease, refresh_limit, progress)
+        if kind.looks_up_named:
+            look_up_named(run, lease, refresh_limit, progress, store_refund=store_refund_for_run)
     # Durable again (and this commit makes every earlier one durable: the WAL is sequential).
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
@@ -204,8 +202,36 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
     )
 
 
+@contextmanager
+def relaxed_commits(model: type[models.Model]) -> Iterator[None]:
+    """PostgreSQL: ``synchronous_commit`` off for the session while a sync writes, so a page's
+    commit does not wait for its WAL to reach the disk; reset afterwards, before the run's
+    outcome is saved. The mirror is a cache of the service: a crash of the database server can
+    lose the last committed pages, never tear one apart (its rows, the run's progress and the
+    lease commit or vanish together), and the next walk writes them again. Order creation is
+    not affected. Other backends: nothing (no PRAGMA: the shop's database is the shop's).
+
+    If the reset fails, the connection is closed so that nothing later inherits the setting.
+    """
+    connection = connections[router.db_for_write(model)]
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO OFF")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET synchronous_commit")
+        except Exception:
+            if not connection.in_atomic_block:
+                connection.close()
+
+
 def _backfill(kind: Resource, run: SyncRun, lease: Lease, progress) -> None:
-    with walk_write_settings(kind.model):
+    with relaxed_commits(kind.model):
         run_backfill(run, lease, kind, progress)
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
@@ -218,29 +244,24 @@ def _walk(
     run: SyncRun,
     lease: Lease,
     seen_ids: set[str],
-    batches: PageBatches,
-    collector: HeldOff,
-    apart: PagesApart | None = None,
+    progress: ProgressCallback | None = None,
 ) -> int:
-    """Write every page, one transaction each (several on a first sync: ``page_batches``);
-    return how many open records it saw."""
+    """Write every page, one short transaction each; return how many open records it saw."""
     known_customers: set[str] = set()
     nonterminal_seen = 0
     mode = _WalkMode(run.problems)
     malformed_ids: set[str] = set()
-    for parsed in _pages_ahead(kind, walk, mode, apart):
+    for parsed in _pages_ahead(kind, walk, mode):
         unseen = [record for record in parsed if record.id not in seen_ids]
         records = _first_copies(unseen)
         now = timezone.now()
         # When the page's request was sent: the mirror keeps an order it holds from a later
         # request (mirror.lifecycle). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
-        batches.page(len(records), writing=mode.writing)
-        # After the batch is open: a batch rolled back takes its pages' set-asides back too.
         _set_aside_malformed(run, parsed)
         with counts_kept_on_commit(run):
             results = _quiet_page(kind, records, known_customers, mode)
-            if results is None and kind.complete is not None:
+            if results is None:
                 # The page is written: its records are read in full now, outside the page's
                 # transaction, so a malformed record is set aside before anything is written,
                 # and before duplicates are dropped: a valid later copy of an order replaces a
@@ -259,10 +280,7 @@ def _walk(
                     now=now,
                     sent_at=sent_at,
                     known_customers=known_customers,
-                    # A batch writes them with its last page, and with any page that comes
-                    # long after the last write (a slow read): the lease never goes longer
-                    # than one page's read without a renewal.
-                    commit=partial(commit, persist=batches.last_of_batch or mode.persist_due()),
+                    commit=commit,
                 )
             elif mode.persist_due():
                 with app_atomic():
@@ -270,14 +288,10 @@ def _walk(
             else:
                 _count_page(run, len(records), results)
         mode.writing = any(result.created or result.updated for result in results)
-        if kind.is_open is not None:
+        if kind.refreshed:
             nonterminal_seen += sum(map(kind.is_open, records))
-        batches.written()
-        collector.page_written()
-    if batches.open and mode.unsaved:
-        # The walk ends inside a batch whose last page wrote no progress: it goes with the
-        # batch's commit, as every other batch's does.
-        _persist(run, lease, timezone.now(), mode)
+        if progress is not None:
+            progress(run)
     # Ids set aside as malformed count as seen once the walk is over: the refresh would look
     # them up only to set them aside again. (Not before: a later valid copy replaces them.)
     seen_ids.update(malformed_ids)
@@ -301,7 +315,6 @@ def _set_aside_malformed(run: SyncRun, parsed: list) -> None:
 
 def _complete(kind: Resource, run: SyncRun, records: list) -> list:
     """``records`` read in full (``kind.complete``), the malformed ones set aside."""
-    assert kind.complete is not None
     kept, malformed = kind.complete(records)
     for where, exc in malformed:
         set_aside(run, where, exc, why=MALFORMED)
@@ -315,18 +328,16 @@ QUIET_PERSIST_INTERVAL = 1.0
 
 class _WalkMode:
     """What the last page said about the next one: ``writing`` if it wrote (a first sync: the
-    helper reads the next page's deferred fields), else a re-sync (pages compared first,
+    reading thread parses the next page too), else a re-sync (pages compared first,
     outside any transaction). See docs/architecture/sync.md, "Quiet pages"."""
 
-    __slots__ = ("persisted_at", "problems_persisted", "unsaved", "writing")
+    __slots__ = ("persisted_at", "problems_persisted", "writing")
 
     def __init__(self, problems: str) -> None:
         self.writing = True
         self.persisted_at = time.monotonic()
         #: The run's ``problems`` as last written (a page may add some and persist nothing).
         self.problems_persisted = problems
-        #: Whether the last page written left its progress for a later page (``_commit_page``).
-        self.unsaved = False
 
     def persist_due(self) -> bool:
         return time.monotonic() - self.persisted_at >= QUIET_PERSIST_INTERVAL
@@ -338,7 +349,7 @@ def _quiet_page(
     """A page that changes nothing in the mirror, counted without writing; ``None`` when the
     page is to be written as usual (it changes something, the last page wrote, or the resource
     has no such shortcut)."""
-    if mode.writing or kind.quiet is None:
+    if mode.writing:
         return None
     result = kind.quiet(records, known_customers)
     return None if result is None else [result]
@@ -351,18 +362,13 @@ def _count_page(run: SyncRun, seen: int, results: list[MirrorResult]) -> None:
         add_counts(run, result)
 
 
-def _commit_page(
-    run, lease, seen, now, mode, results: list[MirrorResult], *, persist: bool = True
-) -> None:
+def _commit_page(run, lease, seen, now, mode, results: list[MirrorResult]) -> None:
     """Inside a page's transaction: its signals commit with its rows, and so do the run's
-    progress and the lease's renewal if ``persist`` (a batch of a first sync's pages writes
-    them once, with its last page: ``PageBatches.last_of_batch``)."""
+    progress and the lease's renewal."""
     _count_page(run, seen, results)
     for result in results:
         app_on_commit(partial(announce, result))
-    mode.unsaved = not persist
-    if persist:
-        _persist(run, lease, now, mode)
+    _persist(run, lease, now, mode)
 
 
 def _persist(run, lease, now, mode: _WalkMode) -> None:
@@ -377,29 +383,17 @@ def _persist(run, lease, now, mode: _WalkMode) -> None:
     mode.persisted_at = time.monotonic()
 
 
-def _pages_ahead(
-    kind: Resource, walk: PageWalk, mode: _WalkMode, apart: PagesApart | None = None
-) -> Iterator[list]:
-    """The walk's pages read by the resource (``read_page``), fetched and read ahead by two
+def _pages_ahead(kind: Resource, walk: PageWalk, mode: _WalkMode) -> Iterator[list]:
+    """The walk's pages read by the resource (``Resource.read_page``), fetched and read ahead by two
     helper threads (``read_ahead``). While pages write (a first sync), the reading thread also
-    reads their records in full (``complete``), which the writer would otherwise do, or has a
-    helper process read them (``apart``: ``parse_process``)."""
+    reads their records in full (``complete``), which the writer would otherwise do."""
 
     def read(page: Page) -> LenientPage:
-        if apart is not None and mode.writing:
-            parsed = apart.read(page.records, page.number)
-            if parsed is not None:
-                parsed.read_in_full = True
-                return parsed
         return read_page(kind, page.records, page.number)
 
-    complete = kind.complete
-    if complete is None:
-        return fetched_ahead(walk, read)
-
     def prepare(parsed: LenientPage) -> None:
-        if mode.writing and not getattr(parsed, "read_in_full", False):
-            parsed[:], malformed = complete(parsed, encode=True)
+        if mode.writing:
+            parsed[:], malformed = kind.complete(parsed, encode=True)
             parsed.set_aside.extend(malformed)
 
     return fetched_ahead(walk, read, prepare)

@@ -12,12 +12,14 @@ import logging
 import time
 from datetime import datetime
 
-from ..client.factory import new_client
+from django.utils import timezone
+
 from ..client.rate_gate import RateGate
+from ..client.search import SearchTrail
 from ..client.search_structs import SearchPage
-from ..client.transport import OrdersClient
+from ..client.transport import OrdersClient, new_client
 from ..conf import orders_settings
-from ..exceptions.wire import OrdersNetworkError, RequestRejected, ServerError
+from ..exceptions.wire import InvalidResponse, OrdersNetworkError, RequestRejected, ServerError
 from ..mirror.events import FEED
 from ..mirror.resources.registry import Resource
 from ..mirror.searched import SearchedMirror
@@ -28,7 +30,10 @@ from .feed_rules import (
     decide,
     feed_values,
     first_answer,
+    joined,
     searched_of,
+    set_aside_ahead,
+    starting_watermark,
     stored_watermark,
 )
 from .lease import Lease
@@ -53,11 +58,21 @@ def read_change_feed(
 
     ``walked``: the ids the walk saw; ``walk_began``: ``time.monotonic()`` when it began. The
     outcome is stored on ``run`` before this returns. Errors other than an index that cannot
-    answer (5xx, no search endpoint) or cursors that keep expiring propagate and fail the run.
+    answer or cannot be trusted (5xx, no search endpoint, an unreadable answer, cursors that
+    keep expiring or lead nowhere) propagate and fail the run.
+
+    Nothing the index says moves the watermark past this shop's clock when the read began
+    (plus ``CLOCK_SKEW``); a stored watermark already past it is pulled back
+    (``starting_watermark``).
     """
     searched = searched_of(kind)
-    outcome = FeedOutcome(watermark_before=stored_watermark(kind.name))
+    began = timezone.now()
+    before, pulled_back = starting_watermark(kind.name, began)
+    if pulled_back:
+        logger.warning("The change feed of %s: %s", kind.name, pulled_back)
+    outcome = FeedOutcome(watermark_before=before, began=began, pulled_back=pulled_back)
     outcome.watermark_after = outcome.watermark_before
+    outcome.warning = pulled_back
     gate = RateGate()  # the searches and the lookups back off together on a 429
     with new_client(gate=gate) as client:
         _read(client, outcome, kind, walked, walk_began, lease)
@@ -70,6 +85,7 @@ def read_change_feed(
         )
         if result is not None and progress is not None:
             progress(run)
+    set_aside_ahead(run, outcome, kind)
     _record(run, outcome, searched)
     return outcome
 
@@ -93,9 +109,10 @@ def _read(
     cursor: str | None = None
     first: SearchPage | None = None
     walk_seen_at: datetime | None = None
+    trail = SearchTrail(f"/{kind.name}/search", size)
     while True:
         try:
-            page = client.search(kind.name, page_size=size, cursor=cursor)
+            page = client.search(kind.name, page_size=size, cursor=cursor, trail=trail)
         except RequestRejected as exc:
             if exc.is_cursor_expired and restarts < RESTARTS:
                 restarts += 1
@@ -109,6 +126,11 @@ def _read(
         except (ServerError, OrdersNetworkError) as exc:
             _untrusted(outcome, "unavailable", f"the search index did not answer: {exc}")
             return
+        except InvalidResponse as exc:
+            # An answer that breaks the contract, or one that leads the read nowhere (a
+            # cursor given again, has_more with nothing new): the index cannot be trusted.
+            _untrusted(outcome, "unavailable", f"the search index could not be trusted: {exc}")
+            return
         if first is None:
             first = page
             since = time.monotonic() - walk_began
@@ -116,7 +138,9 @@ def _read(
         if floor is None:
             return
         decide(kind, outcome, page.results, floor, decided, walked, walk_seen_at)
-        lease.renew()  # a long read (after an outage) holds the lease like a long walk
+        # A long read (after an outage) holds the lease like a long walk; an answer that made
+        # no progress never comes here (the trail refused it).
+        lease.renew()
         if not page.has_more or (page.results and page.results[-1].updated_at < floor):
             break
         cursor = page.next_cursor
@@ -127,8 +151,12 @@ def _untrusted(outcome: FeedOutcome, state: str, why: str) -> None:
     outcome.freshness = state
     outcome.watermark_after = outcome.watermark_before
     outcome.replaces_refresh = False
-    outcome.changed.clear()
-    outcome.warning = f"{why}; the watermark is kept and open orders are refreshed by lookup"
+    outcome.changed.clear()  # nothing of a read the index spoilt is used
+    outcome.ahead.clear()
+    outcome.warning = joined(
+        outcome.pulled_back,
+        f"{why}; the watermark is kept and open orders are refreshed by lookup",
+    )
 
 
 def _record(run: SyncRun, outcome: FeedOutcome, searched: SearchedMirror) -> None:

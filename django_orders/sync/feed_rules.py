@@ -8,13 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import msgspec
 from django.utils import timezone
 
 from ..client.search_structs import FRESHNESS_STATES, SearchPage, SearchResult
+from ..conf.table import CLOCK_SKEW
 from ..db import app_database
+from ..exceptions.wire import InvalidRecord
 from ..mirror.resources.registry import Resource
 from ..mirror.searched import SearchedMirror
 from ..models import SyncRun
+from .problems import set_aside
 
 #: Times an expired cursor makes the feed read again from the top before the run gives up on
 #: the feed (and says so): each restart reads back to the same watermark.
@@ -36,6 +40,17 @@ class FeedOutcome:
     service_total: int | None = None
     service_total_exact: bool | None = None
     changed: dict[str, datetime] = field(default_factory=dict)
+    #: This shop's clock when the read began (``None``: answers are not checked against it).
+    began: datetime | None = None
+    #: ``starting_watermark``'s warning: the stored watermark lay ahead and was pulled back.
+    pulled_back: str = ""
+    #: Projections set aside because their ``updated_at`` lies past ``not_after`` (id -> it).
+    ahead: dict[str, datetime] = field(default_factory=dict)
+
+    @property
+    def not_after(self) -> datetime | None:
+        """The latest moment an answer may date itself: ``began`` plus ``CLOCK_SKEW``."""
+        return None if self.began is None else self.began + CLOCK_SKEW
 
 
 def stored_watermark(resource: str) -> datetime | None:
@@ -47,6 +62,34 @@ def stored_watermark(resource: str) -> datetime | None:
         .values_list("watermark_after", flat=True)
         .first()
     )
+
+
+def starting_watermark(resource: str, now: datetime) -> tuple[datetime | None, str]:
+    """The watermark a read of ``resource`` starts from, given this shop's clock ``now``, and
+    a warning when the stored one lay ahead of it.
+
+    A search answer dated in the future (a provider host's clock in 2099) could move the
+    watermark there before this rule existed; every later read would stop at its first result.
+    Such a watermark is pulled back: the read starts from the last one stored that was not
+    ahead (none: as a first read, from now), so what changed meanwhile is read again."""
+    stored = stored_watermark(resource)
+    limit = now + CLOCK_SKEW
+    if stored is None or stored <= limit:
+        return stored, ""
+    earlier = (
+        SyncRun.objects.using(app_database())
+        .filter(resource=resource, watermark_after__lte=limit)
+        .order_by("-started_at", "-id")
+        .values_list("watermark_after", flat=True)
+        .first()
+    )
+    warning = (
+        f"the stored watermark ({stored:%Y-%m-%d %H:%M:%S} UTC) lay ahead of this shop's clock, "
+        "left by a search answer dated in the future: pulled back to now"
+    )
+    if earlier is not None:
+        warning += f", this read going back to {earlier:%Y-%m-%d %H:%M:%S} UTC"
+    return earlier, warning
 
 
 def searched_of(kind: Resource) -> SearchedMirror:
@@ -64,12 +107,26 @@ def first_answer(
     was stamped before it came back, ``since_walk`` seconds after the walk began."""
     fresh = page.freshness.of(search_type)
     state = fresh.state if fresh.state in FRESHNESS_STATES else "unknown"
+    pulled_back = outcome.pulled_back
+    outcome.warning = ""
     outcome.freshness = state
     if page.total is not None:
         outcome.service_total = page.total.value
         outcome.service_total_exact = page.total.exact
     started = fresh.observed_at or page.freshness.observed_at
     indexed = fresh.last_indexed_at
+    limit = outcome.not_after
+    ahead = [m for m in (started, indexed) if m is not None and limit is not None and m > limit]
+    if ahead:
+        # The index's clock is wrong: nothing it says of its freshness can be believed.
+        outcome.freshness = "unknown"
+        outcome.replaces_refresh = False
+        outcome.warning = joined(
+            pulled_back,
+            f"the search index dated its freshness {max(ahead):%Y-%m-%d %H:%M:%S} UTC, ahead of "
+            "this shop's clock: the watermark is kept and open orders are refreshed by lookup",
+        )
+        return None
     candidate = None
     if state == "current":
         candidate = started or timezone.now()
@@ -88,13 +145,20 @@ def first_answer(
         outcome.warning += ": the watermark stops there and open orders are refreshed by lookup"
     elif outcome.warning:
         outcome.warning += ": the watermark is kept and open orders are refreshed by lookup"
+    outcome.warning = joined(pulled_back, outcome.warning)
     before = outcome.watermark_before
     if candidate is not None:
         outcome.watermark_after = candidate if before is None else max(before, candidate)
-    outcome.replaces_refresh = state == "current" and before is not None
+    # A pulled-back watermark: the open orders are looked up once more, in case.
+    outcome.replaces_refresh = state == "current" and before is not None and not pulled_back
     if started is None:
         return None  # no clock of the service's to place the walk on: look everything up
     return started - timedelta(seconds=since_walk)
+
+
+def joined(first: str, then: str) -> str:
+    """Two warnings as one line (either may be empty)."""
+    return f"{first}; {then}" if first and then else first or then
 
 
 def decide(
@@ -113,8 +177,22 @@ def decide(
 
     ``compare`` (the backfill): a record the feed never settled but the mirror holds as the
     projection shows it (an order's status and amount) is settled without a lookup.
+
+    A projection dated past ``outcome.not_after`` has its date set aside (``outcome.ahead``),
+    never stamped on the mirror: a stamp in 2099 would make the mirror take every later
+    version of that record as one it already holds. The record is still looked up, as of when
+    the read began (or the floor, if later: a service's clock a little ahead): the lookup, sent
+    later, shows it at least that new, and an older stamp only costs a lookup more later.
     """
     searched = searched_of(kind)
+    limit, began = outcome.not_after, outcome.began
+    if limit is not None and began is not None and any(r.updated_at > limit for r in results):
+        outcome.ahead.update((r.id, r.updated_at) for r in results if r.updated_at > limit)
+        instead = max(began, floor)
+        results = [
+            msgspec.structs.replace(r, updated_at=instead) if r.updated_at > limit else r
+            for r in results
+        ]
     fresh = [
         r
         for r in results
@@ -138,6 +216,20 @@ def decide(
         outcome.changed[result.id] = result.updated_at
     if settled:
         searched.settle(settled)
+
+
+def set_aside_ahead(run: SyncRun, outcome: FeedOutcome, kind: Resource) -> None:
+    """Count on ``run`` the projections ``decide`` set aside as dated in the future (the
+    caller saves the run), with their reason; one such record is not a reason to distrust
+    the whole index."""
+    for record_id, moment in outcome.ahead.items():
+        reason = InvalidRecord(
+            f"its search updated_at {moment:%Y-%m-%d %H:%M:%S} UTC lies ahead of this shop's "
+            f"clock (past {outcome.not_after:%Y-%m-%d %H:%M:%S} UTC): looked up without it"
+        )
+        where = f"search result for {kind.noun[0]} {record_id}"
+        set_aside(run, where, reason, why="it is dated in the future")
+    outcome.ahead.clear()
 
 
 def feed_values(run: SyncRun) -> dict[str, object]:

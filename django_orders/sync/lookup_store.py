@@ -49,10 +49,6 @@ def store_for_run(
     aside as a page's record is (``problems``), and an order goes to the back of the refresh
     queue.
     """
-    store_lookup, set_aside_lookup = kind.store_lookup, kind.set_aside
-    assert store_lookup is not None and set_aside_lookup is not None, (
-        f"{kind.name} is not looked up by id here"
-    )
 
     def count(result: MirrorResult | None, now: datetime) -> None:
         if result is not None:
@@ -65,7 +61,7 @@ def store_for_run(
 
     try:
         with counts_kept_on_commit(run):
-            return store_lookup(lookup, within=count, origin=origin)
+            return kind.store_lookup(lookup, within=count, origin=origin)
     except (*REFUSALS, InvalidRecord) as exc:
         refused = not isinstance(exc, InvalidRecord)
         why = "the database refused it" if refused else MALFORMED
@@ -75,7 +71,7 @@ def store_for_run(
             SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)
             lease.renew(now=now)
 
-        set_aside_lookup(lookup.record_id, within=note)
+        kind.set_aside(lookup.record_id, within=note)
         return MirrorResult()
 
 
@@ -96,8 +92,6 @@ def store_batch(
     transaction. An order the service does not know (404) is stamped, not counted or settled,
     as ``store_for_run`` leaves it."""
 
-    store_lookups = kind.store_lookups
-    assert store_lookups is not None, f"{kind.name} is not looked up in batches here"
     if settle is None:
         assert kind.searched is not None, f"{kind.name} is not looked up by id here"
         settle = kind.searched.settle
@@ -118,7 +112,7 @@ def store_batch(
 
     try:
         with counts_kept_on_commit(run):
-            store_lookups(lookups, within=count, origin=origin)
+            kind.store_lookups(lookups, within=count, origin=origin)
         return
     except (*REFUSALS, InvalidRecord) as exc:
         logger.info(

@@ -46,18 +46,10 @@ def write_page(
         # Rolled back: so are the customers' rows, and whatever commit() counted on the run.
         known_customers.difference_update(new_customers)
         vars(run).update(saved)
-        # A key taken since the page's read is not the data's fault: a new row of the page
-        # went in by COPY (mirror.upsert), and another process (an order created meanwhile)
-        # stored it after the read. Anything else is a refusal of the data.
-        meanwhile = _stored_meanwhile(exc)
-        logger.log(
-            logging.INFO if meanwhile else logging.WARNING,
-            "%s page %d: %s (%s); writing it record by record",
+        logger.warning(
+            "%s page %d: the database refused the page (%s); writing it record by record",
             resource,
             run.pages + 1,
-            "another process stored one of its records meanwhile"
-            if meanwhile
-            else "the database refused the page",
             reason_of(exc),
         )
     with app_atomic():
@@ -74,13 +66,3 @@ def write_page(
                 set_aside(run, f"{resource} page {run.pages + 1}, id {record.id}", exc)
         commit(results)
     return results
-
-
-#: SQLSTATE of a unique violation (PostgreSQL).
-UNIQUE_VIOLATION = "23505"
-
-
-def _stored_meanwhile(exc: BaseException) -> bool:
-    """Whether the database refused a row because its key is taken: the page's read found it
-    absent, so another transaction committed it since (psycopg 3's ``sqlstate``)."""
-    return getattr(exc.__cause__, "sqlstate", None) == UNIQUE_VIOLATION

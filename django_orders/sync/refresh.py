@@ -17,7 +17,6 @@ from ..client.lookups import lookup_orders
 from ..db import app_database, refuse_outer_transaction
 from ..mirror.refresh import store_lookup
 from ..mirror.resources.registry import Resource
-from ..mirror.walk_settings import walk_write_settings
 from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .lookup_store import store_for_run
@@ -107,16 +106,15 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     refuse_outer_transaction(app_database())
     summary = RefreshResult()
     unique_ids = list(dict.fromkeys(order_ids))
-    with walk_write_settings(Order):
-        for lookup in lookup_orders(unique_ids):
-            result = store_lookup(lookup)
-            if result is None:
-                summary.missing.append(lookup.order_id)
-                continue
-            summary.refreshed += 1
-            summary.created += result.created
-            summary.updated += result.updated
-            summary.unchanged += result.unchanged
+    for lookup in lookup_orders(unique_ids):
+        result = store_lookup(lookup)
+        if result is None:
+            summary.missing.append(lookup.order_id)
+            continue
+        summary.refreshed += 1
+        summary.created += result.created
+        summary.updated += result.updated
+        summary.unchanged += result.unchanged
     # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
     summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
     return summary

@@ -51,7 +51,7 @@ def refresh_open_refunds(
         candidates = list(queue.values_list("id", flat=True)[:limit])
     unknown = 0
     for lookup in lookup_refunds(candidates, heartbeat=lease.renew):
-        if not _store_for_run(lookup, run, lease):
+        if not store_refund_for_run(lookup, run, lease):
             unknown += 1
         elif progress is not None:
             progress(run)
@@ -64,7 +64,7 @@ def refresh_open_refunds(
         )
 
 
-def _store_for_run(lookup: RefundLookup, run: SyncRun, lease: Lease) -> bool:
+def store_refund_for_run(lookup: RefundLookup, run: SyncRun, lease: Lease) -> bool:
     """``store_refund_lookup`` with the run's counts and the lease renewal in the refund's
     transaction; False for a refund unknown upstream. A record the database refuses, or a
     malformed one, is set aside as a page's record is, and goes to the back of the queue."""

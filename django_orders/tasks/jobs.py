@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services import resume_order_requests, sync_orders
+from ..services import deliver_order_events, reconcile, resume_order_requests, sync_orders
 from .framework import task
 
 
@@ -38,4 +38,33 @@ def resume_order_requests_task(limit: int | None = None) -> dict[str, Any]:
         "needs_review": summary.needs_review,
         "waiting": summary.waiting,
         "stopped_by": str(summary.stopped_by) if summary.stopped_by else None,
+    }
+
+
+@task()
+def deliver_events_task(max_seconds: float = 55.0, idle: float = 0.2) -> dict[str, Any]:
+    """The webhook runner as a task: delivers for ``max_seconds`` (polling every ``idle``
+    seconds when nothing is due), for a scheduler that starts it every minute. Safe with many
+    at once: deliveries are claimed in the database."""
+    run = deliver_order_events(max_seconds=max_seconds, idle=idle)
+    return {
+        "claimed": run.claimed,
+        "delivered": run.delivered,
+        "failed": run.failed,
+        "dead": run.dead,
+        "disabled": run.disabled,
+    }
+
+
+@task()
+def reconcile_task() -> dict[str, Any]:
+    """``reconcile()`` over everything; returns the run's id and counts."""
+    run = reconcile()
+    return {
+        "reconciliation_run": run.pk,
+        "open": run.open,
+        "new": run.new,
+        "resolved": run.resolved,
+        "cannot_verify": run.cannot_verify,
+        "open_by_kind": run.open_by_kind,
     }

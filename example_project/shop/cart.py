@@ -2,19 +2,32 @@
 a double-clicked "Place order" or a retried POST creates one upstream order, not two.
 
 Money is integer minor units (cents) from the server-side catalogue, never from the browser;
-the order carries one shipping line (a flat fee) besides the products."""
+the order carries one shipping line (a flat fee) besides the products when one of them is
+shipped (``SHIPPED_TYPES``); a cart of gift cards or courses has none."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from .catalogue import CURRENCY, PRODUCTS
+from .catalogue import CURRENCY, PRODUCTS, SHIPPED_TYPES
 
 SESSION_KEY = "cart"
 #: A flat shipping fee per order, in minor units of ``CURRENCY`` (EUR 4.90).
 SHIPPING_FEE = 490
 MAX_QUANTITY = 99
+
+
+def shipping_fee(product_types: Any) -> int:
+    """The flat fee when any of the products is shipped, else 0."""
+    return SHIPPING_FEE if any(kind in SHIPPED_TYPES for kind in product_types) else 0
+
+
+def shipping_lines(fee: int) -> list[dict[str, Any]]:
+    """The order service's shipping line for ``fee``; none for an order that ships nothing."""
+    if not fee:
+        return []
+    return [{"type": "shipping", "shipping": {"fee": {"currency": CURRENCY, "value": fee}}}]
 
 
 class Cart:
@@ -71,7 +84,7 @@ class Cart:
 
     @property
     def shipping(self) -> int:
-        return SHIPPING_FEE if self.items else 0
+        return shipping_fee(PRODUCTS[slug].product_type for slug in self.items)
 
     @property
     def total(self) -> int:
@@ -98,11 +111,7 @@ class Cart:
             }
             for line in self.lines()
         ]
-        shipping = {
-            "type": "shipping",
-            "shipping": {"fee": {"currency": CURRENCY, "value": self.shipping}},
-        }
-        return [*products, shipping]
+        return [*products, *shipping_lines(self.shipping)]
 
     def __bool__(self) -> bool:
         return bool(self.items)

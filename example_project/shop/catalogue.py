@@ -18,6 +18,10 @@ class Product:
     product_type: str
 
 
+#: The product types that are shipped: a cart of only a voucher (delivered by e-mail) or a
+#: service pays no shipping.
+SHIPPED_TYPES = frozenset({"physical"})
+
 PRODUCTS: dict[str, Product] = {
     p.slug: p
     for p in (

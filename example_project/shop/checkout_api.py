@@ -20,8 +20,8 @@ from django.urls import reverse
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from .cart import MAX_QUANTITY, SHIPPING_FEE
-from .catalogue import CURRENCY, PRODUCTS
+from .cart import MAX_QUANTITY, shipping_fee, shipping_lines
+from .catalogue import PRODUCTS
 
 
 class CartItemSerializer(serializers.Serializer):
@@ -65,8 +65,8 @@ def build_order(request: Request, data: dict[str, Any]) -> dict[str, Any]:
                 },
             }
         )
-    line_items.append(
-        {"type": "shipping", "shipping": {"fee": {"currency": CURRENCY, "value": SHIPPING_FEE}}}
+    line_items += shipping_lines(
+        shipping_fee(PRODUCTS[item["product"]].product_type for item in data["items"])
     )
     return {
         "customer": dict(data["customer"]),

@@ -68,14 +68,14 @@ def checkout(request: HttpRequest) -> HttpResponse:
     if not cart:
         messages.info(request, "Your cart is empty.")
         return redirect("shop:products")
-    form = CheckoutForm(request.POST or None)
+    form = CheckoutForm(request.POST or None, developer=request.user.is_staff)
     if request.method == "POST" and form.is_valid():
         customer = {k: form.cleaned_data[k] for k in ("name", "email_address", "phone_number")}
         try:
             order = create_order(
                 customer=customer,
                 line_items=cart.line_items(),
-                finalize=form.cleaned_data["finalize"],
+                finalize=form.sealed,
                 reference=cart.id,
                 number=cart.number,
                 checkout_settings={

@@ -11,6 +11,7 @@ from django.contrib.admin.utils import quote
 from django.db import connection
 from django.urls import reverse
 
+from django_orders.admin.checkout import MAX_LINE_ITEMS_SHOWN
 from django_orders.mirror.parsing import (
     read_contact,
     read_number,
@@ -119,7 +120,7 @@ def test_the_total_column_shows_each_amount_in_its_currency_digits(admin_client,
     rows = result_rows(admin_client.get(ORDERS))
     assert text(rows["or_ghs"]["total_column"]) == "GHS 26.00"
     assert text(rows["or_eur"]["total_column"]) == "EUR 999.50"
-    assert text(rows["or_jpy"]["total_column"]) == "JPY 1500"  # no minor unit: not "15.00"
+    assert text(rows["or_jpy"]["total_column"]) == "JPY 1,500"  # no minor unit: not "15.00"
     assert text(rows["or_none"]["total_column"]) == "-"
 
 
@@ -215,9 +216,9 @@ def test_the_order_page_shows_line_items_total_number_and_payment_link(admin_cli
     html = order_page(admin_client, "or_ghs")
     assert table_rows(html, "orders-line-items") == [
         ["type", "name", "quantity", "unit price", "line total"],
-        ["product", "Kente scarf", "2", "GHS 12.00", "GHS 24.00"],
-        ["fee", "Gift wrap", "1", "GHS 1.50", "GHS 1.50"],
-        ["shipping", "-", "1", "GHS 0.50", "GHS 0.50"],
+        ["Product", "Kente scarf", "2", "GHS 12.00", "GHS 24.00"],  # types by label
+        ["Fee", "Gift wrap", "1", "GHS 1.50", "GHS 1.50"],
+        ["Shipping", "-", "1", "GHS 0.50", "GHS 0.50"],
         ["Total", "GHS 26.00"],
     ]
     assert "SHOP-1001" in html
@@ -261,15 +262,27 @@ def test_line_items_with_missing_or_broken_pieces_still_render(admin_client):
     )
     rows = table_rows(order_page(admin_client, "or_odd"), "orders-line-items")
     assert rows[1:] == [
-        ["product", "&lt;b&gt;No price&lt;/b&gt;", "2", "-", "-"],  # escaped
-        ["product", "-", "-", "GHS 1.00", "-"],
-        ["product", "Float", "1", "-", "-"],
-        ["gift", "A new kind", "1", "-", "-"],
-        ["fee", "-", "1", "-", "-"],
+        ["Product", "&lt;b&gt;No price&lt;/b&gt;", "2", "-", "-"],  # escaped
+        ["Product", "-", "-", "GHS 1.00", "-"],
+        ["Product", "Float", "1", "-", "-"],
+        ["gift", "A new kind", "1", "-", "-"],  # a type without a label, as it is
+        ["Fee", "-", "1", "-", "-"],
         ["-", "-", "1", "-", "-"],
         ["Total", "GHS 1.00"],
     ]
     assert "<b>No price</b>" not in order_page(admin_client, "or_odd")
+
+
+@pytest.mark.parametrize(("extra", "note"), [(1, "1 more line item:"), (2, "2 more line items:")])
+def test_line_items_past_the_shown_ones_are_counted_in_words(admin_client, extra, note):
+    item = {"type": "fee", "fee": {"label": "Wrap", "amount": {"currency": "ghs", "value": 1}}}
+    count = MAX_LINE_ITEMS_SHOWN + extra
+    checkout_order(
+        "or_long", contact_customer("cu_long", "Long"), items=[item] * count, total=count
+    )
+    rows = table_rows(order_page(admin_client, "or_long"), "orders-line-items")
+    assert len(rows) == 1 + MAX_LINE_ITEMS_SHOWN + 2  # the head, the lines shown, the note, total
+    assert rows[-2] == [f"{note} see the raw record."]
 
 
 def test_an_order_without_line_items_or_payment_page(admin_client, shop):

@@ -208,3 +208,97 @@ def test_a_double_submit_of_one_confirmation_sends_once(client, shop_orders, liv
         "This confirmation was already submitted: nothing was sent again.",
     )
     assert len(live_orders.deliveries(paid.pk)) == 1
+
+
+def page_buttons(page: str) -> list[tuple[str, str]]:
+    """(action, label) of each action button of an order page's object tools."""
+    forms = re.findall(
+        r'<form method="post" action="([^"]*)" class="order-page-action">(.*?)</form>', page, re.S
+    )
+    return [
+        (
+            re.search(r'name="action" value="(\w+)"', body).group(1),
+            re.search(r"<button[^>]*>(.*?)</button>", body).group(1),
+        )
+        for target, body in forms
+        if target == ORDERS
+    ]
+
+
+@pytest.mark.django_db
+def test_the_order_page_shows_the_customers_e_mail_and_phone(client, shop_orders):
+    page = order_page(login(client), shop_orders[0].pk)
+
+    customer = shop_orders[0].customer
+    assert customer.email_address and customer.phone_number
+    assert f'<a href="mailto:{customer.email_address}">{customer.email_address}</a>' in page
+    assert re.search(
+        rf'field-customer_phone.*?<div class="readonly">{re.escape(customer.phone_number)}</div>',
+        page,
+        re.S,
+    )
+
+
+@pytest.mark.django_db
+def test_the_order_page_offers_the_buttons_its_user_may_use_on_this_order(client, shop_orders):
+    paid, unpaid = shop_orders
+    both = login(client, "complete_order", "send_receipt")
+
+    assert page_buttons(order_page(both, paid.pk)) == [
+        ("mark_fulfilled", "Mark fulfilled…"),
+        ("send_receipts", "Send receipt…"),
+    ]
+    assert page_buttons(order_page(both, unpaid.pk)) == []  # neither accepts an unpaid order
+    receipts_only = login(client, "send_receipt")
+    assert page_buttons(order_page(receipts_only, paid.pk)) == [("send_receipts", "Send receipt…")]
+    assert page_buttons(order_page(login(client), paid.pk)) == []
+
+
+@pytest.mark.django_db
+def test_the_order_pages_button_confirms_then_fulfils_and_comes_back(
+    client, shop_orders, live_orders
+):
+    paid = shop_orders[0]
+    login(client, "complete_order")
+    page = order_page(client, paid.pk)
+    button = page[page.index('class="order-page-action"') :]
+    button = button[: button.index("</form>")]
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', button))
+
+    confirmation = client.post(ORDERS, fields)
+    shown = confirmation.content.decode()
+    assert confirmation.status_code == 200 and "fulfilment-confirmation" in shown
+    assert Order.objects.get(pk=paid.pk).status == "paid"  # nothing sent before confirming
+    hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', shown))
+    assert hidden["from_order_page"] == "1" and hidden["_selected_action"] == paid.pk
+
+    done = client.post(ORDERS, hidden)
+    again = client.post(ORDERS, hidden)  # a double submit completes nothing twice
+
+    change = reverse("admin:django_orders_order_change", args=(quote(paid.pk),))
+    assert done.status_code == 302 and done["Location"] == change
+    assert ("success", f"Marked fulfilled: {paid.pk}.") in messages_of(done)
+    assert again["Location"] == change
+    assert "so not marked fulfilled" in messages_of(again)[-1][1]
+    assert Order.objects.get(pk=paid.pk).status == "completed"
+
+
+@pytest.mark.django_db
+def test_the_button_posted_without_the_permission_runs_nothing(client, shop_orders):
+    paid = shop_orders[0]
+    login(client, "send_receipt")
+
+    response = client.post(
+        ORDERS,
+        {
+            "action": "mark_fulfilled",
+            "index": "0",
+            "select_across": "0",
+            "_selected_action": paid.pk,
+            "from_order_page": "1",
+            "post": "yes",
+        },
+    )
+
+    assert response.status_code == 302
+    assert Order.objects.get(pk=paid.pk).status == "paid"

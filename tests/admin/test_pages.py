@@ -12,7 +12,14 @@ from django.utils.html import escape
 
 from django_orders.models import Customer, Order, OrderRequest, SyncRun
 
-from .factories import BASE_TIME, make_customer, make_order, make_request, make_sync_run
+from .factories import (
+    BASE_TIME,
+    make_customer,
+    make_order,
+    make_request,
+    make_sync_run,
+    on_postgresql,
+)
 from .helpers import (
     column_headers,
     filter_choices,
@@ -126,6 +133,7 @@ def test_customer_columns_and_order_counts(admin_client):
         "Phone number",
         "Guest",
         "Orders",
+        "Amount spent",
     ]
     assert sortable_headers(response) == ["Id", "Name"]
     assert filter_titles(response) == ["By guest"]
@@ -367,3 +375,35 @@ def test_a_sync_run_shows_where_the_mirror_stands(admin_client):
     assert "service: at least 48,210 orders; mirror: 48,207" in detail
     assert "1,234" in detail and "56" in detail
     assert "2026-03-14 09:00" in detail and "2026-03-14 09:20" in detail  # the watermarks
+
+
+def test_customer_amount_spent_counts_paid_and_completed_orders_in_one_query(
+    admin_client, django_assert_num_queries
+):
+    ama = make_customer("cu_ama", "Ama Mensah")
+    kofi = make_customer("cu_kofi", "Kofi Boateng")
+    both = make_customer("cu_both", "Both Currencies")
+    make_customer("cu_none", "Nobody Yet")
+    for order_id, owner, status, total, currency in [
+        ("or_a1", ama, "paid", 123_456, "ghs"),
+        ("or_a2", ama, "completed", 1_000, "ghs"),
+        ("or_a3", ama, "requires_payment", 99_999, "ghs"),  # not spent
+        ("or_k1", kofi, "canceled", 5_000, "ghs"),  # not spent
+        ("or_b1", both, "paid", 100, "ghs"),
+        ("or_b2", both, "paid", 100, "eur"),
+    ]:
+        make_order(order_id, owner, status=status)
+        Order.objects.filter(pk=order_id).update(total=total, currency=currency)
+
+    # session, user, [PostgreSQL's estimate], capped count, the page with counts and sums
+    with django_assert_num_queries(4 + (1 if on_postgresql() else 0)):
+        response = admin_client.get(admin_url(Customer, "changelist"))
+
+    rows = result_rows(response)
+    assert text(rows["cu_ama"]["amount_spent"]) == "GHS 1,244.56"
+    assert text(rows["cu_ama"]["order_count"]) == "3"
+    assert text(rows["cu_kofi"]["amount_spent"]) == "-"
+    assert text(rows["cu_none"]["amount_spent"]) == "-"
+    assert text(rows["cu_both"]["amount_spent"]) == "In several currencies: see the orders"
+    detail = admin_client.get(admin_url(Customer, "change", "cu_ama")).content.decode()
+    assert "GHS 1,244.56" in detail

@@ -107,9 +107,10 @@ def test_the_order_page_lists_its_refunds_and_each_lines_remainder(viewer_client
     assert "ret-&lt;b&gt;2&lt;/b&gt;" in page  # escaped
     assert "2026-03-14 09:31:00 UTC" in page  # the first refund's creation, local form
     # Product: 100.00 paid - 12.50 succeeded - 5.00 pending (failed and canceled do not count).
-    assert "<td>oli_prod</td><td>Mug</td>" in page
+    assert "<td>Mug</td><td>Product</td>" in page and "<code>oli_prod</code>" in page
     assert "GHS 82.50" in page
-    assert '<td class="orders-number">GHS 9.90</td><td class="orders-number">GHS 9.90</td>' in page
+    nowrap = '<td class="orders-number" style="white-space:nowrap">'
+    assert f"{nowrap}GHS 9.90</td>{nowrap}GHS 0.00</td>{nowrap}GHS 9.90</td>" in page
 
 
 @pytest.mark.django_db
@@ -160,6 +161,18 @@ def test_the_refund_list_filters_and_searches(viewer_client):
 
 
 @pytest.mark.django_db
+def test_the_refund_list_names_reasons_by_their_labels(viewer_client):
+    make_refund(paid_order("or_a"), 1, reason="item_not_as_described")
+    page = viewer_client.get(REFUNDS).content.decode()
+    # The filter's choices and the column: labels, the code only in the filter's query string.
+    assert '<a href="?reason=requested_by_customer">Requested by the customer</a>' in page
+    assert '<a href="?reason=custom">Other (give details)</a>' in page
+    assert '<td class="field-reason_column">Item not as described</td>' in page
+    assert ">item_not_as_described<" not in page
+    assert ">requested_by_customer<" not in page
+
+
+@pytest.mark.django_db
 def test_the_refund_list_is_read_only_and_has_no_cancel_without_the_permission(viewer_client):
     make_refund(paid_order(), 1, status="pending")
     page = viewer_client.get(REFUNDS).content.decode()
@@ -169,7 +182,7 @@ def test_the_refund_list_is_read_only_and_has_no_cancel_without_the_permission(v
 
     assert 'value="cancel_refunds"' not in page
     assert "GHS 0.10" in page
-    assert 'name="_save"' not in detail and "item_returned" in detail
+    assert 'name="_save"' not in detail and "Item returned" in detail
 
 
 # --- the cancel action, end to end against the sandbox --------------------------------------

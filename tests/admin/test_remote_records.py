@@ -52,12 +52,9 @@ def test_the_list_shows_each_resource_in_index_order(admin_client):
     assert column_headers(response) == ["Remote id", "Resource", "Changed", "First seen"]
     assert sortable_headers(response) == []  # sorted by the index only
     assert filter_titles(response) == ["By resource"]
-    assert filter_choices(response, "By resource") == [
-        "All",
-        "balance transactions",
-        "customers",
-        "payouts",
-    ]
+    # Payouts and balance transactions have typed tables of their own now: their raw rows of
+    # earlier releases stay listed (under All) for one release, but are no resource to choose.
+    assert filter_choices(response, "By resource") == ["All", "customers"]
     assert search_box(response) == "A record id, exact (e.g. po_… or txn_…)."
     rows = result_rows(response)
     assert [text(row["remote_id"]) for row in rows.values()] == [
@@ -70,11 +67,11 @@ def test_the_list_shows_each_resource_in_index_order(admin_client):
     first = next(iter(rows.values()))
     assert text(first["changed_column"]) == "2026-03-14 09:30 UTC"
 
-    payouts = admin_client.get(LIST + "?resource=payouts")
-    assert [text(r["remote_id"]) for r in result_rows(payouts).values()] == ["po_0000", "po_0001"]
-    html = payouts.content.decode()
-    for label in ("balance transactions", "customers", "payouts"):
-        assert f">{label}</a>" in html
+    customers = admin_client.get(LIST + "?resource=customers")
+    assert [text(r["remote_id"]) for r in result_rows(customers).values()] == ["cu_0000"]
+    html = customers.content.decode()
+    assert ">customers</a>" in html
+    assert ">payouts</a>" not in html and ">balance transactions</a>" not in html
 
 
 def test_search_finds_an_id_exactly(admin_client):

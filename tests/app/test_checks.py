@@ -197,6 +197,7 @@ def test_w004_for_the_deprecated_sync_helper_setting(settings):
     assert message.id == "django_orders.W004"
     assert message.level == checks.WARNING
     assert message.msg.startswith('DJANGO_ORDERS["SYNC_HELPER"] is deprecated and does nothing')
+    assert "helper threads of its own process, never another" in message.msg
     assert 'Remove "SYNC_HELPER" from DJANGO_ORDERS' in message.hint
 
 

@@ -265,4 +265,4 @@ def test_sync_helper_process_is_no_choice_and_the_error_names_the_fix(mocked_set
         orders_settings.SYNC_HELPER  # noqa: B018
     message = str(caught.value)
     assert 'DJANGO_ORDERS["SYNC_HELPER"] "process" is not a choice any more' in message
-    assert "(a first sync reads its pages in a helper process). Remove the setting." in message
+    assert "has no helper process. Remove the setting." in message

@@ -69,9 +69,9 @@ def test_the_package_keeps_every_contract():
         ),
         (
             "conf/__init__.py",
-            "from ..client.factory import reset as deliberate",
+            "from ..client.per_thread import reset as deliberate",
             "one-direction",
-            "django_orders.conf -> django_orders.client.factory",
+            "django_orders.conf -> django_orders.client.per_thread",
         ),
         (
             "client/pages.py",
@@ -87,9 +87,9 @@ def test_the_package_keeps_every_contract():
         ),
         (
             "sync/progress.py",
-            "from ..management.arguments import whole_number as deliberate",
+            "from ..management.base import whole_number as deliberate",
             "flows",
-            "django_orders.sync.progress -> django_orders.management.arguments",
+            "django_orders.sync.progress -> django_orders.management.base",
         ),
         (
             "testing/pytest_plugin.py",

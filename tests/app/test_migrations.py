@@ -10,6 +10,7 @@ back to the latest state at the end, whatever happens).
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -137,6 +138,15 @@ def test_the_migrations_are_one_line():
         "0009_refund_sync",
         "0010_fulfilment",
         "0011_record_search_updated_at",
+        "0012_export_permissions",
+        "0013_webhooks",
+        "0014_reconciliation",
+        "0015_money_records_from_raw",
+        "0016_known_customers",
+        "0017_money_export_permissions",
+        "0018_money_sync",
+        "0019_payment_watch_sweep",
+        "0020_payment_watch_feed",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]
@@ -259,3 +269,46 @@ def test_0003_keeps_existing_requests_as_order_creates_with_their_references(bac
     OrderRequest.objects.create(idempotency_key="k-2", reference="cart-1", kind="refund_create")
     with pytest.raises(IntegrityError), transaction.atomic():
         OrderRequest.objects.create(idempotency_key="k-3", reference="cart-1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0015_copies_raw_payouts_and_transactions_and_keeps_the_raw_rows(back_to_latest):
+    from django_orders.models import BalanceTransaction, Payout, PayoutItem
+    from tests.reconciliation.test_money_records import PAYOUT, TRANSACTION
+
+    migrate("0011_record_search_updated_at")
+    seen = timezone.now()
+    rows = [
+        ("payouts", "po_1", PAYOUT),
+        ("balance_transactions", "txn_a", TRANSACTION),
+        ("balance_transactions", "txn_bad", {**TRANSACTION, "id": "txn_bad", "amount": "5"}),
+        ("customers", "cu_1", {"id": "cu_1"}),
+    ]
+    with connection.cursor() as cursor:
+        for resource, remote_id, raw in rows:
+            cursor.execute(
+                "INSERT INTO django_orders_remoterecord (resource, remote_id, raw, fingerprint,"
+                " first_seen_at, changed_at) VALUES (%s, %s, %s, '', %s, %s)",
+                [resource, remote_id, json.dumps(raw), seen, seen],
+            )
+    migrate()
+    payout = Payout.objects.get()
+    assert (payout.id, payout.status, payout.amount, payout.failure_reason) == (
+        "po_1",
+        "failed",
+        4000,
+        "delivery_failed",
+    )
+    assert payout.raw == PAYOUT and payout.first_seen_at == seen
+    assert list(PayoutItem.objects.values_list("transaction_id", "allocated_amount")) == [
+        ("txn_a", 5000),
+        ("txn_b", 1000),
+    ]
+    # The malformed transaction is skipped, left raw; every raw row is still there.
+    transaction_ = BalanceTransaction.objects.get()
+    assert (transaction_.id, transaction_.order_id, transaction_.pending_payout_amount) == (
+        "txn_a",
+        "or_1",
+        2000,
+    )
+    assert RemoteRecord.objects.count() == 4

@@ -21,7 +21,10 @@ from django_orders.money import format_money, minor_unit_digits, to_decimal
         (-1999, "cny", "CNY -19.99"),
         (500, "jpy", "JPY 500"),
         (1234, "kwd", "KWD 1.234"),
-        (10**18 + 1, "usd", "USD 10000000000000000.01"),
+        (10**18 + 1, "usd", "USD 10,000,000,000,000,000.01"),
+        (123456, "eur", "EUR 1,234.56"),
+        (-123456789, "ghs", "GHS -1,234,567.89"),
+        (1500, "jpy", "JPY 1,500"),
     ],
 )
 def test_formats_minor_units_by_the_currencys_digits(value, currency, shown):
@@ -41,8 +44,9 @@ def test_decimal_is_exact_and_case_insensitive():
     assert minor_unit_digits("XOF") == 0
 
 
-def test_the_locales_decimal_separator(settings):
-    settings.USE_THOUSAND_SEPARATOR = True
+@pytest.mark.parametrize("grouping", [True, False])
+def test_the_locales_decimal_separator(settings, grouping):
+    settings.USE_THOUSAND_SEPARATOR = grouping  # grouped whatever the setting
     with translation.override("de"):
         assert format_money(123456, "eur") == "EUR 1.234,56"
     with translation.override("en"):
@@ -54,3 +58,15 @@ def test_template_filter():
         Context({"total": 2450, "currency": "eur"})
     )
     assert html == "EUR 24.50"
+
+
+@pytest.mark.parametrize(
+    ("value", "currency"),
+    [(2450, "eur"), (-1000, "ghs"), (500, "jpy"), (1234567, "kwd"), (None, "eur")],
+)
+def test_the_formatter_of_one_currency_formats_as_format_money(value, currency):
+    from django_orders.money import money_formatter
+
+    assert money_formatter(currency)(value) == format_money(value, currency)
+    with translation.override("de"):
+        assert money_formatter(currency)(value) == format_money(value, currency)

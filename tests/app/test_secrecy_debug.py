@@ -12,8 +12,7 @@ from django.core import mail
 from django.utils.log import AdminEmailHandler
 
 from django_orders.checks import check_settings
-from django_orders.client.factory import get_client
-from django_orders.client.transport import OrdersClient
+from django_orders.client.transport import OrdersClient, get_client
 from django_orders.conf import orders_settings
 from django_orders.exceptions import AuthenticationFailed, OrdersConfigurationError
 from django_orders.secret import Secret

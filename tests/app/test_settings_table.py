@@ -39,9 +39,18 @@ BAD = {
     "CHECKOUT_BUILDER": "build_order",
     "ALLOWED_REDIRECT_HOSTS": "shop.example.com",
     "WATCH_PAYMENTS": "false",
+    "WATCH_FEED_INTERVAL": 15,
+    "WEBHOOK_TIMEOUT": 0,
+    "WEBHOOK_MAX_ATTEMPTS": 0,
+    "WEBHOOK_BACKOFF": (30, 60),
+    "WEBHOOK_ALLOWED_HOSTS": "localhost",
+    "WEBHOOK_SECRET_OVERLAP": 5,
+    "EVENT_RECEIVERS": ["not a path"],
+    "EVENT_FEED_LAG": -1,
     "CHANGE_FEED": "false",
     "CHANGE_FEED_OVERLAP": timedelta(seconds=-1),
     "SEARCH_PAGE_SIZE": 0,
+    "RECONCILE_GRACE": timedelta(0),
 }
 
 

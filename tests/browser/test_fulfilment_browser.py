@@ -102,10 +102,10 @@ def test_pay_close_the_tab_watcher_marks_paid_staff_fulfil_and_send_the_receipt(
     entries = page.locator("table.orders-timeline tbody tr")
     expected = [  # newest first: what happened, source, staff user
         (r"Document sent: receipt \(.*state: delivered; sent: email, sms", "Staff", "fulfiller"),
-        (r"Status\s+paid\s+→\s+completed", "Staff", "fulfiller"),
-        (r"Order complete .*Succeeded", "Staff", "fulfiller"),
-        (r"Status\s+requires_payment\s+→\s+paid", "Lookup", "-"),  # the watcher's lookup
-        (r"Order create .*Succeeded", "Checkout", "-"),
+        (r"Status\s+Paid\s+→\s+Completed", "Staff", "fulfiller"),
+        (r"Request to mark the order fulfilled Succeeded", "Staff", "fulfiller"),
+        (r"Status\s+Requires payment\s+→\s+Paid", "Lookup", "-"),  # the watcher's lookup
+        (r"Request to create the order Succeeded", "Checkout", "-"),
     ]
     expect(entries).to_have_count(len(expected))
     for row, (what, source, staff) in zip(entries.all(), expected, strict=True):

@@ -121,6 +121,17 @@ def test_an_answer_that_is_not_the_api(api, configured, reply):
     assert 'is DJANGO_ORDERS["BASE_URL"] the address of the API' in message
 
 
+@pytest.mark.django_db
+def test_a_django_site_as_base_url_is_named_a_web_page(live_server, settings):
+    """The shop's own Django site with DEBUG on: Django answers the POST without a slash with a
+    plain-text traceback (a 500), which is a web page as much as an HTML one is."""
+    settings.DEBUG = True
+    settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": live_server.url}
+    message, _ = run_failing()
+    assert "answered 500" in message
+    assert 'is DJANGO_ORDERS["BASE_URL"] the address of the API' in message
+
+
 def test_a_plain_http_warning_is_shown_but_the_check_runs(api, settings):
     settings.DEBUG = False
     settings.DJANGO_ORDERS = {"API_KEY": KEY, "BASE_URL": "http://api.orders.test/v1"}

@@ -14,10 +14,10 @@ import pytest
 
 import django_orders
 from django_orders.client import per_thread
-from django_orders.client.factory import get_client, new_client, reset
 from django_orders.client.paging import iter_pages
+from django_orders.client.per_thread import reset
 from django_orders.client.rate_gate import RateGate
-from django_orders.client.transport import OrdersClient
+from django_orders.client.transport import OrdersClient, get_client, new_client
 from django_orders.exceptions import ServerError
 from django_orders.services import check_api
 from tests.fixtures.http import BASE, KEY, assert_key_absent
@@ -141,7 +141,7 @@ def test_a_bad_page_window_is_refused_before_anything_is_sent(api, make_client, 
 
 def test_the_app_builds_clients_only_in_the_factory():
     package = Path(django_orders.__file__).parent
-    allowed = {package / "client" / "factory.py", package / "client" / "transport.py"}
+    allowed = {package / "client" / "transport.py"}
     building = re.compile(r"\bfrom_settings\(|\bOrdersClient\(")
     offenders = [
         str(path.relative_to(package))

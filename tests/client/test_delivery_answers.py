@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_orders.client.answers import Answer
-from django_orders.client.fulfilment import decode_delivery
+from django_orders.client.calls import decode_delivery
+from django_orders.client.reading import Answer
 from django_orders.exceptions import InvalidResponse
 
 PATH = "/orders/send_receipt"

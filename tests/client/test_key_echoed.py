@@ -90,11 +90,12 @@ def test_an_error_body_echoing_the_key_is_stored_scrubbed(hostile, order_input, 
 def test_pages_and_lookups_echoing_the_key_are_stored_scrubbed(hostile, echoed):
     page = f'{{"page": {{"number": 1, "size": 3, "orders": [{order_text("or_1", echoed)}]}}}}'
     hostile.script("/orders/page", text_answer(200, page))
-    payout = f'{{"id": "po_1", "n": "{echoed}"}}'
-    other = f'{{"page": {{"number": 1, "size": 3, "payouts": [{payout}]}}}}'
-    hostile.script("/payouts/page", text_answer(200, other))
+    # A resource stored raw (payouts and balance transactions have typed tables now).
+    dispute = f'{{"id": "dp_1", "n": "{echoed}"}}'
+    other = f'{{"page": {{"number": 1, "size": 3, "disputes": [{dispute}]}}}}'
+    hostile.script("/disputes/page", text_answer(200, other))
     assert sync_orders().skipped == 0
-    assert sync_orders(resource="payouts").skipped == 0
+    assert sync_orders(resource="disputes", collection="disputes").skipped == 0
     assert_scrubbed(Order.objects.get(), Customer.objects.get(), RemoteRecord.objects.get())
     lookup = f'{{"order": {order_text("or_1", echoed).replace("you sent", "lookup:")}}}'
     hostile.script("/orders/lookup", text_answer(200, lookup))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_orders.client.rate_gate import RateGate
+from django_orders.client.search import EXTRA_ANSWERS, SearchTrail
 from django_orders.exceptions import InvalidResponse, RequestRejected
 from tests.client.conftest import error, ok
 
@@ -168,5 +169,142 @@ def test_bad_arguments_are_refused_naming_them_before_anything_is_sent(
     with pytest.raises(ValueError, match=field):
         make_client().search("orders", **kwargs)
     with pytest.raises(ValueError, match="resource"):
-        make_client().search("payouts", page_size=5)
+        make_client().search("balance_transactions", page_size=5)
     assert api.sent == []
+
+
+# --- SearchTrail: a read that follows cursors always ends ----------------------------------
+
+
+def result(order_id: str, updated_at: str) -> dict:
+    return {"resource": {"type": "order", "id": order_id}, "updated_at": updated_at}
+
+
+def read_with_trail(make_client, cursors, **trail_options):
+    """Follow the scripted answers with one trail, as the feed does; the cursors sent."""
+    client = make_client(max_retries=0)
+    trail = SearchTrail("/orders/search", 2, **trail_options)
+    sent: list[str | None] = []
+    cursor = cursors
+    while True:
+        sent.append(cursor)
+        page = client.search("orders", page_size=2, cursor=cursor, trail=trail)
+        if not page.has_more:
+            return sent
+        cursor = page.next_cursor
+
+
+def test_a_cursor_answered_with_itself_ends_the_read_naming_it(api, make_client):
+    api.script(
+        "/orders/search",
+        ok(answer(next_cursor="c2")),
+        ok(answer(results=[], next_cursor="c2"), request_id="req_loop"),
+    )
+    with pytest.raises(InvalidResponse) as caught:
+        read_with_trail(make_client, None)
+    assert len(api.sent) == 2
+    message = str(caught.value)
+    assert "gave the cursor 'c2' again, already followed in this read" in message
+    assert "the read would never end" in message and "req_loop" in message
+
+
+def test_a_cycle_of_cursors_ends_when_it_comes_back(api, make_client):
+    older = [result("or_0", "2026-11-26T07:00:00Z")]
+    oldest = [result("or_9", "2026-11-26T06:00:00Z")]
+    api.script(
+        "/orders/search",
+        ok(answer(next_cursor="a")),
+        ok(answer(results=older, next_cursor="b")),
+        ok(answer(results=oldest, next_cursor="a")),
+    )
+    with pytest.raises(InvalidResponse, match="gave the cursor 'a' again"):
+        read_with_trail(make_client, None)
+    assert len(api.sent) == 3
+
+
+def test_new_cursors_over_records_already_seen_end_the_read(api, make_client):
+    again = [result("or_1", "2026-11-26T08:00:00Z"), result("or_2", "2026-11-26T09:00:00Z")]
+    api.script(
+        "/orders/search",
+        ok(answer(next_cursor="c2")),
+        ok(answer(results=again, next_cursor="c3")),
+    )
+    with pytest.raises(InvalidResponse, match="answered the cursor 'c2' with has_more and no"):
+        read_with_trail(make_client, None)
+
+
+def test_a_first_answer_with_has_more_and_no_record_ends_the_read(api, make_client):
+    api.script("/orders/search", ok(answer(results=[], next_cursor="c1")))
+    with pytest.raises(
+        InvalidResponse, match=r"answered has_more with no record \(next cursor 'c1'\)"
+    ):
+        read_with_trail(make_client, None)
+
+
+def test_records_tied_on_updated_at_across_answers_are_progress(api, make_client):
+    tied = "2026-11-26T08:00:00Z"
+    api.script(
+        "/orders/search",
+        ok(answer(results=[result("or_3", tied), result("or_2", tied)], next_cursor="c2")),
+        ok(answer(results=[result("or_1", tied), result("or_0", tied)], next_cursor="c3")),
+        ok(answer(results=[result("or_z", tied)], has_more=False, next_cursor=None)),
+    )
+    assert read_with_trail(make_client, None) == [None, "c2", "c3"]
+
+
+def test_an_exact_total_bounds_the_answers_of_a_read(api, make_client):
+    """4 records in answers of 2: 2 answers, and EXTRA_ANSWERS more at most."""
+    exact = {"value": 4, "relation": "exact"}
+    answers = [
+        ok(
+            answer(
+                results=[result(f"or_{n}", f"2026-11-{26 - n:02d}T08:00:00Z")],
+                total=exact,
+                next_cursor=f"c{n + 1}",
+            )
+        )
+        for n in range(10)
+    ]
+    api.script("/orders/search", *answers)
+    with pytest.raises(
+        InvalidResponse, match="had more after 5 answers of 2 for an exact total of 4"
+    ):
+        read_with_trail(make_client, None)
+    assert len(api.sent) == 2 + EXTRA_ANSWERS
+
+
+def test_a_lower_bound_total_does_not_bound_the_read(api, make_client):
+    answers = [
+        ok(
+            answer(
+                results=[result(f"or_{n}", f"2026-11-{26 - n:02d}T08:00:00Z")],
+                total={"value": 4, "relation": "lower_bound"},
+                next_cursor=f"c{n + 1}",
+            )
+        )
+        for n in range(9)
+    ]
+    last = ok(
+        answer(results=[result("or_x", "2026-11-01T08:00:00Z")], has_more=False, next_cursor=None)
+    )
+    api.script("/orders/search", *answers, last)
+    assert len(read_with_trail(make_client, None)) == 10
+
+
+def test_a_search_without_a_cursor_begins_the_read_again(api, make_client):
+    """After an expired cursor the feed reads again from the top: what it saw is forgotten."""
+    client = make_client(max_retries=0)
+    trail = SearchTrail("/orders/search", 2)
+    api.script("/orders/search", ok(answer(next_cursor="c2")), ok(answer(next_cursor="c2")))
+    client.search("orders", page_size=2, trail=trail)
+    client.search("orders", page_size=2, trail=trail)  # the same answer: a new read
+    assert len(api.sent) == 2
+
+
+def test_a_resumed_read_starts_from_its_cursor(api, make_client):
+    """A backfill resumed from its checkpoint: the cursor it sends is followed from then on."""
+    client = make_client(max_retries=0)
+    trail = SearchTrail("/orders/search", 2)
+    api.script("/orders/search", ok(answer(next_cursor="saved")))
+    with pytest.raises(InvalidResponse, match="gave the cursor 'saved' again"):
+        client.search("orders", page_size=2, cursor="saved", trail=trail)

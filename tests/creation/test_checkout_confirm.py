@@ -50,11 +50,14 @@ def test_paid_on_the_first_look(http_mock, sleeps, status_changes):
     assert status_changes == [("or_unit1", "requires_payment", "paid")]
     # Read the order; the sync's refresh write: one read of the stored fingerprints, one
     # upsert of the changed order (the customer is unchanged) and its status change's entry on
-    # the timeline, in one short transaction; read the order back with its customer.
+    # the timeline, with the order.paid event and its fan-out (events out), in one short
+    # transaction; read the order back with its customer.
     assert statement_kinds(queries) == [
         "SELECT",
         "BEGIN",
         "SELECT",
+        "INSERT",
+        "INSERT",
         "INSERT",
         "INSERT",
         "COMMIT",

@@ -91,6 +91,8 @@ def test_a_reference_reused_for_another_cart_is_a_conflict(live_orders, received
         checkout(reference="cart-2", number="A-1002")
 
     assert isinstance(caught.value, InvalidOrderRequest)
+    assert caught.value.kind == "order"
+    assert str(caught.value).startswith("Invalid order request: reference: ")
     assert caught.value.reference == "cart-2"
     assert "cart-2" in str(caught.value) and list(caught.value.errors) == ["reference"]
     assert len(received.creates()) == 1

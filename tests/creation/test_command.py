@@ -131,3 +131,18 @@ def test_nothing_waiting_says_nothing_about_backoff(pending_requests):
     out = StringIO()
     call_command("resume_order_requests", "--dry-run", stdout=out)
     assert "waiting" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [
+        (1, "; 1 request waiting for its backoff, "),
+        (1234, "; 1,234 requests waiting for their backoff, "),
+    ],
+)
+def test_the_backoff_count_is_pluralised(count, shown):
+    from django_orders.management.commands.resume_order_requests import waiting
+    from django_orders.services import ResumeSummary
+
+    due = timezone.now() + timedelta(minutes=10)
+    assert waiting(ResumeSummary(waiting=count, next_due_at=due)).startswith(shown)

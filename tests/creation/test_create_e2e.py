@@ -63,8 +63,9 @@ def test_success_path_statements_in_a_test_transaction(
 ):
     # INSERT request (in a savepoint: under the test's own atomic block a repeated reference's
     # IntegrityError must not poison it); SELECT: no other request holds the answered order;
-    # upsert customer; upsert order; UPDATE request; the request's entry on the timeline.
-    with django_assert_num_queries(8) as captured:
+    # upsert customer; upsert order; UPDATE request; the order.created event and its fan-out
+    # to the subscribed endpoints (events out); the request's entry on the timeline.
+    with django_assert_num_queries(10) as captured:
         create_order(**order_input, reference=new_reference())
     sql = [statement_text(q["sql"]).split()[0].upper() for q in captured.captured_queries]
     assert sql == [
@@ -76,6 +77,8 @@ def test_success_path_statements_in_a_test_transaction(
         "INSERT",
         "UPDATE",
         "INSERT",
+        "INSERT",
+        "INSERT",
     ]
 
 
@@ -83,11 +86,23 @@ def test_success_path_statements_in_a_test_transaction(
 def test_success_path_statements_in_autocommit(live_orders, order_input, django_assert_num_queries):
     # As in production (no test transaction), with a reference: the request row commits on
     # its own before the send, then one transaction (Django logs its BEGIN and COMMIT too).
-    # The last INSERT: the request's entry on the order's timeline, in the same transaction.
-    with django_assert_num_queries(8) as captured:
+    # The last INSERTs: the order.created event, its fan-out, the request's entry on the
+    # order's timeline, in the same transaction.
+    with django_assert_num_queries(10) as captured:
         create_order(**order_input, reference="cart-autocommit")
     sql = [statement_text(q["sql"]).split()[0].upper() for q in captured.captured_queries]
-    assert sql == ["INSERT", "SELECT", "BEGIN", "INSERT", "INSERT", "UPDATE", "INSERT", "COMMIT"]
+    assert sql == [
+        "INSERT",
+        "SELECT",
+        "BEGIN",
+        "INSERT",
+        "INSERT",
+        "UPDATE",
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "COMMIT",
+    ]
     assert OrderRequest.objects.get().state == State.SUCCEEDED
 
 
@@ -255,22 +270,67 @@ def test_in_progress_409_stays_pending_then_replays(live_orders, received, order
     assert set(received.creates()) == {request.payload.encode()}
 
 
-def test_authentication_failure_keeps_request_pending(live_orders, order_input, settings, caplog):
+def test_a_checkout_refused_with_401_fails_and_reopens_under_a_new_key_once_the_key_is_fixed(
+    live_orders, received, order_input, settings, caplog
+):
     good_key = settings.DJANGO_ORDERS["API_KEY"]
     wrong = "sk_test_wrong_" + "x" * 20
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "API_KEY": wrong}
     caplog.set_level(logging.DEBUG)
+    reference = new_reference()
     with pytest.raises(AuthenticationFailed) as caught:
-        create_order(**order_input, reference=new_reference())
+        create_order(**order_input, reference=reference)
     request = OrderRequest.objects.get()
-    assert (request.state, request.last_status_code) == (State.PENDING, 401)
+    assert (request.state, request.last_status_code, request.last_error_code) == (
+        State.FAILED,
+        401,
+        "authentication_failed",
+    )
     for text in (str(caught.value), repr(caught.value), request.last_error, caplog.text):
         assert wrong not in text
         assert good_key not in text
-    # Fixed key: the resume sends the same request and succeeds.
+    refused_key = request.idempotency_key
+
+    # Fixed key: nothing resends the failed checkout behind the customer's back...
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "API_KEY": good_key}
     summary = resume_order_requests(now=timezone.now() + LATER)
-    assert summary.succeeded == 1
+    assert (summary.resent, summary.succeeded) == (0, 0)
+    assert upstream_orders_by_key(live_orders) == {}
+    # ... a different cart under the same reference is still a conflict ...
+    with pytest.raises(ReferenceConflict):
+        create_order(
+            **{**order_input, "finalize": not order_input.get("finalize")}, reference=reference
+        )
+    # ... and the customer's repeated checkout sends it afresh, under a new key.
+    order = create_order(**order_input, reference=reference)
+    request.refresh_from_db()
+    assert (request.state, request.order_id) == (State.SUCCEEDED, order.pk)
+    assert request.idempotency_key != refused_key
+    assert json.loads(request.payload)["request_meta"]["idempotency_key"] == request.idempotency_key
+    assert upstream_orders_by_key(live_orders) == {request.idempotency_key: [order.pk]}
+    assert OrderRequest.objects.count() == 1
+
+
+def test_a_401_after_a_send_that_may_have_reached_the_service_stays_pending(
+    live_orders, received, order_input, settings
+):
+    good_key = settings.DJANGO_ORDERS["API_KEY"]
+    live_orders.add_fault("drop_after_commit", "/orders/create", times=4)  # made, answer lost
+    with pytest.raises(OrderRequestPending):
+        create_order(**order_input, reference=new_reference())
+    request = OrderRequest.objects.get()
+    key = request.idempotency_key
+    # The key is rotated wrongly before the resume: a 401 now proves nothing about the order.
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "API_KEY": "sk_test_wrong_" + "y" * 20}
+    resume_order_requests(now=timezone.now() + LATER)
+    request.refresh_from_db()
+    assert (request.state, request.last_status_code) == (State.PENDING, 401)
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "API_KEY": good_key}
+    summary = resume_order_requests(now=timezone.now() + 2 * LATER)
+    request.refresh_from_db()
+    assert (summary.succeeded, request.state, request.idempotency_key) == (1, State.SUCCEEDED, key)
+    assert list(upstream_orders_by_key(live_orders)) == [key]
+    assert len(upstream_orders_by_key(live_orders)[key]) == 1
 
 
 def test_key_lifetime_expiry_is_never_resent(live_orders, received, order_input):

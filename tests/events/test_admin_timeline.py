@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_orders.admin.timeline import MAX_EVENTS_SHOWN
+from django_orders.admin.order_tables import MAX_EVENTS_SHOWN
 from django_orders.mirror import events
 from django_orders.mirror.events import LOOKUP, PAGE
 from django_orders.models import OrderEvent, OrderRequest
@@ -70,11 +71,15 @@ def test_the_timeline_is_newest_first_with_links_sources_and_users(viewer_client
     table = page[page.index('class="orders-timeline"') :]
 
     request_url = reverse("admin:django_orders_orderrequest_change", args=(request.pk,))
-    assert f'<a href="{request_url}">{request.pk}</a>' in table
+    # The request's link reads what it did, not its internal number; statuses their labels.
+    assert f'<a href="{request_url}">Request to create the order</a>' in table
+    assert f">{request.pk}</a>" not in table
+    assert re.search(r'title="requires_payment"[^>]*>Requires payment</span>', table)
+    assert re.search(r'title="succeeded"[^>]*>Succeeded</span>', table)
     receipt, change, created = (
         table.index("Document sent: receipt"),
-        table.index("requires_payment"),
-        table.index("Order create"),
+        table.index("Requires payment"),
+        table.index("Request to create the order"),
     )
     assert receipt < change < created  # newest first
     assert "ama" in table and "Lookup" in table and "Checkout" in table

@@ -15,6 +15,7 @@ from django.utils import timezone
 from health_check.exceptions import ServiceUnavailable, ServiceWarning
 from health_check.views import HealthCheckView
 
+from django_orders.conf.table import CLOCK_SKEW
 from django_orders.health import (
     OrderRequestsInReview,
     OrderRequestsStuck,
@@ -79,12 +80,19 @@ class TestSyncFreshness:
 
     def test_an_old_sync_fails_and_shows_the_latest_runs_error(self):
         finished_run(age=timedelta(hours=3))
-        finished_run(age=timedelta(minutes=1), outcome="failed", error="HTTP 503 from upstream")
+        latest = finished_run(
+            age=timedelta(minutes=1),
+            outcome="failed",
+            error="ServerError: the provider's words (HTTP 503, request id req_0123456789)",
+        )
 
         error = failure(SyncFreshness(max_age=timedelta(hours=1)))
 
         assert isinstance(error, ServiceUnavailable)
-        assert "180 min ago" in error.message and "HTTP 503 from upstream" in error.message
+        assert "180 min ago" in error.message
+        # Named, with what to do; its text (the provider's words) stays on the run, for staff.
+        assert f"The latest run (sync run #{latest.pk}) failed with ServerError" in error.message
+        assert "provider's words" not in error.message and "req_" not in error.message
 
     def test_each_resource_has_its_own_threshold(self):
         finished_run(age=timedelta(minutes=5))
@@ -162,7 +170,8 @@ class TestSearchIndexFreshness:
         error = failure(SearchIndexFreshness(max_age=timedelta(hours=2)))
 
         assert isinstance(error, ServiceWarning)
-        assert f"warned: {UNAVAILABLE}." in error.message
+        assert "found it unavailable and warned (the warning is on that run" in error.message
+        assert UNAVAILABLE not in error.message  # its text may quote the provider
         # Within max_age of the watermark, a short outage of the index is not reported.
         assert failure(SearchIndexFreshness(max_age=timedelta(hours=4))) is None
 
@@ -173,7 +182,26 @@ class TestSearchIndexFreshness:
 
         assert isinstance(error, ServiceWarning)
         assert error.message.startswith("The change feed has no watermark yet: the last sync")
-        assert UNAVAILABLE in error.message
+        assert "found it unavailable and warned" in error.message
+
+    def test_a_watermark_in_the_future_fails_in_one_query(self, django_assert_num_queries):
+        """Left by a search answer dated in the future: now minus it is negative, which must
+        not read as healthy whatever the max_age."""
+        feed_run(watermark_age=-timedelta(days=365 * 75))
+
+        with django_assert_num_queries(1):
+            error = failure(SearchIndexFreshness(max_age=timedelta(days=365)))
+
+        assert isinstance(error, ServiceWarning)
+        assert error.message.startswith("The change feed's watermark (21")
+        assert "lies ahead of this shop's clock" in error.message
+        assert "ago) found it current." in error.message
+        assert "it pulls the watermark back to now and says so" in error.message
+
+    def test_a_watermark_within_the_clock_skew_ahead_is_healthy(self):
+        feed_run(watermark_age=-(CLOCK_SKEW - timedelta(seconds=5)))
+
+        assert failure(SearchIndexFreshness()) is None
 
     def test_no_sync_that_read_the_index_says_to_run_one(self):
         finished_run()  # CHANGE_FEED off, or a backfill still running
@@ -200,7 +228,8 @@ def test_the_check_reads_what_a_sync_against_a_delayed_index_recorded(
     assert delayed.index_freshness == "delayed" and delayed.watermark_after is not None
     error = failure(check)
     assert isinstance(error, ServiceWarning)
-    assert f"warned: {delayed.warning}." in error.message and "delayed" in delayed.warning
+    assert f"(sync run #{delayed.pk}, " in error.message
+    assert "found it delayed and warned" in error.message and "delayed" in delayed.warning
 
     sandbox.configure_search(state="current")
     sync_orders()
@@ -244,3 +273,28 @@ def test_a_failing_check_makes_the_probe_fail_with_its_advice():
 
     assert status == 500
     assert "manage.py sync_orders" in json.dumps(body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_view_names_each_check_readably():
+    feed_run()
+    status, body = probe(
+        [
+            ("django_orders.health.SyncFreshness", {"max_age": timedelta(minutes=90)}),
+            "django_orders.health.OrderRequestsStuck",
+            ("django_orders.health.OrderRequestsInReview", {"warn_only": True}),
+            "django_orders.health.RefundsStuckProcessing",
+            "django_orders.health.SearchIndexFreshness",
+            ("django_orders.health.WebhookBacklog", {"dead": False}),
+        ]
+    )
+    assert status == 200, body
+    # The names the page, the JSON and the logs show: no datetime.timedelta(seconds=...).
+    assert list(body) == [
+        "SyncFreshness(orders, max age 1 hour 30 minutes)",
+        "OrderRequestsStuck(grace 15 minutes)",
+        "OrderRequestsInReview(warn only: yes)",
+        "RefundsStuckProcessing(max age 3 days)",
+        "SearchIndexFreshness(max age 2 hours)",
+        "WebhookBacklog(grace 10 minutes, dead: no)",
+    ]

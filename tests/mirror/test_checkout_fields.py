@@ -18,13 +18,15 @@ from django_orders.mirror.parsing import (
 )
 from django_orders.mirror.store import store_orders
 from django_orders.mirror.timestamps import parse_optional_timestamp
-from django_orders.models import Customer, Order
+from django_orders.models import Customer, EventType, Order, OutboxEvent
 from django_orders.services import sync_orders
 from tests.fixtures.mirror import (
+    EVENT_WRITES,
     TRANSACTION_CONTROL,
     assert_mirror_matches,
     checkout_values,
     read_in_full,
+    statement_shape,
     store_orders_by_id,
 )
 
@@ -208,9 +210,11 @@ def test_an_unchanged_resync_writes_nothing_and_a_change_rewrites_every_column(
     # Unpaid first: a paid order never goes back to canceled (mirror.lifecycle).
     unpaid = checkout_record(1, status="requires_payment", paid_at=None)
     store_orders([parse_order(unpaid)])
-    with django_assert_num_queries(1):  # the fingerprint read, nothing else
+    held_events = OutboxEvent.objects.count()  # the order's order.first_seen
+    with django_assert_num_queries(1):  # the fingerprint read, nothing else: no event either
         result = store_orders([parse_order(unpaid)])
     assert result.unchanged == 1
+    assert OutboxEvent.objects.count() == held_events
 
     canceled = checkout_record(
         1,
@@ -222,11 +226,20 @@ def test_an_unchanged_resync_writes_nothing_and_a_change_rewrites_every_column(
         number=None,
         customer={"id": "cu_000001", "email_address": "new@example.com"},
     )
-    # Read, customer upsert, order upsert, and the status change's entry on the timeline.
-    with django_assert_num_queries(4) as captured:
+    # Read, customer upsert, order upsert, the status change's order.canceled event with its
+    # deliveries, and the status change's entry on the timeline.
+    with django_assert_num_queries(6) as captured:
         store_orders([parse_order(canceled)])
     work = [q for q in captured if not q["sql"].startswith(TRANSACTION_CONTROL)]
-    assert len(work) == 4
+    assert [statement_shape(q["sql"]) for q in work] == [
+        "SELECT",
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+        'INSERT INTO "django_orders_orderevent"',
+    ]
+    (event,) = OutboxEvent.objects.order_by("-pk")[:1]
+    assert (event.type, event.order_id) == (EventType.ORDER_CANCELED, "or_000001")
     assert stored_values("or_000001") == (
         None,
         "eur",

@@ -30,7 +30,8 @@ from django_orders.mirror.parsing import (
     parse_record,
     record_position,
 )
-from django_orders.mirror.resources.order_pages import LazyCustomer, LazyOrder, complete
+from django_orders.mirror.resources import order_pages
+from django_orders.mirror.resources.order_pages import SentOrder, complete
 from django_orders.mirror.timestamps import parse_timestamp, read_timestamps
 from django_orders.wire_json import NOT_PLAIN, PLAIN_DEPTH, decode_answer, decode_plain
 from tests.fixtures.mirror import read_in_full, spy_everywhere, walked
@@ -507,8 +508,8 @@ def test_a_page_of_order_shaped_records_reads_as_each_record_parsed_alone(record
 def test_a_page_of_other_records_reads_as_each_record_parsed_alone(records):
     body = body_or_none(records)
     assume(body is not None)
-    old, old_aside = reference(body, parse_record, "payouts")
-    new, new_aside = read_in_full(body, resource="payouts")
+    old, old_aside = reference(body, parse_record, "customers")
+    new, new_aside = read_in_full(body, resource="customers")
     assert new_aside == old_aside
     assert [(r.id, r.raw_json, r.fingerprint, r.raw) for r in new] == [
         (r.id, r.raw_json, r.fingerprint, r.raw) for r in old
@@ -525,8 +526,8 @@ def test_the_sandboxs_pages_read_light_and_as_each_record_parsed_alone(sandbox_n
     pages = 0
     for page in walk:
         body = b"[" + b",".join(page.records) + b"]"
-        lazy = walked(body, number=page.number)
-        assert {type(order) for order in lazy} == {LazyOrder}
+        sent = walked(body, number=page.number)
+        assert {type(order) for order in sent} == {SentOrder}
         assert_read_as_reference(body)
         pages += 1
     assert pages == 3
@@ -548,43 +549,45 @@ def test_a_bad_record_is_set_aside_naming_page_record_and_field():
         "orders page 5, record 2 of 3 (id or_2): order or_2: initiated_at must be an ISO 8601 "
         "timestamp with Z or an offset, not '2026-03-01T10:00:00'",
     ]
-    with pytest.raises(InvalidRecord, match="initiated_at must be an ISO 8601"):
-        page[1].initiated_at  # noqa: B018  (read on its own, outside complete: the same error)
+    (_where, alone), *_ = complete([page[1]])[1]  # parsed on its own: the same error
+    assert str(alone) == str(malformed[0][1])
 
 
-# --- read when needed ----------------------------------------------------------------------------
+# --- read as sent, parsed once ------------------------------------------------------------------
 
 
-def test_an_order_is_decoded_only_when_more_than_the_walk_compares_is_asked_for(monkeypatch):
-    """The id, status, customer id and the hashes of the bytes at once; the rest of one order,
-    and only that order, when first asked for, with the values of a parse of its own."""
+def test_an_order_is_read_as_sent_until_its_page_is_parsed_once(monkeypatch):
+    """The id, status, customer id and the hashes of the bytes at once, nothing decoded; a page
+    to write parsed by the one decoder (``parse_orders``) in one call for the page, into new
+    ``ParsedOrder`` objects with the values of a parse of each record on its own."""
     second = {**SANDBOX_LIKE, "id": "or_2", "number": "ORD-2", "paid_at": None}
     body = json.dumps([SANDBOX_LIKE, second], ensure_ascii=False).encode()
     decoded = spy_everywhere(
         monkeypatch, parsing, "decode_record", lambda item: json.loads(bytes(item))["id"]
     )
-    lazy = walked(body)
-    assert [(o.id, o.status, o.customer.id) for o in lazy] == [
-        ("or_1", "completed", "cu_1")
-    ] * 1 + [("or_2", "completed", "cu_1")]
-    assert all(o.wire_fingerprint and o.customer.wire_fingerprint for o in lazy)
-    assert decoded == []
-    assert lazy[1].number == "ORD-2"
-    assert decoded == ["or_2"]
-    assert lazy[1].customer.name == "Chidi Παπαδόπουλος"  # read with its order: no decoding
-    assert_same_orders(reference(body)[0], lazy)
-    assert decoded == ["or_2", "or_1"]
-    assert lazy[0].raw == SANDBOX_LIKE
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        lazy[0].nope  # noqa: B018
-
-
-def test_a_customer_asked_for_before_its_order_reads_its_own_bytes():
-    (order,) = walked([SANDBOX_LIKE])
-    assert type(order.customer) is LazyCustomer
-    assert order.customer.name == "Chidi Παπαδόπουλος"
-    assert order.unread  # the order itself still is not decoded
-    assert order.customer.fingerprint == parse_order(SANDBOX_LIKE).customer.fingerprint
+    parses: list[int] = []
+    parse_orders = parsing.parse_orders
+    monkeypatch.setattr(
+        order_pages,
+        "parse_orders",
+        lambda values, **kw: parses.append(len(values)) or parse_orders(values, **kw),
+    )
+    sent = walked(body)
+    assert [(o.id, o.status, o.customer_id) for o in sent] == [
+        ("or_1", "completed", "cu_1"),
+        ("or_2", "completed", "cu_1"),
+    ]
+    assert all(o.wire_fingerprint and o.customer_wire for o in sent)
+    assert (decoded, parses) == ([], [])
+    assert not hasattr(sent[1], "number")  # not an order half read: no field reads the record
+    parsed, malformed = complete(list(sent))
+    assert (decoded, parses, malformed) == ([], [2], [])  # one call for the page
+    assert {type(o) for o in parsed} == {ParsedOrder}
+    assert_same_orders(reference(body)[0], parsed)
+    assert parsed[0].raw == SANDBOX_LIKE
+    assert [(o.wire_fingerprint, o.customer.wire_fingerprint) for o in parsed] == [
+        (o.wire_fingerprint, o.customer_wire) for o in sent
+    ]
 
 
 @pytest.mark.parametrize("read", [False, True])
@@ -595,11 +598,12 @@ def test_a_page_is_freed_by_reference_counting_alone(read):
     gc.collect()
     gc.disable()
     try:
-        lazy = walked(body)
+        sent = walked(body)
         if read:
-            complete(list(lazy), encode=True)
-            assert lazy[1].number == "ORD-1"
-        del lazy
+            parsed, _malformed = complete(list(sent), encode=True)
+            assert parsed[1].number == "ORD-1"
+            del parsed
+        del sent
         assert gc.collect() == 0
     finally:
         gc.enable()
@@ -621,7 +625,7 @@ def test_each_order_and_customer_carries_the_hash_of_its_bytes_as_sent():
     compact = json.dumps(
         {**SANDBOX_LIKE, "id": "or_2", "customer": {"id": "cu_2"}}, separators=(",", ":")
     )
-    orders = walked(f"[{spaced} ,  {compact}]".encode())
+    orders, _malformed = complete(list(walked(f"[{spaced} ,  {compact}]".encode())))
     assert [o.wire_fingerprint for o in orders] == [
         wire_hash(spaced.encode()),
         wire_hash(compact.encode()),
@@ -643,7 +647,7 @@ def test_repeated_keys_read_as_json_loads_reads_them():
         b'[{"id":"or_1","status":"completed","initiated_at":"2026-01-09T05:32:43Z",'
         b'"customer":{"id":"cu_first"},"customer":{"id":"cu_last","name":"L"}}]'
     )
-    (order,) = walked(body)
+    (order,), _malformed = complete(list(walked(body)))
     assert order.customer.id == "cu_last"
     assert order.customer.wire_fingerprint == wire_hash(b'{"id":"cu_last","name":"L"}')
     assert_read_as_reference(body)
@@ -658,14 +662,14 @@ def test_a_record_decoded_already_has_no_wire_fingerprint():
     (order,) = page
     assert type(order) is ParsedOrder
     assert (order.wire_fingerprint, order.customer.wire_fingerprint) == ("", "")
-    assert order.fingerprint == walked([SANDBOX_LIKE])[0].fingerprint
+    assert order.fingerprint == complete(list(walked([SANDBOX_LIKE])))[0][0].fingerprint
 
 
 def test_an_order_with_a_nul_is_parsed_at_once_made_storable():
     record = json.dumps({**SANDBOX_LIKE, "id": "or_1X"}).replace("or_1X", "or_1\\u0000")
     body = f"[{record},{json.dumps({**SANDBOX_LIKE, 'id': 'or_2'})}]".encode()
     page = walked(body)
-    assert [type(o) for o in page] == [ParsedOrder, LazyOrder]
+    assert [type(o) for o in page] == [ParsedOrder, SentOrder]
     assert page[0].id == "or_1\ufffd"
     assert page[0].wire_fingerprint == wire_hash(record.encode())
     assert_read_as_reference(body)

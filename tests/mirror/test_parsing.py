@@ -111,9 +111,9 @@ def test_a_bad_record_in_a_page_names_page_record_and_field():
 
 
 def test_a_record_without_an_id_is_named_by_position():
-    kept, (message,) = read_in_full([{"amount": 1}], resource="payouts", number=2)
+    kept, (message,) = read_in_full([{"amount": 1}], resource="customers", number=2)
     assert not kept
-    assert re.match(r"payouts page 2, record 1 of 1 \(no valid id\): id must", message)
+    assert re.match(r"customers page 2, record 1 of 1 \(no valid id\): id must", message)
 
 
 def test_generic_records_need_only_an_id_and_keep_everything():

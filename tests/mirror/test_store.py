@@ -17,7 +17,6 @@ from django.db import (
     connections,
     transaction,
 )
-from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -27,6 +26,7 @@ from django_orders.mirror.store import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
     ORDER_COLUMNS,
+    ORDER_FIELDS,
     ORDER_UPDATE,
     RECORD_COLUMNS,
     RECORD_CONFLICT,
@@ -36,8 +36,8 @@ from django_orders.mirror.store import (
 )
 from django_orders.mirror.timestamps import parse_timestamp
 from django_orders.mirror.upsert import read_by_ids, upsert, write_read_rows
-from django_orders.models import Customer, Order, RemoteRecord
-from tests.fixtures.mirror import statement_text
+from django_orders.models import Customer, EventType, Order, OutboxEvent, RemoteRecord
+from tests.fixtures.mirror import EVENT_WRITES, statement_shape, statement_text
 
 pytestmark = pytest.mark.django_db
 
@@ -63,24 +63,37 @@ def orders(count, *, status="requires_payment", start=0, customers=None, extra=N
 
 
 @pytest.mark.parametrize("size", [1, 10, 256])
-def test_new_orders_take_three_statements_whatever_the_size(size, django_assert_num_queries):
-    with django_assert_num_queries(3):
+def test_new_orders_take_five_statements_whatever_the_size(size, django_assert_num_queries):
+    # The read, the customers, the orders, and the orders' ``order.first_seen`` events with
+    # their deliveries (the outbox's two statements, however many events).
+    with django_assert_num_queries(5) as captured:
         result = store_orders(orders(size))
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries] == [
+        "SELECT",
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+    ]
     assert (result.created, result.updated, result.unchanged) == (size, 0, 0)
     assert Order.objects.count() == size
     assert Customer.objects.count() == size
+    assert OutboxEvent.objects.filter(type=EventType.ORDER_FIRST_SEEN).count() == size
+    assert OutboxEvent.objects.count() == size
 
 
 def test_a_full_page_is_one_write_per_table_on_every_backend(django_assert_num_queries):
     """Django 5.2's bulk_create splits this on SQLite (it assumes 999 variables); the mirror
-    writes one statement per table on every backend and version: on PostgreSQL a ``COPY`` of
-    rows the read found absent, elsewhere an ``INSERT``."""
-    with django_assert_num_queries(3) as captured:
+    writes one ``INSERT`` per table on every backend and version, the 256 ``order.first_seen``
+    events and their deliveries included."""
+    with django_assert_num_queries(5) as captured:
         store_orders(orders(256))
     texts = [statement_text(q["sql"]) for q in captured.captured_queries]
-    writes = [sql.split(" (")[0] for sql in texts if sql.startswith(("INSERT", "COPY"))]
-    verb = "COPY" if connection.vendor == "postgresql" else "INSERT INTO"
-    assert writes == [f'{verb} "django_orders_customer"', f'{verb} "django_orders_order"']
+    writes = [sql.split(" (")[0] for sql in texts if sql.startswith("INSERT")]
+    assert writes == [
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+    ]
     assert Order.objects.count() == Customer.objects.count() == 256
 
 
@@ -98,8 +111,8 @@ def test_sqlite_upserts_have_one_statement_text_whatever_the_row_count():
     with connection.execute_wrapper(record):
         for start, size in ((0, 1), (1, 7), (8, 256)):
             store_orders(orders(size, start=start), compare=False)
-    assert len(texts) == 6
-    assert len(set(texts)) == 2  # one for the customers, one for the orders
+    assert len(texts) == 12  # per call: customers, orders, their events, the deliveries
+    assert len(set(texts)) == 4  # one text each, whatever the row count
     assert Order.objects.count() == 1 + 7 + 256
 
 
@@ -150,12 +163,25 @@ def test_new_and_changed_orders_in_one_call(django_assert_num_queries):
     store_orders(orders(3), now=old)
     changed = orders(1, status="completed", extra={"completed_at": "2026-03-02T00:00:00Z"})
     sqlite = connection.vendor == "sqlite"
-    # The last statement is the status change's entry on the order's timeline.
-    with django_assert_num_queries(5 if sqlite else 4) as captured:
+    held_events = set(OutboxEvent.objects.values_list("pk", flat=True))
+    # The last statements: the events (two ``order.first_seen``, ``order.paid`` and
+    # ``order.completed``) in the outbox's two statements, and the status change's entry on
+    # the order's timeline.
+    with django_assert_num_queries(7 if sqlite else 6) as captured:
         result = store_orders(changed + orders(2, start=1) + orders(2, start=3))
     assert (result.created, result.updated, result.unchanged) == (2, 1, 2)
     texts = [statement_text(q["sql"]) for q in captured.captured_queries]
-    assert texts[-1].startswith('INSERT INTO "django_orders_orderevent"')
+    assert [statement_shape(sql) for sql in texts[-3:]] == [
+        *EVENT_WRITES,
+        'INSERT INTO "django_orders_orderevent"',
+    ]
+    written = OutboxEvent.objects.exclude(pk__in=held_events)
+    assert sorted(written.values_list("type", "order_id")) == [
+        (EventType.ORDER_COMPLETED, "or_000000"),
+        (EventType.ORDER_FIRST_SEEN, "or_000003"),
+        (EventType.ORDER_FIRST_SEEN, "or_000004"),
+        (EventType.ORDER_PAID, "or_000000"),
+    ]
     order_writes = [sql for sql in texts if sql.startswith('INSERT INTO "django_orders_order"')]
     if sqlite:
         assert ["ON CONFLICT" in sql for sql in order_writes] == [False, True]
@@ -166,21 +192,25 @@ def test_new_and_changed_orders_in_one_call(django_assert_num_queries):
     assert Order.objects.filter(first_seen_at__gt=old).count() == 2
 
 
-def _order_row(parsed) -> tuple:
-    """``parsed`` as a row of ``ORDER_COLUMNS``."""
-    row = (parsed.id, parsed.status, parsed.initiated_at, parsed.completed_at, parsed.customer.id)
-    row += (parsed.raw_json, parsed.fingerprint, "", timezone.now(), timezone.now(), None)
-    return (*row, None, "", "", "", None, None, None, None)  # checkout columns, observed_at
+def _order_row(parsed, **given) -> tuple:
+    """``parsed`` as a row of ``ORDER_COLUMNS``, with the ``given`` values in place of its own."""
+    now = timezone.now()
+    values = {name: getattr(parsed, name) for name in ORDER_FIELDS}
+    values.update(id=parsed.id, customer=parsed.customer.id, raw=parsed.raw_json)
+    values.update(fingerprint=parsed.fingerprint, wire_fingerprint="", refreshed_at=None)
+    values.update(first_seen_at=now, changed_at=now, observed_at=None)
+    values.update(given)
+    return tuple(values[column] for column in ORDER_COLUMNS)
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL upserts absent rows too")
 def test_rows_read_as_absent_but_there_are_never_skipped():
-    """SQLite's INSERT and PostgreSQL's COPY of absent rows rely on the read: were a row there
-    after all, the write fails (and the page with it, which the walk then writes record by
-    record: tests/sync/test_set_aside.py); it never silently keeps the old row."""
+    """SQLite's plain INSERT of absent rows relies on the read: were a row there after all, the
+    write fails (and the page with it, which the walk then writes record by record); it never
+    silently keeps the old row."""
     store_orders(orders(1))
     rows = [_order_row(parsed) for parsed in orders(2, status="completed")]
-    refusal = "UNIQUE" if connection.vendor == "sqlite" else "duplicate key"
-    with pytest.raises(IntegrityError, match=refusal), transaction.atomic():
+    with pytest.raises(IntegrityError, match="UNIQUE"), transaction.atomic():
         write_read_rows(Order, ORDER_COLUMNS, rows, [], ORDER_UPDATE)
     assert list(Order.objects.values_list("status", flat=True)) == ["requires_payment"]
 
@@ -201,8 +231,8 @@ def test_a_single_absent_row_inserted_meanwhile_is_left_to_the_caller_on_postgre
 
 
 def test_absent_rows_read_back_exactly_as_given():
-    """What a COPY (PostgreSQL) or plain INSERT (SQLite) of new rows stores, value by value:
-    text that COPY's format must escape (tab, newline, backslash, a literal \\N), JSON text,
+    """What the write of new rows stores, value by value: text with tabs, newlines,
+    backslashes and a literal \\N, JSON text,
     NULLs, booleans, big integers and datetimes to the microsecond in another zone."""
     tricky = 'tab\there, line\nbreak, back\\slash, \\N, "quoted", \u00e9\u20ac\U0001f600'
     when = datetime(2026, 3, 1, 10, 0, 0, 123456, tzinfo=ZoneInfo("Asia/Kolkata"))
@@ -218,16 +248,16 @@ def test_absent_rows_read_back_exactly_as_given():
     other = orders(1, start=7)[0]
     big = 9_007_199_254_740_993  # past a double's exact integers
     rows = [
-        (
-            *_order_row(parsed)[:11],
-            big,
-            "EUR",
-            "N-1",
-            "https://pay.example/\\N",
-            when,
-            None,
-            when,
-            when,
+        _order_row(
+            parsed,
+            total=big,
+            currency="EUR",
+            number="N-1",
+            payment_url="https://pay.example/\\N",
+            paid_at=when,
+            canceled_at=None,
+            expires_at=when,
+            observed_at=when,
         ),
         _order_row(other),
     ]
@@ -266,40 +296,6 @@ def _customer_row(customer) -> tuple:
         customer.email_address,
         customer.phone_number,
     )
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's COPY")
-def test_a_copy_is_a_statement_like_any_other_to_django():
-    """Django's cursor has no ``copy()``: the COPY is still seen by ``execute_wrapper`` (once,
-    with its rows), logged once without its rows, and refused inside a broken transaction."""
-    seen: list[tuple[str, str, int, bool]] = []
-
-    def wrapper(name):
-        def record(execute, sql, params, many, context):
-            seen.append((name, sql.split(" (")[0], len(params), many))
-            return execute(sql, params, many, context)
-
-        return record
-
-    with (
-        CaptureQueriesContext(connection) as captured,
-        connection.execute_wrapper(wrapper("outer")),
-        connection.execute_wrapper(wrapper("inner")),
-    ):
-        store_orders(orders(3))
-    assert seen[2:] == [  # after the read, seen by both
-        ("outer", 'COPY "django_orders_customer"', 3, False),
-        ("inner", 'COPY "django_orders_customer"', 3, False),
-        ("outer", 'COPY "django_orders_order"', 3, False),
-        ("inner", 'COPY "django_orders_order"', 3, False),
-    ]
-    logged = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("COPY")]
-    columns = ", ".join(f'"{Order._meta.get_field(name).column}"' for name in ORDER_COLUMNS)
-    assert logged[1] == f'COPY "django_orders_order" ({columns}) FROM STDIN'  # no rows
-    with pytest.raises(TransactionManagementError), transaction.atomic():
-        transaction.set_rollback(True)  # as after an error caught inside the block
-        write_read_rows(Order, ORDER_COLUMNS, [_order_row(p) for p in orders(2, start=5)], [], ())
-    assert Order.objects.count() == 3
 
 
 def _insert_order_elsewhere(path: str, order_id: str) -> str:
@@ -369,7 +365,7 @@ def test_no_other_connection_slips_an_order_in_between_the_read_and_the_insert(m
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_new_orders_go_through_the_upsert():
     """In autocommit the read and the write are two transactions, so the premise of SQLite's
-    plain INSERT and PostgreSQL's COPY does not hold: the writer falls back to the upsert."""
+    plain INSERT does not hold: the writer goes through the upsert."""
     texts: list[str] = []
 
     def record(execute, sql, params, many, context):
@@ -394,7 +390,11 @@ def test_on_psycopg2_new_rows_go_through_the_upsert(monkeypatch):
         store_orders(orders(3))
     texts = [q["sql"] for q in captured.captured_queries]
     writes = [sql.split(" (")[0] for sql in texts if not sql.startswith("SELECT")]
-    assert writes == ['INSERT INTO "django_orders_customer"', 'INSERT INTO "django_orders_order"']
+    assert writes == [
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,  # the orders' order.first_seen events and their deliveries
+    ]
     assert Order.objects.count() == 3
 
 
@@ -407,9 +407,15 @@ def test_compare_false_writes_through_the_upsert_over_a_stored_order():
     assert Order.objects.get().status == "completed"
 
 
-def test_compare_false_writes_in_two_statements(django_assert_num_queries):
-    with django_assert_num_queries(2):
+def test_compare_false_writes_in_four_statements(django_assert_num_queries):
+    # No read: the customers, the orders, the ``order.first_seen`` event and its deliveries.
+    with django_assert_num_queries(4) as captured:
         result = store_orders(orders(1), compare=False)
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries] == [
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+    ]
     assert result.created == 1
     assert Order.objects.get().customer_id == "cu_000000"
 
@@ -426,8 +432,14 @@ def test_known_customers_are_not_rewritten_from_older_orders(django_assert_num_q
     store_orders(orders(5, customers=5), known_customers=known)
     assert known == {f"cu_{n:06d}" for n in range(5)}
     # Older orders of the same customers, with another summary: left alone within the walk.
-    with django_assert_num_queries(2):  # only the order read and insert
+    # Only the order read and insert, and the new orders' ``order.first_seen`` events.
+    with django_assert_num_queries(4) as captured:
         store_orders(orders(5, start=5, customers=5), known_customers=known)
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries] == [
+        "SELECT",
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+    ]
     assert Customer.objects.get(pk="cu_000000").name == "Customer 0"
 
 
@@ -483,7 +495,7 @@ def test_a_value_too_long_for_its_column_is_refused_not_truncated():
         rows = [record, (record[0], "bt_2", *record[2:])]
         upsert(RemoteRecord, RECORD_COLUMNS, rows, RECORD_UPDATE, conflict=RECORD_CONFLICT)
     assert not RemoteRecord.objects.exists()
-    # New rows (COPY on PostgreSQL): refused all the same.
+    # New rows: refused all the same.
     with pytest.raises(DataError, match="too long"), transaction.atomic():
         write_read_rows(Customer, CUSTOMER_COLUMNS, [("cu_ok", *row[1:]), row], [], ())
     assert not Customer.objects.exists()

@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import resource_for
-from django_orders.mirror.resources.order_pages import LazyOrder, carried_refunds
+from django_orders.mirror.resources.order_pages import SentOrder, complete
 from django_orders.mirror.resources.orders import page_refunds
-from django_orders.models import Order, OrderEvent, Refund, SyncRun
+from django_orders.models import EventType, Order, OrderEvent, OutboxEvent, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer, use_hostile_server
-from tests.fixtures.mirror import walked
+from tests.fixtures.mirror import EVENT_WRITES, statement_shape, walked
 
 pytestmark = pytest.mark.django_db
 KEY = "sk_test_page_refunds_0123456789"
@@ -48,9 +48,18 @@ def order(number: int, refunds: list | None = None) -> dict:
 @pytest.mark.parametrize("size", [1, 25])
 def test_a_page_without_refunds_costs_what_its_orders_cost(size, django_assert_num_queries):
     orders = [parse_order(order(n)) for n in range(1, size + 1)]
-    with django_assert_num_queries(3):  # as store_orders alone: read, customers, orders
+    # As store_orders alone: read, customers, orders, their order.first_seen events.
+    with django_assert_num_queries(5) as captured:
         resource_for("orders").store(orders, now=timezone.now())
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries] == [
+        "SELECT",
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+    ]
     assert Order.objects.count() == size and not Refund.objects.exists()
+    assert set(OutboxEvent.objects.values_list("type", flat=True)) == {EventType.ORDER_FIRST_SEEN}
+    assert OutboxEvent.objects.count() == size
 
 
 @pytest.mark.parametrize("refunds_per_order", [1, 4])
@@ -61,22 +70,40 @@ def test_a_pages_refunds_take_the_same_statements_however_many(
         parse_order(order(n, [refund(f"rf_{n}_{k}", f"or_{n}") for k in range(refunds_per_order)]))
         for n in range(1, 6)
     ]
-    # The orders' 3; the refunds' locked read and insert; the reference read is skipped
-    # (none carries one); SAVEPOINT and RELEASE around the refunds' write; one INSERT of
-    # their timeline entries (a refund first seen is an entry, as it is a signal).
-    with django_assert_num_queries(8):
+    # The orders' 5 (their order.first_seen events included); the refunds' locked read and
+    # insert; the reference read is skipped (none carries one); their refund.created events
+    # (the outbox's two statements, however many); SAVEPOINT and RELEASE around the refunds'
+    # write; one INSERT of their timeline entries (a refund first seen is an entry, as it is
+    # a signal).
+    with django_assert_num_queries(12) as captured:
         resource_for("orders").store(orders, now=timezone.now())
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries] == [
+        "SELECT",
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+        "SAVEPOINT",
+        "SELECT",
+        'INSERT INTO "django_orders_refund"',
+        *EVENT_WRITES,
+        'INSERT INTO "django_orders_orderevent"',
+        "RELEASE",
+    ]
     assert Refund.objects.count() == 5 * refunds_per_order
     assert OrderEvent.objects.filter(source="page").count() == 5 * refunds_per_order
+    created = OutboxEvent.objects.filter(type=EventType.REFUND_CREATED)
+    assert created.count() == 5 * refunds_per_order
+    assert OutboxEvent.objects.filter(type=EventType.ORDER_FIRST_SEEN).count() == 5
+    assert OutboxEvent.objects.count() == 5 + 5 * refunds_per_order
     assert not Refund.objects.filter(refreshed_at__isnull=True).exists()  # read with the page
 
 
-def test_a_light_page_keeps_each_orders_refunds_as_bytes_and_decodes_only_those():
+def test_a_page_s_refunds_are_those_its_orders_carry_as_parsed_once():
     carried = [refund("rf_a", "or_2")]
-    orders = walked([order(1), order(2, carried), {**order(3), "refunds": None}])
-    assert [type(o) for o in orders] == [LazyOrder] * 3
-    assert [bytes(o.refunds_bytes) for o in orders] == [b"", json.dumps(carried).encode(), b"null"]
-    assert [carried_refunds(o) for o in orders] == [None, carried, None]
+    sent = walked([order(1), order(2, carried), {**order(3), "refunds": None}])
+    assert [type(o) for o in sent] == [SentOrder] * 3
+    orders, malformed = complete(list(sent))
+    assert malformed == []
     assert page_refunds(orders) == carried
 
 

@@ -135,9 +135,13 @@ def test_same_reference_other_arguments_is_a_conflict_and_nothing_is_sent(
         changed = {"lines": [{"line_item_id": lines["shipping"], "amount": 900}]}
     sent = list(sandbox_paths)
 
-    with pytest.raises(ReferenceConflict):
+    with pytest.raises(ReferenceConflict) as caught:
         refund_order(paid_order.pk, reference="r", **{**arguments, **changed})
 
+    # A refund's conflict, named so: the message says "refund", never "order request".
+    assert caught.value.kind == "refund"
+    assert str(caught.value).startswith("Invalid refund request: reference: Reference 'r' ")
+    assert "order request" not in str(caught.value)
     assert sandbox_paths == sent
     assert OrderRequest.objects.filter(kind=OrderRequest.Kind.REFUND_CREATE).count() == 1
 

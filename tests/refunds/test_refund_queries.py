@@ -6,8 +6,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_orders.models import OrderClaim
+from django_orders.models import EventType, OrderClaim, OutboxEvent, Refund
 from django_orders.services import refund_order
+from tests.fixtures.mirror import EVENT_WRITES, statement_shape
 
 pytestmark = pytest.mark.django_db
 
@@ -33,8 +34,10 @@ def test_a_first_refund_of_an_order_costs_a_fixed_list_of_statements(
 
     # The reference's request, the order in the mirror; the claim (one statement, the row
     # created on the way); the requests in flight; in one block: the request, the lookup's
-    # order (read, stamped), the claim freed; after the send, in one block: the refund read
-    # and inserted with its timeline entry, the request recorded with its entry. (The test's
+    # order (read, stamped) and the payment transaction it embeds (read: stored already by
+    # the order's confirmation, unchanged), the claim freed; after the send, in one block:
+    # the refund read and inserted, its refund.created event with its deliveries (the outbox's two
+    # statements), its timeline entry; the request recorded with its entry. (The test's
     # own transaction turns each block's BEGIN/COMMIT into a SAVEPOINT/RELEASE, the last
     # block's into nothing: it is durable.)
     assert verbs(captured) == [
@@ -47,6 +50,7 @@ def test_a_first_refund_of_an_order_costs_a_fixed_list_of_statements(
         "SAVEPOINT",
         "SELECT",
         "UPDATE",
+        "SELECT",
         "RELEASE",
         "UPDATE",
         "RELEASE",
@@ -54,10 +58,19 @@ def test_a_first_refund_of_an_order_costs_a_fixed_list_of_statements(
         "SELECT",
         "INSERT",
         "INSERT",
+        "INSERT",
+        "INSERT",
         "RELEASE",
         "UPDATE",
         "INSERT",
     ]
+    assert [statement_shape(q["sql"]) for q in captured.captured_queries[15:19]] == [
+        'INSERT INTO "django_orders_refund"',
+        *EVENT_WRITES,
+        'INSERT INTO "django_orders_orderevent"',
+    ]
+    (event,) = OutboxEvent.objects.filter(type=EventType.REFUND_CREATED)
+    assert event.refund_id == Refund.objects.get().pk
     assert OrderClaim.objects.get().claimed_until is None
 
 
@@ -72,7 +85,14 @@ def test_a_later_refund_of_the_order_adds_only_the_reads_of_its_embedded_refund(
     )
     line = [{"line_item_id": lines["product"], "amount": 100}]
 
-    # The 19 of the first refund, plus the embedded refund's row (read, locked) in a block
-    # of its own and the requests its reference could settle.
-    with django_assert_num_queries(19 + 4):
+    # The 22 of the first refund, one write more (the payment transaction the lookup embeds
+    # changed: the first refund's allocation), plus the embedded refund's row (read, locked)
+    # in a block of its own and the requests its reference could settle. The embedded refund is as
+    # stored: no event of it, only the new refund's refund.created.
+    with django_assert_num_queries(22 + 1 + 4):
         refund_order(paid_order.pk, reference="two", reason="duplicate", lines=line)
+    created = OutboxEvent.objects.filter(type=EventType.REFUND_CREATED)
+    assert sorted(created.values_list("refund_id", flat=True)) == sorted(
+        Refund.objects.values_list("pk", flat=True)
+    )
+    assert created.count() == 2

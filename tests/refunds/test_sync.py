@@ -235,3 +235,33 @@ def test_the_refresh_is_bounded_and_takes_the_longest_unconfirmed_first(server, 
 
     none = sync_orders(page_size=3, max_pages=1, refresh_limit=0)
     assert (none.refunds_refreshed, none.refunds_waiting) == (0, 3)
+
+
+def test_a_page_that_moves_a_refund_to_another_order_is_set_aside(server, api):
+    """Issue 44, item 5: the sandbox's ``refund_moved`` fault names another mirrored order for
+    a known refund; the stored refund keeps its order, the record is set aside with why."""
+    owner = paid_order(api, server)
+    refresh_orders([owner["id"]])
+    refund = upstream_refund(api, owner, 500)
+    sync_orders(resource="refunds")
+    other = paid_order(api, server)  # the newest order: the one the fault names
+    refresh_orders([other["id"]])
+    server.process_refund(refund)
+    server.add_fault("refund_moved", "/refunds/page")
+
+    run = sync_orders(resource="refunds")
+
+    # Nothing of the page's record was written; the refresh that ends the walk looked the
+    # refund up (an honest answer, on its own order) and moved it on.
+    row = Refund.objects.get(pk=refund)
+    assert (row.order_id, row.status) == (owner["id"], "processing")
+    assert run.refunds_refreshed == 1
+    assert (run.outcome, run.skipped) == (SyncRun.Outcome.SUCCEEDED, 1)
+    assert f"refunds page 1, id {refund}: RefundOrderChanged" in run.problems
+    assert f"is a refund of order {owner['id']}; the answer says order {other['id']}" in (
+        run.problems
+    )
+    assert not Refund.objects.filter(order_id=other["id"]).exists()
+    # The provider behaves again: the next walk sets nothing aside.
+    assert sync_orders(resource="refunds").skipped == 0
+    assert Refund.objects.get(pk=refund).order_id == owner["id"]

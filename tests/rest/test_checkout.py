@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from django_orders.models import Order, OrderRequest
-from django_orders.rest.tokens import read_owner_token
+from django_orders.rest.access import read_owner_token
 from tests.fixtures.routing import APP_DATABASE, ReplicaRouter
 from tests.rest.conftest import checkout, client_for, make_user
 
@@ -222,7 +222,7 @@ def test_refused_by_the_service_is_422_with_its_code_and_message(live_orders, ap
 
 
 def read_token_for(request: OrderRequest) -> str:
-    from django_orders.rest.tokens import make_owner_token
+    from django_orders.rest.access import make_owner_token
 
     return make_owner_token(request.pk)
 

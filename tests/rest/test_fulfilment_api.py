@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from django_orders.models import DocumentDelivery, OrderRequest
@@ -34,6 +36,11 @@ def url(order_id: str, endpoint: str) -> str:
     return f"/api/orders/{order_id}/{endpoint}/"
 
 
+def key() -> dict[str, str]:
+    """A new ``Idempotency-Key`` header (receipt/ and invoice/ require one)."""
+    return {"HTTP_IDEMPOTENCY_KEY": str(uuid.uuid4())}
+
+
 @pytest.mark.parametrize("endpoint, codename", ENDPOINTS.items())
 def test_each_endpoint_needs_its_own_permission(live_orders, paid_order, endpoint, codename):
     others = [c for c in ENDPOINTS.values() if c != codename] + ["view_order", "change_order"]
@@ -43,7 +50,7 @@ def test_each_endpoint_needs_its_own_permission(live_orders, paid_order, endpoin
     assert without.post(url(paid_order.pk, endpoint)).status_code == 403
     assert live_orders.deliveries() == []
     assert live_orders.store.order(paid_order.pk)["status"] == "paid"
-    assert with_it.post(url(paid_order.pk, endpoint)).status_code in (200, 201)
+    assert with_it.post(url(paid_order.pk, endpoint), **key()).status_code in (200, 201)
 
 
 def test_anonymous_callers_are_refused(live_orders, paid_order):
@@ -82,7 +89,7 @@ def test_complete_with_no_answer_is_202_and_pending(staff, live_orders, paid_ord
 def test_receipt_answers_the_delivery_per_channel(staff, live_orders, paid_order):
     live_orders.fail_channel("email", "email_bounced: mailbox full.", times=1)
 
-    response = staff.post(url(paid_order.pk, "receipt"))
+    response = staff.post(url(paid_order.pk, "receipt"), **key())
 
     assert response.status_code == 201
     data = response.json()
@@ -95,7 +102,7 @@ def test_receipt_answers_the_delivery_per_channel(staff, live_orders, paid_order
 def test_invoice_with_no_answer_is_202_unknown_and_not_resent(staff, live_orders, paid_order):
     live_orders.add_fault("drop_after_commit", "/orders/send_invoice", times=None)
 
-    response = staff.post(url(paid_order.pk, "invoice"))
+    response = staff.post(url(paid_order.pk, "invoice"), **key())
 
     assert response.status_code == 202
     assert response.json()["state"] == "unknown"
@@ -104,7 +111,7 @@ def test_invoice_with_no_answer_is_202_unknown_and_not_resent(staff, live_orders
 
 
 def test_receipt_of_an_unpaid_order_is_422_and_nothing_sent(staff, live_orders, unpaid_order):
-    response = staff.post(url(unpaid_order.pk, "receipt"))
+    response = staff.post(url(unpaid_order.pk, "receipt"), **key())
 
     assert response.status_code == 422
     assert response.json()["code"] == "document_not_sendable"
@@ -113,5 +120,69 @@ def test_receipt_of_an_unpaid_order_is_422_and_nothing_sent(staff, live_orders, 
 
 def test_an_unknown_order_is_404(staff, live_orders):
     for endpoint in ENDPOINTS:
-        response = staff.post(url("or_nope", endpoint))
+        response = staff.post(url("or_nope", endpoint), **key())
         assert response.status_code == 404, endpoint
+
+
+# --- Idempotency-Key (issue 44, item 7) --------------------------------------------------------
+
+
+def test_a_receipt_repeated_with_its_key_replays_the_delivery_and_sends_nothing(
+    staff, live_orders, paid_order
+):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "5d1b2c9e-receipt-once"}
+    first = staff.post(url(paid_order.pk, "receipt"), **headers)
+    again = staff.post(url(paid_order.pk, "receipt"), **headers)
+
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert len(live_orders.deliveries(paid_order.pk)) == 1  # one SMS, one e-mail
+    assert DocumentDelivery.objects.count() == 1
+    # A new key is a new delivery.
+    assert staff.post(url(paid_order.pk, "receipt"), **key()).status_code == 201
+    assert len(live_orders.deliveries(paid_order.pk)) == 2
+
+
+def test_the_key_of_an_unknown_outcome_answers_202_again_without_sending(
+    staff, live_orders, paid_order
+):
+    live_orders.add_fault("drop_after_commit", "/orders/send_invoice")
+    headers = {"HTTP_IDEMPOTENCY_KEY": "invoice-lost-answer"}
+
+    first = staff.post(url(paid_order.pk, "invoice"), **headers)
+    again = staff.post(url(paid_order.pk, "invoice"), **headers)
+
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"] and again.json()["state"] == "unknown"
+    assert len(live_orders.deliveries(paid_order.pk)) == 1
+
+
+def test_the_key_reused_for_another_document_or_order_is_422(staff, live_orders, paid_order):
+    other = place_order(live_orders, paid=True)
+    headers = {"HTTP_IDEMPOTENCY_KEY": "one-key-one-delivery"}
+    assert staff.post(url(paid_order.pk, "receipt"), **headers).status_code == 201
+
+    for order_id, endpoint in ((paid_order.pk, "invoice"), (other.pk, "receipt")):
+        response = staff.post(url(order_id, endpoint), **headers)
+        assert response.status_code == 422, (order_id, endpoint)
+        assert response.json()["code"] == "idempotency_key_conflict"
+    assert len(live_orders.deliveries()) == 1
+
+
+@pytest.mark.parametrize("endpoint", ["receipt", "invoice"])
+def test_without_a_key_is_400_and_nothing_sent(staff, live_orders, paid_order, endpoint):
+    response = staff.post(url(paid_order.pk, endpoint))
+
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json()
+    assert live_orders.deliveries() == []
+    assert not DocumentDelivery.objects.exists()
+
+
+def test_the_same_key_of_two_staff_members_is_two_deliveries(live_orders, paid_order):
+    """Keys are scoped to their caller, as for checkout/ and refunds/."""
+    headers = {"HTTP_IDEMPOTENCY_KEY": "shared-looking-key"}
+    for name in ("ann", "bob"):
+        client = client_for(make_user(name, "send_receipt", staff=True))
+        assert client.post(url(paid_order.pk, "receipt"), **headers).status_code == 201
+    assert len(live_orders.deliveries(paid_order.pk)) == 2

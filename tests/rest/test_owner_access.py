@@ -11,7 +11,7 @@ import requests
 from django.core import signing
 
 from django_orders.models import OrderRequest
-from django_orders.rest.tokens import OWNER_TOKEN_MAX_AGE, make_owner_token
+from django_orders.rest.access import OWNER_TOKEN_MAX_AGE, make_owner_token
 from tests.rest.conftest import checkout, client_for, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from django_orders.models import OrderRequest, RefundApiKey
-from django_orders.rest.idempotency import scoped_reference
+from django_orders.rest.access import scoped_reference
 from django_orders.rest.refund_keys import fingerprint
 from django_orders.services import refund_order
 from tests.refunds.conftest import line_ids, place_paid_order

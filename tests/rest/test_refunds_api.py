@@ -115,6 +115,45 @@ def test_invalid_bodies_are_400_per_field_and_nothing_is_sent(
     assert live_orders.refunds_created_via_api() == []
 
 
+def test_a_line_in_another_currency_is_400_as_refund_order_refuses_it(
+    refunder, paid_order, live_orders
+):
+    """Issue 44, item 6: a USD line on a GHS order is refused, never refunded in GHS."""
+    body = shipping_body(paid_order)
+    body["lines"][0]["currency"] = "usd"
+
+    response = post(refunder, paid_order, body)
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "lines[0].currency": ["lines[0].currency must be the order's currency ghs, not 'usd'."]
+    }
+    assert live_orders.refunds_created_via_api() == []
+    # The order's own currency is what refund_order takes: refunded.
+    body["lines"][0]["currency"] = "ghs"
+    assert post(refunder, paid_order, body).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["line", "body"],
+)
+def test_a_field_refund_order_does_not_take_is_400_never_dropped(
+    refunder, paid_order, live_orders, where
+):
+    body = shipping_body(paid_order)
+    target = body["lines"][0] if where == "line" else body
+    target["amount_in_eur"] = 12
+
+    response = post(refunder, paid_order, body)
+
+    assert response.status_code == 400, response.content
+    errors = response.json()
+    shown = errors["lines"]["0"] if where == "line" else errors  # DRF: {index: errors}
+    assert shown == {"amount_in_eur": ["Unknown field: refund_order does not take it."]}
+    assert live_orders.refunds_created_via_api() == []
+
+
 def test_the_key_is_required(refunder, paid_order):
     response = post(refunder, paid_order, shipping_body(paid_order), key=None)
     assert response.status_code == 400 and "Idempotency-Key" in response.json()

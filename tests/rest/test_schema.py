@@ -30,15 +30,22 @@ def test_schema_is_valid_openapi_3_without_warnings(schema):
 
 
 def test_schema_lists_exactly_the_api_paths(schema):
+    # An order's id is {order_id} in every path under /api/orders/, its own and the nested.
     assert sorted(schema.json()["paths"]) == [
         "/api/checkout/",
         "/api/customers/",
         "/api/customers/{id}/",
+        "/api/events/",
+        "/api/exports/balance_transactions.csv",
+        "/api/exports/orders.csv",
+        "/api/exports/payouts.csv",
+        "/api/exports/refunds.csv",
         "/api/orders/",
-        "/api/orders/{id}/",
-        "/api/orders/{id}/confirm/",
+        "/api/orders/{order_id}/",
         "/api/orders/{order_id}/complete/",
+        "/api/orders/{order_id}/confirm/",
         "/api/orders/{order_id}/invoice/",
+        "/api/orders/{order_id}/offline-payment/",
         "/api/orders/{order_id}/receipt/",
         "/api/orders/{order_id}/refunds/",
         "/api/refunds/",
@@ -52,7 +59,7 @@ def test_schema_documents_the_headers_and_never_holds_the_key(schema):
     headers = {p["name"]: p for p in checkout["parameters"] if p["in"] == "header"}
     assert headers["Idempotency-Key"]["required"] is True
     assert set(checkout["responses"]) == {"201", "202", "400", "409", "422", "503"}
-    detail = schema.json()["paths"]["/api/orders/{id}/"]["get"]
+    detail = schema.json()["paths"]["/api/orders/{order_id}/"]["get"]
     assert "Order-Token" in {p["name"] for p in detail["parameters"]}
     assert "sk_test_schema_secret_42" not in text
 
@@ -77,8 +84,10 @@ def test_schema_documents_the_fulfilment_endpoints(schema):
     assert sorted(complete["responses"]) == ["200", "202", "403", "404", "422", "503"]
     for document in ("receipt", "invoice"):
         post = paths[f"/api/orders/{{order_id}}/{document}/"]["post"]
-        assert sorted(post["responses"]) == ["201", "202", "403", "404", "422", "503"]
+        assert sorted(post["responses"]) == ["201", "202", "400", "403", "404", "422", "503"]
         assert "requestBody" not in post
+        [header] = [p for p in post["parameters"] if p["in"] == "header"]
+        assert (header["name"], header["required"]) == ("Idempotency-Key", True)
     delivery = schema.json()["components"]["schemas"]["Delivery"]["properties"]
     assert {"state", "sent_channels", "failed_channels", "failures"} <= set(delivery)
 

@@ -50,7 +50,7 @@ def ids(response) -> list[str]:
 
 def test_the_list_is_every_order_for_view_order_and_a_buyers_own_for_others(shop, api, staff):
     from django_orders.models import OrderRequest
-    from django_orders.rest.idempotency import scoped_reference
+    from django_orders.rest.access import scoped_reference
 
     assert api.get("/api/orders/").status_code == 403  # anonymous
     buyer, other = make_user("buyer"), make_user("other")
@@ -169,7 +169,7 @@ def test_queries_per_page_do_not_grow_with_the_page(staff, django_assert_num_que
 
 def test_a_buyers_list_is_one_query_too(django_assert_num_queries):
     from django_orders.models import OrderRequest
-    from django_orders.rest.idempotency import scoped_reference
+    from django_orders.rest.access import scoped_reference
 
     buyer = make_user("buyer")
     owners = [customer(f"cu_b{index}", f"Buyer {index}") for index in range(12)]

@@ -1,5 +1,5 @@
 """The sandbox's refunds speak the provider's contract: its SDK (``inttegro``) decodes every
-refund answer, through ``client.refunds`` and embedded in orders, with nothing left untyped
+refund answer, through ``client.calls`` and embedded in orders, with nothing left untyped
 (``assert_typed``), and decodes its refund errors into the SDK's error model."""
 
 from __future__ import annotations

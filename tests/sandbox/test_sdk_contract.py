@@ -22,8 +22,6 @@ import pytest
 from inttegro import InttegroClient
 from inttegro._dynamic_value import DynamicValue
 from inttegro._model_base import ApiModel
-from inttegro.balance_transaction.balance_transaction import BalanceTransaction
-from inttegro.balance_transaction.page import Page as TransactionPage
 from inttegro.custom_data import CustomData
 from inttegro.customer.customer import Customer
 from inttegro.customer.page import Page as CustomerPage
@@ -34,8 +32,6 @@ from inttegro.order.order import Order
 from inttegro.order.page import Page as OrderPage
 from inttegro.order.product_line_item import ProductLineItem
 from inttegro.order.shipping_line_item import ShippingLineItem
-from inttegro.payout.page import Page as PayoutPage
-from inttegro.payout.payout import Payout
 from inttegro.shared.error import Error
 
 from .conftest import order_payload
@@ -285,31 +281,7 @@ def test_customers_page_and_lookup(sdk, seeded):
     assert found.to_dict() == newest.to_dict()
 
 
-def test_balance_transactions_page_and_lookup(sdk, seeded):
-    page = sdk.balance_transactions.page({"page_number": 1, "page_size": 200})
-    assert isinstance(page, TransactionPage)
-    assert_typed(page)
-    kinds = {t.type for t in page.transactions}
-    assert kinds == {"payment", "refund", "payout"}
-    assert all(t.amount.value >= 0 for t in page.transactions)
-    for transaction in page.transactions[:3]:
-        found = sdk.balance_transactions.lookup(transaction.id)
-        assert isinstance(found, BalanceTransaction)
-        assert_typed(found)
-        assert found.to_dict() == transaction.to_dict()
-
-
-def test_payouts_page_and_lookup(sdk, seeded):
-    page = sdk.payouts.page({"page_number": 1, "page_size": 50})
-    assert isinstance(page, PayoutPage)
-    assert_typed(page)
-    assert len(page.payouts) == 12  # one per 25 seeded orders
-    found = sdk.payouts.lookup(page.payouts[0].id)
-    assert isinstance(found, Payout)
-    assert_typed(found)
-    assert found.to_dict() == page.payouts[0].to_dict()
-    transaction = sdk.balance_transactions.lookup(found.balance_transaction_id)
-    assert (transaction.type, transaction.payout_id) == ("payout", found.id)
+# Balance transactions, payouts and the balance: test_money_sdk.py.
 
 
 @pytest.mark.parametrize("resource", ["customers", "payouts", "balance_transactions"])

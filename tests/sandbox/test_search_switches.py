@@ -203,3 +203,54 @@ def test_the_command_line_starts_a_delayed_index_with_expiring_cursors(tmp_path)
         )
     finally:
         server.stop()
+
+
+# --- the search faults: a provider that misbehaves ----------------------------------------
+
+
+def test_a_repeating_cursor_answers_nothing_more_and_the_cursor_it_was_given(api, seeded):
+    seeded.add_fault("search_repeat_cursor", ORDERS, times=None)
+    first = search(api, page_size=5)
+    assert (first["results"], first["result_count"], first["has_more"]) == ([], 0, True)
+    cursor = first["next_cursor"]
+    again = search(api, page_size=5, cursor=cursor)
+    assert (again["results"], again["has_more"], again["next_cursor"]) == ([], True, cursor)
+    # Once the fault is gone, the cursor it gave out reads the index from the top.
+    seeded.faults.clear()
+    assert _ids(search(api, page_size=12, cursor=cursor)) == _ids(search(api, page_size=12))
+
+
+def test_a_future_freshness_dates_every_moment_of_the_freshness_ahead(api, seeded):
+    seeded.add_fault("search_future_freshness", ORDERS, seconds=3600)
+    page = search(api)
+    now = seeded.clock.now()
+    freshness = page["freshness"]
+    (resource,) = freshness["resources"]
+    for moment in (freshness["observed_at"], resource["observed_at"], resource["last_indexed_at"]):
+        assert timedelta(seconds=3590) < _moment(moment) - now <= timedelta(seconds=3600)
+    assert freshness["state"] == "current" and page["result_count"] == 12
+    # Once: the next answer is dated by the clock again.
+    assert _moment(search(api)["freshness"]["observed_at"]) - now < timedelta(seconds=60)
+
+
+def test_a_future_record_dates_only_the_first_result_ahead(api, seeded):
+    honest = search(api)["results"]
+    seeded.add_fault("search_future_record", ORDERS, seconds=10**9)
+    first, *rest = search(api)["results"]
+    assert first["resource"] == honest[0]["resource"]
+    assert _moment(first["updated_at"]).year > 2050
+    assert rest == honest[1:]
+
+
+def test_an_unreadable_search_is_200_json_that_is_no_search_answer(api, seeded):
+    seeded.add_fault("search_unreadable", ORDERS)
+    response = api.post(ORDERS, {})
+    assert response.status_code == 200
+    assert not isinstance(response.json()["search"]["results"], list)
+    assert search(api)["result_count"] == 12  # once
+
+
+def test_search_faults_leave_the_other_paths_alone(api, seeded):
+    seeded.add_fault("search_unreadable", None, times=None)
+    assert api.post("/orders/page", {"page_number": 1, "page_size": 5}).status_code == 200
+    assert api.post(ORDERS, {}).json()["search"]["results"] == "unreadable"

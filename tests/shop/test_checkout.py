@@ -7,6 +7,7 @@ from django.db import connection
 from django.urls import reverse
 
 from django_orders.models import Order, OrderRequest
+from tests.admin.factories import staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -144,8 +145,8 @@ def test_prices_cannot_come_from_the_browser(client, live_orders):
     client.post(reverse("shop:checkout"), {**CUSTOMER, "price": "1", "value": "1"})
 
     order = Order.objects.get()
-    # 25.00 for the gift card and 4.90 shipping, whatever the browser posted.
-    assert live_orders.store.order(order.id)["line_item_group"]["total"]["value"] == 2990
+    # 25.00 for the gift card (nothing to ship), whatever the browser posted.
+    assert live_orders.store.order(order.id)["line_item_group"]["total"]["value"] == 2500
 
 
 def test_unknown_product_is_refused(client, live_orders):
@@ -172,6 +173,7 @@ def test_after_a_refusal_the_visitor_can_try_again(client, live_orders):
 def test_an_order_not_finalized_shows_its_status_page_instead_of_a_payment_page(
     client, live_orders
 ):
+    client.force_login(staff_user("dev"))  # the "Seal the order" box is for staff only
     _fill_cart(client, "gift-card")
 
     response = client.post(reverse("shop:checkout"), {**CUSTOMER, "finalize": ""}, follow=True)
@@ -179,4 +181,41 @@ def test_an_order_not_finalized_shows_its_status_page_instead_of_a_payment_page(
     order = Order.objects.get()
     assert (order.status, order.payment_url) == ("preparing", "")
     page = response.content.decode()
-    assert order.number in page and "Preparing" in page and "EUR 29.90" in page
+    assert order.number in page and "Preparing" in page and "EUR 25.00" in page
+
+
+def test_shoppers_get_no_developer_option_and_always_a_sealed_order(client, live_orders):
+    _fill_cart(client, "espresso-beans")
+    assert "Seal the order" not in client.get(reverse("shop:checkout")).content.decode()
+
+    response = client.post(reverse("shop:checkout"), {**CUSTOMER, "finalize": ""})
+
+    order = Order.objects.get()
+    assert order.payment_url and response["Location"] == order.payment_url
+    client.force_login(staff_user("dev"))
+    _fill_cart(client, "espresso-beans")
+    assert "Seal the order" in client.get(reverse("shop:checkout")).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("slugs", "shipping", "total", "types"),
+    [
+        (["gift-card"], None, 2500, ["product"]),
+        (["gift-card", "brewing-course"], None, 11400, ["product", "product"]),
+        (["gift-card", "espresso-beans"], "EUR 4.90", 5440, ["product", "product", "shipping"]),
+    ],
+)
+def test_shipping_is_charged_only_for_a_cart_with_something_to_ship(
+    client, live_orders, slugs, shipping, total, types
+):
+    _fill_cart(client, *slugs)
+    page = client.get(reverse("shop:checkout")).content.decode()
+    assert ("<td>None: nothing to ship</td>" in page) is (shipping is None)
+    if shipping:
+        assert f"<td>{shipping}</td>" in page
+
+    client.post(reverse("shop:checkout"), CUSTOMER)
+
+    upstream = live_orders.store.order(Order.objects.get().id)["line_item_group"]
+    assert upstream["total"]["value"] == total
+    assert [item["type"] for item in upstream["line_items"]] == types

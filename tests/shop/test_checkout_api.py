@@ -49,6 +49,16 @@ def test_the_shop_prices_the_cart_and_picks_the_way_back(shop_builder):
     }
 
 
+def test_a_gift_card_alone_pays_no_shipping(shop_builder):
+    response = post(
+        {"customer": dict(CREATE_CUSTOMER), "items": [{"product": "gift-card", "quantity": 2}]}
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["total"] == 2 * PRODUCTS["gift-card"].price
+    sent = json.loads(OrderRequest.objects.get().payload)
+    assert [item["type"] for item in sent["line_items"]] == ["product"]
+
+
 def test_a_price_in_the_body_is_ignored_the_catalogue_is_charged(shop_builder):
     items = [{"product": "espresso-beans", "quantity": 1, "price": 1}]
     response = post({"customer": dict(CREATE_CUSTOMER), "items": items})

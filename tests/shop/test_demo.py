@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sqlite3
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
+import pytest
+
+from django_orders.models import SyncRun
+from example_project.shop.management.commands.demo import SYNC_EVERY, PeriodicSync
 from tests.conftest import REPO_ROOT
 
 
@@ -85,6 +91,14 @@ def test_demo_mirrors_past_the_window_and_a_rerun_duplicates_nothing(tmp_path):
     assert f"Refund {refund_id} (demo-refund-1) of " in first.stdout
     assert f"refund {refund_id} succeeded; order {order_id} (paid)" in first.stdout
     assert "remainder EUR " in first.stdout
+    # What all that reported, delivered to the shop's receiver (EVENT_RECEIVERS), logged.
+    delivered = [line for line in first.stderr.splitlines() if "Event delivered: " in line]
+    assert any(f"order.created {order_id} (evt_" in line for line in delivered)
+    assert any(f"refund.succeeded {refund_id} (evt_" in line for line in delivered)
+    assert f"Events delivered: {len(delivered)} (0 to retry, 0 dead)." in first.stdout
+    # Did the money arrive: one payout's statement and one reconcile run, nothing amiss.
+    assert re.search(r"Statement of payout po_\w+: \d+ transactions, .* adds up", first.stdout)
+    assert "Reconciled (manage.py reconcile): 0 open discrepancies, 0 new" in first.stdout
 
     second = _run_demo(tmp_path, port)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -98,6 +112,7 @@ def test_demo_mirrors_past_the_window_and_a_rerun_duplicates_nothing(tmp_path):
         assert db.execute("select count(*) from django_orders_orderrequest").fetchone()[0] == 4
         assert db.execute("select count(*) from django_orders_refund").fetchone()[0] == 1
     assert f"refund {refund_id} succeeded" in second.stdout
+    assert "Events delivered: 0 (0 to retry, 0 dead)." in second.stdout  # nothing new happened
     with sqlite3.connect(tmp_path / "sandbox.sqlite3") as db:
         assert db.execute("select count(*) from orders").fetchone()[0] == 123
         assert db.execute("select count(*) from refunds").fetchone()[0] == 1
@@ -138,3 +153,53 @@ def test_a_busy_shop_port_is_named_before_any_url_is_printed(tmp_path):
     assert "Traceback" not in result.stderr
     assert "http://" not in result.stdout + result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_serving_demo_syncs_the_mirror_well_inside_the_health_threshold(live_orders):
+    """What keeps /health/ (SyncFreshness, one hour) green while the demo serves."""
+    assert SYNC_EVERY.total_seconds() <= 3600 / 4
+    live_orders.seed(7)
+    out, err = StringIO(), StringIO()
+    PeriodicSync(out, err).sync_once()
+    run = SyncRun.objects.get()
+    assert run.outcome == SyncRun.Outcome.SUCCEEDED and run.seen == 7
+    assert out.getvalue().strip() == "Periodic sync: Mirrored 7 of 7 orders " + (
+        "(the page window alone reaches 1,000)."
+    )
+    assert err.getvalue() == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_periodic_sync_says_so_and_stops_with_the_demo(live_orders):
+    out = StringIO()
+    syncing = PeriodicSync(out, StringIO())
+    syncing.start()
+    syncing.stop()  # before its first interval: it ends without syncing
+    assert not syncing.is_alive()
+    assert "The mirror syncs every 5 minutes (manage.py sync_orders" in out.getvalue()
+    assert SyncRun.objects.count() == 0
+
+
+def test_scripts_demo_checks_the_ports_before_it_installs_anything(tmp_path):
+    """Before the virtualenv and the install (seconds, on a first run): at once."""
+    venv = tmp_path / "venv"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [str(REPO_ROOT / "scripts" / "demo")],
+            env={**os.environ, "VENV": str(venv), "DEMO_PORT": str(port), "SANDBOX_PORT": "0"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"Port {port} on 127.0.0.1 for the shop is already in use. Stop what listens there, "
+        f"or choose another port: DEMO_PORT={port + 1} scripts/demo"
+    )
+    assert result.stdout == ""  # no "Creating the virtualenv", no "Installing"
+    assert not venv.exists()

@@ -18,15 +18,24 @@ from django.test.utils import CaptureQueriesContext
 
 from django_orders.client.lookups import Lookup
 from django_orders.mirror.resources.orders import ORDERS
-from django_orders.models import Order, OrderEvent, SyncCheckpoint, SyncRun
+from django_orders.models import (
+    EventType,
+    Order,
+    OrderEvent,
+    OutboxEvent,
+    SyncCheckpoint,
+    SyncRun,
+)
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.sync import backfill, backfill_pipeline
 from django_orders.sync.backfill_pipeline import Answer, Pipeline
 from django_orders.sync.lease import Lease
 from django_orders.sync.lookup_store import store_batch
 from tests.fixtures.mirror import (
+    EVENT_WRITES,
     TRANSACTION_CONTROL,
     logged_statements,
+    statement_shape,
     store_orders_by_id,
 )
 
@@ -237,13 +246,31 @@ def test_a_batch_is_one_transaction_of_the_same_statements_whatever_its_size(his
     statements = logged_statements(captured)
     work = [sql for sql in statements if not sql.startswith(TRANSACTION_CONTROL)]
     # The orders and their customers read (one statement), the customers and the orders
-    # written, the projections settled, the run's counts, the lease.
-    assert len(work) == 6, work
+    # written, their order.first_seen events and deliveries (the outbox's two statements),
+    # the payment transactions the paid ones embed (read, written: two statements however
+    # many, none when no order of the batch embeds one), the projections settled, the run's
+    # counts, the lease.
+    embedded = any(
+        (lookup.record.get("payment") or {}).get("balance_transaction") for lookup in lookups
+    )
+    payments = ["SELECT", 'INSERT INTO "django_orders_balancetransaction"'] if embedded else []
+    assert [statement_shape(sql) for sql in work] == [
+        "SELECT",
+        'INSERT INTO "django_orders_customer"',
+        'INSERT INTO "django_orders_order"',
+        *EVENT_WRITES,
+        *payments,
+        'UPDATE "django_orders_order"',
+        'UPDATE "django_orders_syncrun"',
+        'UPDATE "django_orders_synclease"',
+    ], work
     assert [sql for sql in statements if sql.startswith("COMMIT")] == ["COMMIT"]
     stored = Order.objects.filter(pk__in=moments)
     assert stored.count() == count
     assert set(stored.values_list("search_updated_at", flat=True)) == {T0}
     assert SyncRun.objects.get(pk=run.pk).feed_lookups == count == run.created
+    first_seen = OutboxEvent.objects.filter(type=EventType.ORDER_FIRST_SEEN, order__in=moments)
+    assert first_seen.count() == count
 
 
 @with_db

@@ -5,7 +5,7 @@ far as the index is known fresh."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 import requests
@@ -22,7 +22,17 @@ SEARCHED = "/orders/search"
 LOOKUP = "/orders/lookup"
 
 
-NARROW = {"PAGE_SIZE": 5, "MAX_PAGE_NUMBER": 2, "SEARCH_PAGE_SIZE": 4, "MAX_RETRIES": 1}
+#: The overlap is short so that a few seconds on the sandbox clock put later changes past it:
+#: the sandbox's clock runs ahead of the shop's by what a test advances, and more than
+#: ``CLOCK_SKEW`` ahead its answers would be a provider with a wrong clock.
+OVERLAP = timedelta(seconds=2)
+NARROW = {
+    "PAGE_SIZE": 5,
+    "MAX_PAGE_NUMBER": 2,
+    "SEARCH_PAGE_SIZE": 4,
+    "MAX_RETRIES": 1,
+    "CHANGE_FEED_OVERLAP": OVERLAP,
+}
 
 
 @pytest.fixture
@@ -33,8 +43,10 @@ def feed(sandbox, orders_settings_for, sleeps):
     sandbox.seed(40, seed=3)
     sandbox.insert_orders(10)  # the window's orders; the seeded ones are outside it
     # Later changes are past the overlap behind the first watermark: only they are read.
-    sandbox.advance_clock(600)
-    orders_settings_for(sandbox, PAGE_SIZE=10, MAX_PAGE_NUMBER=None, **IN_THREAD)
+    sandbox.advance_clock(5)
+    orders_settings_for(
+        sandbox, PAGE_SIZE=10, MAX_PAGE_NUMBER=None, CHANGE_FEED_OVERLAP=OVERLAP, **IN_THREAD
+    )
     first = sync_orders()
     assert first.watermark_before is None and first.watermark_after is not None
     assert Order.objects.count() == 50

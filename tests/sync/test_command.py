@@ -150,10 +150,10 @@ def test_thousands_are_separated(uncapped):
 
 def test_another_resource(uncapped):
     uncapped.seed(20)
-    output = run_command("--resource", "balance_transactions", "--page-size", "10")
-    assert "Synced balance_transactions:" in output
-    assert " records seen: " in output
-    assert "order" not in output.replace("Synced balance_transactions", "")
+    output = run_command("--resource", "customers", "--page-size", "10")
+    assert "Synced customers:" in output
+    assert " customers seen: " in output
+    assert "order" not in output
     assert Order.objects.count() == 0
 
 
@@ -192,6 +192,34 @@ def test_invalid_options_exit_with_status_2(run_manage, uncapped):
     result = run_manage("sync_orders", "--page-size", "0", server=uncapped)
     assert result.returncode == 2, result.stderr
     assert "--page-size: expected a whole number from 1 to 256, not '0'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--resource", "refunds"],
+            "argument --backfill: --resource refunds has no search index to backfill from "
+            "(--backfill works with --resource customers, orders or payouts)",
+        ),
+        (["--max-pages", "3"], "argument --max-pages: not allowed with --backfill"),
+        (["--refresh-limit", "5"], "argument --refresh-limit: not allowed with --backfill"),
+    ],
+)
+def test_backfill_with_options_that_cannot_work_exits_2_naming_them(
+    run_manage, uncapped, flags, message
+):
+    result = run_manage("sync_orders", "--backfill", *flags, server=uncapped)
+    assert result.returncode == 2, result.stderr
+    assert message in " ".join(result.stderr.split())
+    assert "usage: " in result.stderr
+    assert SyncRun.objects.count() == 0  # refused before anything was recorded
+
+
+def test_one_order_is_said_in_the_singular(uncapped):
+    uncapped.seed(1)
+    run_command()
+    assert "; service: 1 order; mirror: 1; it stood in for the refresh" in run_command()
 
 
 def test_help_documents_exit_codes_and_defaults(capsys):

@@ -127,8 +127,8 @@ def test_a_customer_the_lookup_answers_wrongly_is_set_aside_and_looked_up_by_the
 
 
 def test_a_backfill_of_a_resource_without_search_names_those_with_one(history):
-    with pytest.raises(ValueError, match="backfill customers or orders"):
-        sync_orders(resource="payouts", backfill=True)
+    with pytest.raises(ValueError, match="backfill customers or orders or payouts"):
+        sync_orders(resource="balance_transactions", backfill=True)
 
 
 def _killed_after(monkeypatch, lookups: int) -> None:

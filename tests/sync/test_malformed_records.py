@@ -8,13 +8,11 @@ lookups."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from django.core.management import call_command
 
 from django_orders.mirror.parsing import parse_order
-from django_orders.mirror.resources import RESOURCES
 from django_orders.mirror.resources.order_pages import complete
 from django_orders.mirror.resources.orders import ORDERS
 from django_orders.mirror.store import store_orders
@@ -85,7 +83,7 @@ def writer_only(records, *, encode=False):
 def test_a_malformed_record_found_by_the_writer_is_set_aside(pages, monkeypatch, record, reason):
     # The fields of a page read light are then read by the writer, when it writes the page
     # (as in a re-sync, where the helper thread leaves them unread).
-    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
+    monkeypatch.setattr(ORDERS, "complete", writer_only)
     pages("orders", [order(1), record, order(3)], [order(4), order(5)])
     assert_set_aside_and_mirrored(sync_orders(), reason)
 
@@ -99,12 +97,12 @@ def test_a_malformed_record_in_a_page_with_floats_is_set_aside(pages):
 
 
 def test_a_record_of_another_resource_without_an_id_is_set_aside(pages):
-    pages("payouts", ['{"id": "po_1"}', '{"amount": 5}', '{"id": "po_3"}'], ['{"id": "po_4"}'])
-    run = sync_orders(resource="payouts")
+    pages("disputes", ['{"id": "dp_1"}', '{"amount": 5}', '{"id": "dp_3"}'], ['{"id": "dp_4"}'])
+    run = sync_orders(resource="disputes", collection="disputes")
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
-    assert set(RemoteRecord.objects.values_list("remote_id", flat=True)) == {"po_1", "po_3", "po_4"}
+    assert set(RemoteRecord.objects.values_list("remote_id", flat=True)) == {"dp_1", "dp_3", "dp_4"}
     problems = SyncRun.objects.get(pk=run.pk).problems
-    assert problems.startswith("payouts page 1, record 2 of 3 (no valid id): InvalidRecord: id")
+    assert problems.startswith("disputes page 1, record 2 of 3 (no valid id): InvalidRecord: id")
 
 
 def test_a_malformed_lookup_answer_is_set_aside(pages):
@@ -136,7 +134,7 @@ def test_a_valid_later_copy_of_an_order_replaces_its_malformed_first_copy(
     # page's duplicates are dropped after its malformed copies are set aside, never before.
     pages("orders", [order(1), order(2), order(3)], [order(4), order(5)])
     sync_orders()
-    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
+    monkeypatch.setattr(ORDERS, "complete", writer_only)
     changed = order(4, extra='"note": "late"')
     malformed = bad("initiated_at", "2026-01-04T10:00:00", number=4)
     if later == "same page":
@@ -156,7 +154,7 @@ def test_an_open_order_set_aside_by_the_walk_is_not_looked_up_again(pages, monke
     # open orders the walk missed would only fetch it to set it aside a second time.
     pages("orders", [order(1), order(2), order(3)], [bad("status", "requires_payment", 4)])
     sync_orders()
-    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, complete=writer_only))
+    monkeypatch.setattr(ORDERS, "complete", writer_only)
     malformed = bad("initiated_at", "2026-01-04T10:00:00", number=4)
     pages("orders", [order(1), order(2), order(3)], [malformed, order(5)])
     pages.server.script("/orders/lookup", text_answer(200, f'{{"order": {malformed}}}'))

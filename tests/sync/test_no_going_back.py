@@ -62,7 +62,7 @@ def test_an_answer_in_transit_never_takes_back_a_payment_confirmed_by_another_pr
     order_id, *_others = sandbox.insert_orders(3)  # newest first: order_id is on page 1
     sync_orders()
     assert set(Order.objects.values_list("status", flat=True)) == {"requires_payment"}
-    assert not Order.objects.filter(observed_at=None).exists()  # COPY on PostgreSQL too
+    assert not Order.objects.filter(observed_at=None).exists()
 
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.sync.confirm_runner", order_id],

@@ -65,3 +65,65 @@ def test_the_command_refuses_an_unknown_resource_with_status_2(run_manage, uncap
     with pytest.raises(CommandError, match="unknown resource 'disputes'"):
         call_command("sync_orders", "--resource", "disputes", stdout=io.StringIO())
     assert SyncRun.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resource_subclass_registered_by_name_is_walked_through_its_own_methods(mocked_walk):
+    """A new resource is a subclass that overrides what differs (here: its parse and its
+    store) and one registration; the engine calls its methods, whatever its name."""
+    from django_orders.mirror.resources import RESOURCES, register
+    from django_orders.mirror.resources.raw import RawResource
+
+    parsed: list[str] = []
+
+    class Disputes(RawResource):
+        name = "disputes"
+        collection = "items"
+        noun = ("dispute", "disputes")
+
+        def parse(self, record, *, plain=False):
+            parsed.append(record["id"])
+            return super().parse(record, plain=plain)
+
+    assert "disputes" not in RESOURCES
+    register(Disputes())
+    try:
+        url = BASE + "/disputes/page"
+        mocked_walk.post(url, json=page_of_records(1, 2, "items", ["dp_1", "dp_2"]))
+        mocked_walk.post(url, json=page_of_records(2, 2, "items", []))
+        run = sync_orders(resource="disputes")  # no collection: the registry knows it
+    finally:
+        RESOURCES.pop("disputes", None)
+    assert (run.outcome, run.seen, run.created) == (SyncRun.Outcome.SUCCEEDED, 2, 2)
+    assert parsed == ["dp_1", "dp_2"]
+    stored = RemoteRecord.objects.filter(resource="disputes")
+    assert sorted(stored.values_list("remote_id", flat=True)) == ["dp_1", "dp_2"]
+
+
+def test_a_resource_is_made_of_methods_and_says_which_lookups_it_has():
+    """No resource attribute is a callable or ``None``: the lookups are methods of every
+    resource, the base's naming the resource that lacks them, and ``has_lookups`` /
+    ``batched_lookups`` say which the engine may call (``backfilled`` follows them)."""
+    from django_orders.mirror.resources import RESOURCES, backfilled_resources
+    from django_orders.mirror.resources.raw import RawResource
+
+    for resource in RESOURCES.values():
+        for name in ("look_up", "store_lookup", "store_lookups", "set_aside"):
+            assert callable(getattr(resource, name)), (resource, name)
+    disputes = RawResource("disputes", "disputes")
+    assert (disputes.has_lookups, disputes.batched_lookups, disputes.backfilled) == (
+        False,
+        False,
+        False,
+    )
+    with pytest.raises(NotImplementedError, match="the disputes resource has no lookups by id"):
+        disputes.look_up(["dp_1"])
+    with pytest.raises(NotImplementedError, match="disputes resource stores no lookups in batch"):
+        disputes.store_lookups([])
+    orders, customers = RESOURCES["orders"], RESOURCES["customers"]
+    assert (orders.has_lookups, orders.batched_lookups) == (True, True)
+    assert (customers.has_lookups, customers.batched_lookups) == (True, False)
+    payouts, transactions = RESOURCES["payouts"], RESOURCES["balance_transactions"]
+    assert (payouts.has_lookups, payouts.batched_lookups, payouts.backfilled) == (True, False, True)
+    assert (transactions.has_lookups, transactions.backfilled) == (True, False)  # no search
+    assert backfilled_resources() == ["customers", "orders", "payouts"]

@@ -11,15 +11,24 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_orders.exceptions import InvalidResponse, ServerError
-from django_orders.models import Customer, Order, RemoteRecord, SyncRun
+from django_orders.models import (
+    BalanceTransaction,
+    Customer,
+    EventType,
+    Order,
+    OutboxEvent,
+    RemoteRecord,
+    SyncRun,
+)
 from django_orders.services import sync_orders
 from django_orders.signals import order_first_seen, order_status_changed
-from django_orders.sync import page_batches
 from tests.fixtures.mirror import (
+    EVENT_WRITES,
     PageStatements,
     assert_mirror_matches,
     edit_raw_order,
     logged_statements,
+    statement_shape,
     store_orders_by_id,
 )
 
@@ -131,39 +140,43 @@ def test_a_status_change_propagates_on_the_next_run_and_signals_once(
     assert len(received) == 1  # nothing changed since: no second signal
 
 
-def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped, monkeypatch):
-    # Each page its own transaction, as a re-sync's are (a first sync's of 256 share some:
-    # test_late_indexes).
-    monkeypatch.setattr(page_batches, "BATCH_MIN_RECORDS", 1000)
+def test_statements_per_page_are_the_same_for_page_sizes_10_and_256(uncapped):
+    # Each page its own transaction, a first sync's as a re-sync's.
     uncapped.seed(3 * 256 - 3)
     counts = {}
     for size in (10, 256):
         Order.objects.all().delete()
         Customer.objects.all().delete()
+        before = OutboxEvent.objects.count()
         fresh = PageStatements()
         with fresh.capture:
             sync_orders(page_size=size, max_pages=3, progress=fresh)
+        reported = OutboxEvent.objects.count()
+        assert reported - before == Order.objects.count()  # each order's order.first_seen
         again = PageStatements()
         with again.capture:
             sync_orders(page_size=size, max_pages=3, progress=again)
+        assert OutboxEvent.objects.count() == reported  # the re-sync reports nothing
         counts[size] = (fresh.per_page(), again.per_page())
         # Every page after the first: one read of the stored customers and orders, write the
-        # customers and the orders (all new: COPY on PostgreSQL), the run's progress and the
+        # customers and the orders (all new), their order.first_seen events and deliveries
+        # (the outbox's two statements, whatever the page size), the run's progress and the
         # lease renewal.
         sql = fresh.page_sql(1)
-        write = "COPY" if connection.vendor == "postgresql" else "INSERT"
-        assert [statement.split()[0] for statement in sql] == [
+        assert [statement_shape(statement) for statement in sql] == [
             "SELECT",
-            write,
-            write,
-            "UPDATE",
-            "UPDATE",
+            'INSERT INTO "django_orders_customer"',
+            'INSERT INTO "django_orders_order"',
+            *EVENT_WRITES,
+            'UPDATE "django_orders_syncrun"',
+            'UPDATE "django_orders_synclease"',
         ]
-        # A re-sync's pages after the first change nothing: one read each, no transaction,
-        # the progress and the lease saved at most every QUIET_PERSIST_INTERVAL (a second).
+        # A re-sync's pages after the first change nothing: one read each, no transaction, no
+        # event, the progress and the lease saved at most every QUIET_PERSIST_INTERVAL (a
+        # second).
         for page in (1, 2):
             assert [statement.split()[0] for statement in again.page_sql(page)] == ["SELECT"]
-    assert counts[10] == counts[256] == ([5, 5], [1, 1])
+    assert counts[10] == counts[256] == ([7, 7], [1, 1])
 
 
 def test_quiet_pages_still_save_progress_and_renew_the_lease_every_interval(uncapped, monkeypatch):
@@ -204,10 +217,11 @@ def test_quiet_pages_still_save_progress_and_renew_the_lease_every_interval(unca
 def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_and_256(uncapped):
     """The most a page costs: a changed customer, a new order and a changed order. On SQLite
     the new order goes in with a plain INSERT and the changed one through the upsert (whose
-    foreign-key update would journal every row), so six statements; five on PostgreSQL. The
-    first such page after an unchanged one costs two reads more: the walk first asked whether
-    its bytes were the stored ones, then read its fingerprints, as a quiet page
-    (``engine._WalkMode``)."""
+    foreign-key update would journal every row), so eight statements; seven on PostgreSQL
+    (the new order's order.first_seen event and its deliveries are two of them). The first such
+    page after an unchanged one costs one read more: the walk first asked whether its bytes were
+    the stored ones, as a quiet page (``engine._WalkMode``), and, as they were not, parsed the
+    page and wrote it as any other."""
     uncapped.seed(3 * 256)
     newest = uncapped.store.newest_order_ids(3 * 256)
     records = store_orders_by_id(uncapped)
@@ -216,12 +230,15 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
         Order.objects.all().delete()
         Customer.objects.all().delete()
         sync_orders(page_size=size, max_pages=3)
+        held_events = set(OutboxEvent.objects.values_list("pk", flat=True))
+        new_again = []
         for page in range(1, 3):
             on_page = newest[page * size : (page + 1) * size]
             # A guest's customer is in this one order only, so renaming it changes one row.
             guest = next(i for i in on_page if records[i]["customer"]["guest"])
             gone = next(i for i in on_page if i != guest)
             Order.objects.filter(pk=gone).delete()  # new again to the mirror
+            new_again.append(gone)
             # A change that any status takes (a status may only move forward: mirror.lifecycle).
             edit_raw_order(
                 uncapped,
@@ -232,16 +249,28 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
         with statements.capture:
             run = sync_orders(page_size=size, max_pages=3, progress=statements)
         assert (run.created, run.updated) == (2, 2)
+        # The edited orders' status is as stored: only the orders new again are reported.
+        written = OutboxEvent.objects.exclude(pk__in=held_events)
+        assert sorted(written.values_list("type", "order_id")) == sorted(
+            (EventType.ORDER_FIRST_SEEN, order_id) for order_id in new_again
+        )
         counts[size] = statements.per_page()
-        kinds = [sql.split()[0] for sql in statements.page_sql(2)]
-        if connection.vendor == "sqlite":
-            assert kinds == ["SELECT", "INSERT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
-        else:
-            assert kinds == ["SELECT", "INSERT", "INSERT", "UPDATE", "UPDATE"]
+        kinds = [statement_shape(sql) for sql in statements.page_sql(2)]
+        order_writes = ['INSERT INTO "django_orders_order"'] * (
+            2 if connection.vendor == "sqlite" else 1
+        )
+        assert kinds == [
+            "SELECT",
+            'INSERT INTO "django_orders_customer"',
+            *order_writes,
+            *EVENT_WRITES,
+            'UPDATE "django_orders_syncrun"',
+            'UPDATE "django_orders_synclease"',
+        ]
         # Page 1 wrote nothing, so page 2 was first read as a quiet page.
-        assert [sql.split()[0] for sql in statements.page_sql(1)] == ["SELECT", "SELECT", *kinds]
-    most = 6 if connection.vendor == "sqlite" else 5
-    assert counts[10] == counts[256] == [most + 2, most]
+        assert [statement_shape(sql) for sql in statements.page_sql(1)] == ["SELECT", *kinds]
+    most = 8 if connection.vendor == "sqlite" else 7
+    assert counts[10] == counts[256] == [most + 1, most]
 
 
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
@@ -252,13 +281,13 @@ def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypa
     uncapped.seed(95)
     sync_orders()
     read: list[tuple[int, str]] = []
-    original = order_pages.read_in_full
+    original = order_pages._parse_sent
 
-    def spy(orders, values, plain):
-        read.extend((order._page.number, order.id) for order in orders)
-        return original(orders, values, plain)
+    def spy(orders):
+        read.extend((order.where[1], order.id) for order in orders)
+        return original(orders)
 
-    monkeypatch.setattr(order_pages, "read_in_full", spy)
+    monkeypatch.setattr(order_pages, "_parse_sent", spy)
     run = sync_orders()
     assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
     # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.
@@ -373,20 +402,19 @@ def test_server_errors_past_the_retries_fail_the_run_with_the_error(uncapped, sl
     assert uncapped.api_key not in run.error
 
 
-def test_other_resources_are_stored_raw_by_id(uncapped):
+def test_balance_transactions_are_stored_typed_by_id(uncapped):
     uncapped.seed(60)
     total = uncapped.store.count("balance_transactions")
     assert total > 10
-    run = sync_orders(resource="balance_transactions")
+    run = sync_orders(resource="balance_transactions", refresh_limit=0)
     assert (run.seen, run.created) == (total, total)
-    stored = {r.remote_id: r for r in RemoteRecord.objects.all()}
+    stored = {t.id: t for t in BalanceTransaction.objects.all()}
     assert len(stored) == total
     for record_id, record in stored.items():
-        assert record.resource == "balance_transactions"
         assert record.raw == json.loads(uncapped.store.get_json("balance_transactions", record_id))
-    again = sync_orders(resource="balance_transactions")
+    again = sync_orders(resource="balance_transactions", refresh_limit=0)
     assert (again.created, again.updated, again.unchanged) == (0, 0, total)
-    assert Order.objects.count() == 0
+    assert Order.objects.count() == 0 and RemoteRecord.objects.count() == 0
 
 
 def test_signals_are_sent_after_commit_and_a_failing_receiver_does_not_stop_the_sync(uncapped):
@@ -412,26 +440,24 @@ def test_signals_are_sent_after_commit_and_a_failing_receiver_does_not_stop_the_
 
 def test_the_sync_reads_orders_pages_as_bytes_and_mirrors_them_exactly(uncapped, monkeypatch):
     """sync_orders asks for each record as its bytes (``fetch_page(raw=True)``) and the orders
-    resource reads them light (``LazyOrder``): the mirror is the store's all the same."""
-    from dataclasses import replace
-
+    resource reads them as sent (``SentOrder``), parsed once to be written: the mirror is the
+    store's all the same."""
     import msgspec
 
-    from django_orders.mirror.resources import RESOURCES
-    from django_orders.mirror.resources.order_pages import LazyOrder, read_orders
+    from django_orders.mirror.resources.order_pages import SentOrder, read_orders
     from django_orders.mirror.resources.orders import ORDERS
 
     kinds: list[tuple[set, set]] = []
 
-    def spy(records, **where):
-        page = read_orders(records, **where)
+    def spy(records, *, page_number):
+        page = read_orders(records, page_number=page_number, resource="orders")
         kinds.append(({type(r) for r in records}, {type(r) for r in page}))
         return page
 
-    monkeypatch.setitem(RESOURCES, "orders", replace(ORDERS, reader=spy))
+    monkeypatch.setattr(ORDERS, "read_page", spy)
     uncapped.seed(30)
     run = sync_orders(page_size=10)
     # 3 full pages and the empty one that ends it
-    assert kinds == [({msgspec.Raw}, {LazyOrder})] * 3 + [(set(), set())]
+    assert kinds == [({msgspec.Raw}, {SentOrder})] * 3 + [(set(), set())]
     assert_mirror_matches(uncapped)
     assert (run.seen, run.created) == (30, 30)

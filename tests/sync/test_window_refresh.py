@@ -165,27 +165,27 @@ def test_refresh_orders_propagates_an_auth_failure(capped, orders_settings_for):
 
 
 def test_a_page_number_400_past_page_one_ends_the_walk(mocked_walk):
-    url = BASE + "/payouts/page"
-    mocked_walk.post(url, json=page_of_records(1, 2, "payouts", ["po_1", "po_2"]))
+    url = BASE + "/disputes/page"
+    mocked_walk.post(url, json=page_of_records(1, 2, "disputes", ["dp_1", "dp_2"]))
     mocked_walk.post(
         url,
         status=400,
         json=rejection("parameter_invalid", "page_number 2 is past the window.", "page_number"),
     )
-    run = sync_orders(resource="payouts")
+    run = sync_orders(resource="disputes", collection="disputes")
     assert (run.outcome, run.end_reason, run.seen) == (SyncRun.Outcome.SUCCEEDED, "page_window", 2)
 
 
 def test_a_page_size_400_past_page_one_fails_the_walk(mocked_walk):
-    url = BASE + "/payouts/page"
-    mocked_walk.post(url, json=page_of_records(1, 2, "payouts", ["po_1", "po_2"]))
+    url = BASE + "/disputes/page"
+    mocked_walk.post(url, json=page_of_records(1, 2, "disputes", ["dp_1", "dp_2"]))
     mocked_walk.post(
         url,
         status=400,
         json=rejection("parameter_invalid", "page_size 2 invalid at page_number 2", "page_size"),
     )
     with pytest.raises(RequestRejected):
-        sync_orders(resource="payouts")
+        sync_orders(resource="disputes", collection="disputes")
     run = SyncRun.objects.get()
     assert run.outcome == SyncRun.Outcome.FAILED and "page_size" in run.error
     assert RemoteRecord.objects.count() == 2  # page 1 stays written

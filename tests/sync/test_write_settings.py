@@ -1,4 +1,5 @@
-"""The connection settings a walk uses to write fast, and what it must leave as it was."""
+"""The connection settings a walk uses to write fast, and what it must leave as it was: the
+shop's database is the shop's (no PRAGMA, no DDL at run time)."""
 
 from __future__ import annotations
 
@@ -12,57 +13,39 @@ from django.utils import timezone
 
 from django_orders.models import Order
 from django_orders.services import sync_orders
-from django_orders.sync.refresh import refresh_orders
 
 pytestmark = pytest.mark.django_db(transaction=True)
 postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
-
-#: The setting a walk changes, its value during the walk and the default it must restore.
-if connection.vendor == "postgresql":
-    SETTING, DURING, DEFAULT = "SHOW synchronous_commit", "off", "on"
-else:
-    # The test database uses SQLite's default rollback journal (see test_wal_checkpoints_...).
-    SETTING, DURING, DEFAULT = "PRAGMA journal_mode", "persist", "delete"
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite only")
 
 
 def synchronous_commit() -> str:
-    """The walk's setting on this backend (named after the PostgreSQL one), as text."""
     with connection.cursor() as cursor:
-        cursor.execute(SETTING)
+        cursor.execute("SHOW synchronous_commit")
         return str(cursor.fetchone()[0])
 
 
+@postgresql_only
 def test_page_commits_are_relaxed_only_during_the_walk(uncapped):
     uncapped.seed(30)
-    assert synchronous_commit() == DEFAULT
+    assert synchronous_commit() == "on"
     during: list[str] = []
     run = sync_orders(page_size=10, progress=lambda run: during.append(synchronous_commit()))
     assert run.seen == 30
-    assert during and set(during) == {DURING}
+    assert during and set(during) == {"off"}
     # Back to durable for whatever the connection does next (creating an order, the admin).
-    assert synchronous_commit() == DEFAULT
+    assert synchronous_commit() == "on"
 
 
+@postgresql_only
 def test_the_setting_is_reset_when_the_walk_fails(uncapped, sleeps):
     uncapped.seed(30)
     sync_orders(page_size=10, max_pages=1)
     uncapped.add_fault("html_502", path="/orders/page", times=None)
     with pytest.raises(Exception, match="502"):
         sync_orders(page_size=10)
-    assert synchronous_commit() == DEFAULT
-    if connection.vendor == "sqlite":
-        assert _pragma("cache_size") == "-2000"
+    assert synchronous_commit() == "on"
     assert Order.objects.count() == 10  # the committed page is there
-
-
-def test_refresh_lookups_reset_the_setting_too(uncapped):
-    uncapped.seed(3)
-    sync_orders(page_size=10)
-    ids = list(Order.objects.values_list("id", flat=True))
-    summary = refresh_orders(ids)
-    assert summary.refreshed == 3
-    assert synchronous_commit() == DEFAULT
 
 
 @postgresql_only
@@ -119,6 +102,10 @@ def _pragma(name: str) -> str:
         return str(cursor.fetchone()[0]).lower()
 
 
+def _connection_settings() -> tuple[str, str, str]:
+    return (_pragma("journal_mode"), _pragma("cache_size"), _pragma("wal_autocheckpoint"))
+
+
 @contextmanager
 def journal_mode(mode: str) -> Iterator[None]:
     """The test database in another journal mode, back to SQLite's default afterwards."""
@@ -132,56 +119,15 @@ def journal_mode(mode: str) -> Iterator[None]:
 
 
 @sqlite_only
-def test_wal_checkpoints_are_spaced_out_only_during_the_walk(uncapped):
-    """In WAL mode the journal is left alone and automatic checkpoints come less often."""
+@pytest.mark.parametrize("mode", ["DELETE", "WAL"])
+def test_a_walk_leaves_the_sqlite_connection_as_the_project_set_it(uncapped, mode):
+    """No PRAGMA during a walk, in either journal mode: journal, page cache and checkpoints
+    stay the project's on every page (a walk once changed all three)."""
     uncapped.seed(30)
-    during: list[tuple[str, str]] = []
-    with journal_mode("WAL"):
-        run = sync_orders(
-            page_size=10,
-            progress=lambda run: during.append(
-                (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
-            ),
-        )
-        after = (_pragma("journal_mode"), _pragma("wal_autocheckpoint"))
-    assert run.seen == 30
-    assert during and set(during) == {("wal", "40000")}
-    assert after == ("wal", "1000")
-
-
-@sqlite_only
-def test_a_project_that_chose_its_own_journal_keeps_it(uncapped):
-    """TRUNCATE (or any mode other than the default DELETE and WAL) is the project's choice."""
-    uncapped.seed(12)
-    during: list[str] = []
-    with journal_mode("TRUNCATE"):
-        sync_orders(page_size=10, progress=lambda run: during.append(_pragma("journal_mode")))
-    assert during and set(during) == {"truncate"}
-
-
-@sqlite_only
-def test_the_page_cache_is_larger_only_during_the_walk(uncapped):
-    """SQLite's default cache (2,000 KiB) is too small for a mirror's random-key indexes: the
-    walk gives its connection 8 MiB and hands back the project's size afterwards."""
-    uncapped.seed(30)
-    before = _pragma("cache_size")
-    during: list[str] = []
-    sync_orders(page_size=10, progress=lambda run: during.append(_pragma("cache_size")))
-    assert before == "-2000"
-    assert during and set(during) == {"-8192"}
-    assert _pragma("cache_size") == before
-
-
-@sqlite_only
-def test_a_larger_cache_the_project_chose_is_left_alone(uncapped):
-    """A positive cache_size counts pages: 4,000 pages of 4 KiB is already more than 8 MiB."""
-    uncapped.seed(12)
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA cache_size = 4000")
-    try:
-        during: list[str] = []
-        sync_orders(page_size=10, progress=lambda run: during.append(_pragma("cache_size")))
-        assert during and set(during) == {"4000"}
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA cache_size = -2000")
+    with journal_mode(mode):
+        before = _connection_settings()
+        during: list[tuple[str, str, str]] = []
+        run = sync_orders(page_size=10, progress=lambda run: during.append(_connection_settings()))
+        assert run.seen == 30
+        assert during and set(during) == {before}
+        assert _connection_settings() == before

@@ -1,4 +1,5 @@
-"""Fixtures of the tasks tests: a backend that records what is enqueued, and a sandbox order."""
+"""Fixtures of the tasks tests: a backend that records what is enqueued, a sandbox order, and
+the tests' Redis database for RQ."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def enqueued(settings):
 
 
 @pytest.fixture
+def polling(live_orders, settings):
+    """The watches poll by lookup only (``WATCH_FEED_INTERVAL`` off), against the sandbox: the
+    tests of the polling steps themselves. tests/tasks/test_watch_feed.py tests the feed, which
+    is on by default."""
+    settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "WATCH_FEED_INTERVAL": None}
+
+
+@pytest.fixture
 def new_order(live_orders, fresh_client):
     """An unpaid order created through create_order against the sandbox."""
 
@@ -33,3 +42,14 @@ def new_order(live_orders, fresh_client):
         return create_order(**create_order_input(), reference=new_reference(), finalize=True)
 
     return create
+
+
+@pytest.fixture
+def redis_queue(settings):
+    """The tests' Redis database, emptied before and after (scheduled jobs, locks, workers)."""
+    import django_rq
+
+    connection = django_rq.get_connection("default")
+    connection.flushdb()
+    yield connection
+    connection.flushdb()

@@ -1,5 +1,6 @@
 """watch_payment: one lookup a run, the next enqueued with a growing pause, bounded, one watcher
-per order. Against the sandbox over loopback HTTP, with a backend that records what is enqueued."""
+per order; the watch's row written with the order. Against the sandbox over loopback HTTP, with
+a backend that records what is enqueued."""
 
 from __future__ import annotations
 
@@ -9,15 +10,30 @@ import pytest
 from django.utils import timezone
 
 from django_orders.models import Order, OrderEvent, PaymentWatch
-from django_orders.tasks import watch_payment
-from django_orders.tasks.watch import (
+from django_orders.sync.payment_watch import (
     FIRST_WATCH_PAUSE,
     LONGEST_WATCH_PAUSE,
     MAX_WATCH_LOOKUPS,
     watch_pause,
 )
+from django_orders.tasks import watch_payment
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("polling")]
+
+
+@pytest.fixture
+def watched_order(new_order, enqueued, settings):
+    """A new order with WATCH_PAYMENTS on (its watch row written with it), and the enqueued
+    first step forgotten: the tests run the steps themselves."""
+
+    def create():
+        settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "WATCH_PAYMENTS": True}
+        order = new_order()
+        assert [result.args for result in enqueued] == [[order.pk]]
+        enqueued.clear()
+        return order
+
+    return create
 
 
 def test_the_pauses_double_up_to_their_longest():
@@ -28,9 +44,9 @@ def test_the_pauses_double_up_to_their_longest():
 
 
 def test_an_unpaid_order_is_looked_up_once_and_the_next_lookup_enqueued_later(
-    new_order, enqueued, sandbox_paths
+    watched_order, enqueued, sandbox_paths
 ):
-    order = new_order()
+    order = watched_order()
     before = timezone.now()
 
     result = watch_payment.call(order.pk)
@@ -46,8 +62,8 @@ def test_an_unpaid_order_is_looked_up_once_and_the_next_lookup_enqueued_later(
     assert watch.next_lookup_at == following.task.run_after
 
 
-def test_a_paid_order_is_mirrored_as_paid_and_the_watch_ends(new_order, enqueued, live_orders):
-    order = new_order()
+def test_a_paid_order_is_mirrored_as_paid_and_the_watch_ends(watched_order, enqueued, live_orders):
+    order = watched_order()
     live_orders.pay_order(order.pk)
 
     result = watch_payment.call(order.pk)
@@ -60,9 +76,9 @@ def test_a_paid_order_is_mirrored_as_paid_and_the_watch_ends(new_order, enqueued
 
 
 def test_a_second_enqueue_of_the_same_step_runs_no_second_watcher(
-    new_order, enqueued, sandbox_paths
+    watched_order, enqueued, sandbox_paths
 ):
-    order = new_order()
+    order = watched_order()
     watch_payment.call(order.pk)
 
     again = watch_payment.call(order.pk)
@@ -92,7 +108,7 @@ def test_a_claim_that_expired_is_taken_over(new_order, enqueued, sandbox_paths):
 def test_the_last_allowed_lookup_ends_the_watch(new_order, enqueued, sandbox_paths):
     order = new_order()
     last = MAX_WATCH_LOOKUPS - 1
-    PaymentWatch.objects.create(order_id=order.pk, lookups=last)
+    PaymentWatch.objects.create(order_id=order.pk, lookups=last, steps=last)
 
     result = watch_payment.call(order.pk, step=last)
 
@@ -110,8 +126,8 @@ def test_a_watch_past_its_span_ends_after_a_last_lookup(new_order, enqueued):
     assert enqueued == []
 
 
-def test_the_next_lookup_is_never_after_the_order_expires(new_order, enqueued):
-    order = new_order()
+def test_the_next_lookup_is_never_after_the_order_expires(watched_order, enqueued):
+    order = watched_order()
     soon = timezone.now() + timedelta(seconds=3)
     Order.objects.filter(pk=order.pk).update(expires_at=soon)
 
@@ -121,8 +137,8 @@ def test_the_next_lookup_is_never_after_the_order_expires(new_order, enqueued):
     assert following.task.run_after == soon
 
 
-def test_a_failed_lookup_counts_and_the_watch_goes_on(new_order, enqueued, live_orders):
-    order = new_order()
+def test_a_failed_lookup_counts_and_the_watch_goes_on(watched_order, enqueued, live_orders):
+    order = watched_order()
     live_orders.add_fault("error_before_write", "/orders/lookup", times=None, status=503)
 
     result = watch_payment.call(order.pk)
@@ -138,8 +154,10 @@ def test_an_order_not_in_the_mirror_runs_nothing(live_orders, enqueued, sandbox_
     assert not PaymentWatch.objects.exists()
 
 
-def test_the_timeline_says_the_watchers_lookup_saw_the_payment(new_order, enqueued, live_orders):
-    order = new_order()
+def test_the_timeline_says_the_watchers_lookup_saw_the_payment(
+    watched_order, enqueued, live_orders
+):
+    order = watched_order()
     live_orders.pay_order(order.pk)
 
     watch_payment.call(order.pk)
@@ -149,9 +167,9 @@ def test_the_timeline_says_the_watchers_lookup_saw_the_payment(new_order, enqueu
 
 
 def test_an_order_the_mirror_holds_paid_ends_the_watch_without_a_lookup(
-    new_order, enqueued, live_orders, sandbox_paths
+    watched_order, enqueued, live_orders, sandbox_paths
 ):
-    order = new_order()
+    order = watched_order()
     live_orders.pay_order(order.pk)
     Order.objects.filter(pk=order.pk).update(status="paid")
 
@@ -166,6 +184,7 @@ def test_an_order_the_service_does_not_know_ends_the_watch(new_order, enqueued, 
     unknown = new_order()
     unknown.pk = "or_NotKnownToTheService"  # a copy of the row, under an id the service lacks
     unknown.save(force_insert=True)
+    PaymentWatch.objects.create(order_id=unknown.pk)
 
     result = watch_payment.call(unknown.pk)
 

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_orders.services import prune_order_events
 
-from ..arguments import whole_number
+from ..base import whole_number
 
 #: Days kept when ``--older-than`` is not given.
 DEFAULT_DAYS = 365

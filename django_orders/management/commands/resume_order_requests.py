@@ -12,11 +12,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from django_orders.exceptions import OrdersError
 from django_orders.services import ResumeSummary, resume_order_requests
 
-from ..arguments import whole_number
+from ..base import whole_number
 
 
 class Command(BaseCommand):
@@ -78,8 +79,9 @@ def waiting(summary: ResumeSummary) -> str:
     due = summary.next_due_at.astimezone(UTC)
     seconds = max(0, round((due - timezone.now()).total_seconds()))
     after = f"{seconds:,} seconds" if seconds < 120 else f"{round(seconds / 60):,} minutes"
-    requests = "request" if summary.waiting == 1 else "requests"
-    return (
-        f"; {summary.waiting:,} {requests} waiting for their backoff, "
-        f"the next due at {due:%Y-%m-%d %H:%M:%S} UTC (in {after})"
-    )
+    count = ngettext(
+        "%(count)s request waiting for its backoff",
+        "%(count)s requests waiting for their backoff",
+        summary.waiting,
+    ) % {"count": f"{summary.waiting:,}"}
+    return f"; {count}, the next due at {due:%Y-%m-%d %H:%M:%S} UTC (in {after})"

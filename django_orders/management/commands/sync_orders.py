@@ -13,7 +13,7 @@ from django_orders.exceptions import AuthenticationFailed, OrdersError, SyncAlre
 from django_orders.models import SyncRun
 from django_orders.services import COLLECTIONS, RESOURCE_NAME, RESOURCES, sync_orders
 
-from ..arguments import whole_number
+from ..base import whole_number
 
 #: The resources --backfill reads through their search index (the registry's).
 BACKFILLED = sorted(name for name, kind in RESOURCES.items() if kind.backfilled)
@@ -109,9 +109,13 @@ class Command(BaseCommand):
             default="orders",
             type=resource_name,
             help="Resource to walk, /<resource>/page (default: orders). Orders go into Order and "
-            "Customer (the refunds they carry into Refund), refunds into Refund; the others are "
-            "stored raw in RemoteRecord, keyed by resource and id. A walk of orders or refunds "
-            "ends with the refresh of the refunds still pending or processing. "
+            "Customer (the refunds they carry into Refund), refunds into Refund, payouts into "
+            "Payout (with their items), balance_transactions into BalanceTransaction (both then "
+            "look up the transactions, orders and refunds they name that the mirror lacks, at "
+            "most --refresh-limit of each), balances: one /balances snapshot into "
+            "BalanceSnapshot; the others are stored raw in RemoteRecord, keyed by resource and "
+            "id. A walk of orders or refunds ends with the refresh of the refunds still pending "
+            "or processing. "
             f"Known: {', '.join(sorted(COLLECTIONS))}; any other name (lower-case letters, "
             "digits, underscores) needs --collection.",
         )
@@ -172,6 +176,8 @@ class Command(BaseCommand):
                 "property of its pages that holds the records with --collection (known "
                 f"resources: {', '.join(sorted(COLLECTIONS))})"
             )
+        if options["backfill"]:
+            self._refuse_with_backfill(options)
         verbosity = options["verbosity"]
         display = ProgressDisplay(self.stdout, verbosity)
         started = time.monotonic()
@@ -212,6 +218,23 @@ class Command(BaseCommand):
                 )
             )
 
+    def _refuse_with_backfill(self, options: dict[str, Any]) -> None:
+        """Combinations with --backfill that cannot work are bad options (exit status 2, with
+        the usage), not a failed run: a resource without a search index, and the walk's own
+        bounds, which a backfill (no page walk, no refresh of open orders) would ignore."""
+        if options["resource"] not in BACKFILLED:
+            self._parser.error(
+                f"argument --backfill: --resource {options['resource']} has no search index to "
+                f"backfill from (--backfill works with --resource {_either(BACKFILLED)})"
+            )
+        for flag in ("max_pages", "refresh_limit"):
+            if options[flag] is not None:
+                option = "--" + flag.replace("_", "-")
+                self._parser.error(
+                    f"argument {option}: not allowed with --backfill, which walks no pages and "
+                    f"refreshes nothing by lookup ({option} bounds a run without --backfill)"
+                )
+
     @staticmethod
     def summary(run: SyncRun, seconds: float) -> str:
         """What the run did, in sentences: counts with thousands separators, plurals agreeing,
@@ -230,6 +253,11 @@ class Command(BaseCommand):
             lines.append(
                 f"{plural(run.refreshed, 'open order', 'open orders')} outside the walk "
                 f"refreshed by lookup, {run.refresh_waiting:,} waiting for a later run."
+            )
+        if kind is not None and kind.looks_up_named:
+            lines.append(
+                f"{plural(run.refreshed, 'record', 'records')} they name that the mirror lacked "
+                "looked up by id."
             )
         if run.refunds_refreshed or run.refunds_waiting:
             # Only when there were refunds to refresh: most runs of most shops have none.
@@ -321,3 +349,8 @@ WINDOW_RECORDS = (
     "mirror keeps every record it has seen; records that change after leaving the window are "
     "not refreshed. Where the service serves deeper pages, --max-pages N walks past the window."
 )
+
+
+def _either(names: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

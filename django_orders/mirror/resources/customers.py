@@ -5,13 +5,13 @@ settled at an older ``updated_at``."""
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...client.lookups import lookup_records
 from ...client.pages import COLLECTIONS
 from ...client.search_structs import SearchResult
-from .raw import raw_resource, searched_raw
+from .raw import RawResource, searched_raw
 
 
 def same_customer(result: SearchResult, held: tuple[Any, ...]) -> bool:
@@ -21,11 +21,27 @@ def same_customer(result: SearchResult, held: tuple[Any, ...]) -> bool:
     return isinstance(raw, dict) and raw.get("name") == result.customer_name
 
 
-CUSTOMERS = raw_resource(
-    "customers",
-    COLLECTIONS["customers"],
-    noun=("customer", "customers"),
-    search_type="customer",
-    searched=searched_raw("customers", same_customer, "raw"),
-    look_up=partial(lookup_records, "customers"),
-)
+class CustomersResource(RawResource):
+    """Customers' records, raw, with their search index and lookups (the backfill)."""
+
+    name = "customers"
+    collection = COLLECTIONS["customers"]
+    noun = ("customer", "customers")
+    search_type = "customer"
+    searched = searched_raw("customers", same_customer, "raw")
+    has_lookups = True
+
+    def look_up(
+        self,
+        ids: Iterable[str],
+        *,
+        concurrency: int | None = None,
+        heartbeat: Callable[[], None] | None = None,
+        gate: Any = None,
+    ) -> Iterator[Any]:
+        return lookup_records(
+            self.name, ids, concurrency=concurrency, heartbeat=heartbeat, gate=gate
+        )
+
+
+CUSTOMERS = CustomersResource()

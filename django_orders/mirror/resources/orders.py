@@ -1,12 +1,12 @@
-"""The orders resource: pages read light (``order_pages``), orders parsed by ``parse_order``,
-stored with their customers into ``Order`` and ``Customer`` (``store.store_orders``) and the
-refunds they carry into ``Refund`` (``store_page``), refreshed by lookup while open, and
-searched through ``/orders/search`` (the change feed after each walk, and the backfill:
-``searched``). Its walk shortcuts are in docs/architecture/sync.md."""
+"""The orders resource: pages read by wire fingerprint first (``order_pages``), orders
+parsed by ``parse_orders``, stored with their customers into ``Order`` and ``Customer``
+(``store.store_orders``) and the refunds they carry into ``Refund`` (``store_page``),
+refreshed by lookup while open, and searched through ``/orders/search`` (the change feed
+after each walk, and the backfill: ``searched``). Its walk shortcuts: docs/architecture/sync.md."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,19 +16,18 @@ from ...client.lookups import lookup_orders
 from ...client.pages import COLLECTIONS
 from ...client.search_structs import SearchResult
 from ...exceptions.wire import InvalidRecord
-from ...models.mirror import TERMINAL_STATUSES, Order
-from ..comparison import compare_orders, read_stored
-from ..events import PAGE
-from ..parsing import ParsedOrder, parse_order
+from ...models.mirror import TERMINAL_STATUSES, Customer, Order
+from ..events import LOOKUP, PAGE, Origin
+from ..parsing import LenientPage, ParsedOrder, parse_order
 from ..refresh import stamp_refreshed, store_lookup, store_lookups
 from ..refund_wire import embedded_refunds
 from ..refunds import store_refunds
+from ..result import Within
 from ..searched import SearchedMirror
-from ..store import MirrorResult, store_new_bytes, store_orders, stored_as_sent
-from . import order_transfer
-from .order_pages import carried_refunds, complete, may_carry_refunds, read_orders
-from .order_transfer import rebuilt
-from .registry import ReadApart, Resource
+from ..store import MirrorResult, store_orders
+from ..wire_match import count_matches
+from .order_pages import SentOrder, complete, read_orders
+from .registry import Resource
 
 
 class RefundsNotStorable(DataError):
@@ -60,10 +59,8 @@ def store_page(
 def page_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
     """The refund records the ``orders`` (of one page) carry, each checked to be of its order."""
     records: list[Any] = []
-    if not may_carry_refunds(orders):
-        return records
     for order in orders:
-        refunds = carried_refunds(order)
+        refunds = order.raw.get("refunds")
         if not refunds:
             continue
         for record in embedded_refunds({"refunds": refunds}):
@@ -76,21 +73,33 @@ def page_refunds(orders: Sequence[ParsedOrder]) -> list[Any]:
     return records
 
 
-def quiet_page(records: list[ParsedOrder], known_customers: set[str]) -> MirrorResult | None:
-    """The page counted without writing when it changes nothing in the mirror; ``None`` when
-    it must be written. The bytes decide in one statement; fingerprints only if they differ
-    (reading those orders: one that turns out malformed is set aside when the page is written)."""
-    comparison = compare_orders(records, known_customers=known_customers, read=False)
-    if not stored_as_sent(comparison):
-        try:
-            read_stored(comparison)
-            if not comparison.unchanged:
-                return None  # written in its transaction, which reads the fingerprints again
-        except InvalidRecord:
-            return None
-        store_new_bytes(comparison)  # so that the next re-sync needs the one statement again
-    known_customers.update(comparison.customers)
-    return MirrorResult(unchanged=len(comparison.orders))
+def quiet_page(records: list[Any], known_customers: set[str]) -> MirrorResult | None:
+    """The page counted without writing when the mirror holds each of its orders and customers
+    as the bytes they came in: one statement, nothing decoded (``SentOrder``; orders parsed
+    already, by the reading thread, are compared by the same hashes). ``None`` when it must be
+    written: parsed, then compared by fingerprint in its transaction, which also records the
+    new bytes of an order sent in other bytes but unchanged (``store.store_new_bytes``)."""
+    orders: dict[str, tuple[str, str, str]] = {}
+    for record in records:
+        if type(record) is SentOrder:
+            keys = (record.wire_fingerprint, record.customer_id, record.customer_wire)
+        else:
+            keys = (record.wire_fingerprint, record.customer.id, record.customer.wire_fingerprint)
+        if not keys[0] or not keys[2]:
+            return None  # decoded by the client (``Page.records``): no bytes to compare
+        orders.setdefault(record.id, keys)
+    customers: dict[str, str] = {}
+    for _wire, customer_id, customer_wire in orders.values():
+        if customer_id not in known_customers:
+            customers.setdefault(customer_id, customer_wire)
+    order_count, customer_count = count_matches(
+        (Order, [(pk, keys[0]) for pk, keys in orders.items()]),
+        (Customer, list(customers.items())),
+    )
+    if order_count != len(orders) or customer_count != len(customers):
+        return None
+    known_customers.update(customers)
+    return MirrorResult(unchanged=len(orders))
 
 
 def customers(records: Sequence[ParsedOrder]) -> set[str]:
@@ -106,34 +115,85 @@ def same_order(result: SearchResult, held: tuple[Any, ...]) -> bool:
     return amount is None or (amount.value == total and amount.currency == currency)
 
 
-def is_open(record: ParsedOrder) -> bool:
+def is_open(record: ParsedOrder | SentOrder) -> bool:
     return record.status not in TERMINAL_STATUSES
 
 
-ORDERS = Resource(
-    name="orders",
-    collection=COLLECTIONS["orders"],
-    model=Order,
-    parse=parse_order,
-    store=store_page,
-    reader=read_orders,
-    complete=complete,
-    read_apart=ReadApart(reader=f"{order_transfer.__name__}:read_shipped", rebuild=rebuilt),
-    quiet=quiet_page,
-    is_open=is_open,
-    refresh_refunds=True,
-    customers=customers,
-    noun=("order", "orders"),
-    search_type="order",
-    searched=SearchedMirror(
+class OrdersResource(Resource):
+    """Orders: a page read by wire fingerprint first (``order_pages.read_orders``), stored with
+    its customers and the refunds it carries (``store_page``), open orders refreshed by lookup,
+    searched through ``/orders/search`` (the change feed after each walk, and the backfill)."""
+
+    name = "orders"
+    collection = COLLECTIONS["orders"]
+    model = Order
+    noun = ("order", "orders")
+    refresh_refunds = True
+    refreshed = True
+    search_type = "order"
+    searched = SearchedMirror(
         model=Order,
         key="id",
         same=same_order,
         compared=("status", "total", "currency"),
-    ),
-    look_up=lookup_orders,
-    store_lookup=store_lookup,
-    store_lookups=store_lookups,
-    set_aside=stamp_refreshed,
-    change_feed=True,
-)
+    )
+    change_feed = True
+
+    def parse(self, record: Any, *, plain: bool = False) -> ParsedOrder:
+        return parse_order(record, plain=plain)
+
+    def store(
+        self,
+        records: Sequence[Any],
+        *,
+        now: datetime,
+        sent_at: datetime | None = None,
+        known_customers: set[str] | None = None,
+    ) -> MirrorResult:
+        return store_page(records, now=now, sent_at=sent_at, known_customers=known_customers)
+
+    def read_page(self, records: Sequence[Any], *, page_number: int) -> LenientPage:
+        return read_orders(records, page_number=page_number, resource=self.name)
+
+    def complete(
+        self, records: list[Any], *, encode: bool = False
+    ) -> tuple[list[Any], list[tuple[str, InvalidRecord]]]:
+        return complete(records, encode=encode)
+
+    def quiet(self, records: list[Any], known_customers: set[str]) -> MirrorResult | None:
+        return quiet_page(records, known_customers)
+
+    def is_open(self, record: Any) -> bool:
+        return is_open(record)
+
+    def customers(self, records: Sequence[Any]) -> set[str]:
+        return customers(records)
+
+    has_lookups = True
+    batched_lookups = True
+
+    def look_up(
+        self,
+        ids: Iterable[str],
+        *,
+        concurrency: int | None = None,
+        heartbeat: Callable[[], None] | None = None,
+        gate: Any = None,
+    ) -> Iterator[Any]:
+        return lookup_orders(ids, concurrency=concurrency, heartbeat=heartbeat, gate=gate)
+
+    def store_lookup(
+        self, lookup: Any, *, within: Within | None = None, origin: Origin | None = None
+    ) -> MirrorResult | None:
+        return store_lookup(lookup, within=within, origin=origin or LOOKUP)
+
+    def store_lookups(
+        self, lookups: Sequence[Any], *, within: Within | None = None, origin: Origin | None = None
+    ) -> MirrorResult:
+        return store_lookups(lookups, within=within, origin=origin or LOOKUP)
+
+    def set_aside(self, record_id: str, *, within: Within | None = None) -> None:
+        stamp_refreshed(record_id, within=within)
+
+
+ORDERS = OrdersResource()

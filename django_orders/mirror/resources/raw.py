@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.utils import timezone
@@ -17,36 +16,54 @@ from ...db import app_atomic
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import RemoteRecord
 from ..events import Origin
-from ..parsing import ParsedRecord, parse_record
+from ..parsing import LenientPage, ParsedRecord, parse_record, read_records
 from ..result import MirrorResult, Within
 from ..searched import SearchedMirror
 from ..store import store_records
 from .registry import Resource
 
 
-def _store(
-    resource: str,
-    records: Sequence[ParsedRecord],
-    *,
-    now: datetime,
-    sent_at: datetime | None = None,
-    known_customers: Any = None,
-) -> MirrorResult:
-    return store_records(resource, records, now=now)
+class RawResource(Resource):
+    """A resource kept as its records in ``RemoteRecord``, by name: written by lookup as by
+    page. ``RawResource(name, collection)`` for any resource; a subclass for one with more
+    (customers: a search index and lookups)."""
+
+    model = RemoteRecord
+
+    def __init__(self, name: str | None = None, collection: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        if collection is not None:
+            self.collection = collection
+
+    def parse(self, record: Any, *, plain: bool = False) -> ParsedRecord:
+        return parse_record(record, plain=plain)
+
+    def read_page(self, records: Sequence[Any], *, page_number: int) -> LenientPage:
+        return read_records(records, self.parse, page_number=page_number, resource=self.name)
+
+    def store(
+        self,
+        records: Sequence[Any],
+        *,
+        now: datetime,
+        sent_at: datetime | None = None,
+        known_customers: set[str] | None = None,
+    ) -> MirrorResult:
+        return store_records(self.name, records, now=now)
+
+    def store_lookup(
+        self, lookup: Any, *, within: Within | None = None, origin: Origin | None = None
+    ) -> MirrorResult | None:
+        return store_record_lookup(self.name, lookup, within=within, origin=origin)
+
+    def set_aside(self, record_id: str, *, within: Within | None = None) -> None:
+        set_aside_record(record_id, within=within)
 
 
-def raw_resource(name: str, collection: str, **features: Any) -> Resource:
-    """A resource stored raw; ``features``: more of ``Resource``'s fields (``noun``...)."""
-    return Resource(
-        name=name,
-        collection=collection,
-        model=RemoteRecord,
-        parse=parse_record,
-        store=partial(_store, name),
-        store_lookup=partial(store_record_lookup, name),
-        set_aside=set_aside_record,
-        **features,
-    )
+def raw_resource(name: str, collection: str) -> Resource:
+    """A resource stored raw, by name and collection (one the registry does not know)."""
+    return RawResource(name, collection)
 
 
 def searched_raw(

@@ -5,8 +5,9 @@ A page's records are read with the refund schema (``refund_wire``) and mapped to
 written; the page is then stored by the one write rule of refunds (``refunds.store_refunds``):
 only forward, ``refund_status_changed`` once per real change. A refund whose order the mirror
 does not hold is set aside with that reason (``OrderNotMirrored``): the order's own sync, or a
-lookup of it, brings its refunds along. Every walk ends with the refresh of the refunds still
-pending or processing (``refresh_refunds``).
+lookup of it, brings its refunds along; one that names another order than the stored
+refund's is set aside too (``RefundOrderChanged``: a refund never changes its order). Every
+walk ends with the refresh of the refunds still pending or processing (``refresh_refunds``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.utils import timezone
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import Refund
 from ..events import PAGE
+from ..parsing import LenientPage, read_records
 from ..refund_wire import decode_refund
 from ..refunds import refund_row, store_refunds
 from ..result import MirrorResult
@@ -72,12 +74,30 @@ def store_page(
     return MirrorResult(created=stored.created, updated=stored.updated, unchanged=stored.unchanged)
 
 
-REFUNDS = Resource(
-    name="refunds",
-    collection=COLLECTION,
-    model=Refund,
-    parse=parse_refund,
-    store=store_page,
-    refresh_refunds=True,
-    noun=("refund", "refunds"),
-)
+class RefundsResource(Resource):
+    """Refunds: ``/refunds/page`` into ``Refund``, by the refunds' one write rule."""
+
+    name = "refunds"
+    collection = COLLECTION
+    model = Refund
+    noun = ("refund", "refunds")
+    refresh_refunds = True
+
+    def parse(self, record: Any, *, plain: bool = False) -> ParsedRefund:
+        return parse_refund(record, plain=plain)
+
+    def read_page(self, records: Sequence[Any], *, page_number: int) -> LenientPage:
+        return read_records(records, self.parse, page_number=page_number, resource=self.name)
+
+    def store(
+        self,
+        records: Sequence[Any],
+        *,
+        now: datetime,
+        sent_at: datetime | None = None,
+        known_customers: set[str] | None = None,
+    ) -> MirrorResult:
+        return store_page(records, now=now, sent_at=sent_at)
+
+
+REFUNDS = RefundsResource()

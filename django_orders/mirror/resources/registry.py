@@ -1,110 +1,157 @@
-"""The registry itself: what a resource is (``Resource``) and the table of registered ones.
-The resource modules import only this, so the package (which registers them) has no import
-cycle."""
+"""The registry itself: what a resource is (``Resource``, the base class of each resource's
+own) and the table of registered ones. The resource modules import only this, so the package
+(which registers them) has no import cycle."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
-from ..result import MirrorResult
+from ..result import MirrorResult, Within
 from ..searched import SearchedMirror
+
+if TYPE_CHECKING:
+    from ...exceptions.wire import InvalidRecord
 
 #: What a resource name may be: it becomes part of the URL path (``/<resource>/page``), and it
 #: is stored in columns of this length (``SyncRun``, ``SyncLease``, ``RemoteRecord``).
 RESOURCE_NAME = re.compile(r"[a-z0-9_]{1,64}")
 
 
-def _no_customers(records: Sequence[Any]) -> set[str]:
-    return set()
-
-
-@dataclass(frozen=True)
-class ReadApart:
-    """How a first sync reads a resource's pages in a helper process (``sync.parse_process``).
-
-    ``reader``: ``"module:function"``, called in the helper as ``(records, page_number,
-    resource)`` with each record's bytes, answering plain values; its module must import
-    without Django's settings or app registry. ``rebuild(answer, page_number, resource,
-    count)``: in the sync's process, the page that answer is (``parsing.LenientPage``), its
-    records read in full.
-    """
-
-    reader: str
-    rebuild: Callable[[Any, int, str, int], Any]
-
-
-@dataclass(frozen=True)
 class Resource:
-    """One upstream resource, as the walk and the mirror handle it.
+    """One upstream resource, as the walk, the change feed, the lookups and the mirror handle it.
 
-    ``parse(record, plain=)`` reads one record as decoded, ``reader`` a walk's page;
-    ``store(records, now=, sent_at=, known_customers=)`` writes a page of parsed records in the
-    caller's transaction. The optional hooks are the walk's shortcuts for a resource that has
-    them (orders): records read in full only when needed (``complete``, before a page is
-    written), a page that changes nothing counted without a transaction (``quiet``), and a
-    lifecycle whose open records are refreshed by lookup (``is_open``). ``look_up``,
-    ``store_lookup``, ``set_aside``: how its records are read by id and written, one a
-    transaction (``store_lookups``: a batch in one, for a resource that has it).
-    ``refresh_refunds``: its walk ends with the refresh of the refunds still moving (pending,
-    processing), which no webhook reports: orders carry refunds, and refunds are that.
+    A subclass per kind of resource sets the class attributes and overrides the methods that
+    differ: ``OrdersResource`` (orders, with their customers and refunds),
+    ``RefundsResource``, ``RawResource`` (any resource kept as its records, customers among
+    them). Every resource has ``parse`` (one record, as decoded), ``read_page`` (a walk's page
+    of bytes: with ``parse``, record by record, or faster, orders by wire fingerprint first)
+    and ``store`` (a page of parsed records, in the caller's transaction).
+
+    The walk's shortcuts are methods that do nothing here: ``complete`` (records read in full
+    before a page is written), ``quiet`` (a page that changes nothing counted without a
+    transaction), ``is_open`` (a record the refresh looks up again; ``refreshed`` says whether
+    the resource has a lifecycle). The lookups by id (``look_up``, ``store_lookup``,
+    ``set_aside``; ``store_lookups`` for a batch) raise ``NotImplementedError`` here: a resource
+    that has them overrides them and says so (``has_lookups``, ``batched_lookups``). Adding
+    one: docs/architecture/sync.md, "Adding a typed resource".
     """
 
+    #: Its name (``/<name>/page``), the page's collection property, the model it fills.
     name: str
     collection: str
     model: type[models.Model]
-    parse: Callable[..., Any]
-    store: Callable[..., MirrorResult]
-    #: How a walk's page of it is read, if not record by record (``parsing.read_page``).
-    reader: Callable[..., Any] | None = None
-    complete: Callable[..., tuple[list, list]] | None = None
-    #: How a first sync reads its pages in a helper process, records in full (``complete``).
-    read_apart: ReadApart | None = None
-    quiet: Callable[[list, set[str]], MirrorResult | None] | None = None
-    is_open: Callable[[Any], bool] | None = None
-    refresh_refunds: bool = False
     #: What one record and several are called in messages.
     noun: tuple[str, str] = ("record", "records")
-    #: ``(ids, *, heartbeat=, gate=)``: the lookups, several in flight (``client.lookups``);
-    #: each has ``record_id`` and ``record`` (``None``: unknown to the service).
-    look_up: Callable[..., Iterator[Any]] | None = None
-    #: ``(lookup, *, within=, origin=)``: one lookup written in its own transaction, ``within``
-    #: inside it; ``None`` for a record the service does not know.
-    store_lookup: Callable[..., MirrorResult | None] | None = None
-    #: ``(lookups, *, within=, origin=)``: several lookups written in one transaction.
-    store_lookups: Callable[..., MirrorResult] | None = None
-    #: ``(record_id, *, within=)``: the transaction of a lookup set aside, nothing stored
-    #: (an order goes to the back of the refresh queue).
-    set_aside: Callable[..., None] | None = None
-    #: The ids of the customers a page's records embed (rolled back with the page).
-    customers: Callable[[Sequence[Any]], set[str]] = _no_customers
+    #: Whether its walk ends with the refresh of the refunds still moving (pending,
+    #: processing), which no webhook reports: orders carry refunds, and refunds are that.
+    refresh_refunds: bool = False
+    #: Whether its open records (``is_open``) are refreshed by lookup after a walk.
+    refreshed: bool = False
     #: The search index's resource type (``order``, ``customer``) of ``/<name>/search``, and
-    #: what the mirror keeps of it (``searched``): with both, ``sync_orders --backfill`` reads
+    #: what the mirror keeps of it: with both and the lookups, ``sync_orders --backfill`` reads
     #: the resource's whole history (``sync.backfill``); ``None``: no search index.
     search_type: str | None = None
     searched: SearchedMirror | None = None
-    #: Whether each sync of the resource also reads the change feed of its search index
-    #: after the walk (``sync.feed``).
+    #: Whether each sync also reads the change feed of its search index (``sync.feed``).
     change_feed: bool = False
+    #: Whether the sync walks ``/<name>/page``; one that is not (the balance) is read by one
+    #: call a run, which ``take`` stores.
+    paged: bool = True
+    #: Whether its walk ends with lookups of what its records name that the mirror lacks
+    #: (payouts and balance transactions: ``sync.money``).
+    looks_up_named: bool = False
+
+    #: Whether it is looked up by id: ``look_up``, ``store_lookup`` and ``set_aside`` are
+    #: its own (the base's raise ``NotImplementedError``).
+    has_lookups: bool = False
+    #: Whether its lookups are also stored a batch a transaction (``store_lookups``).
+    batched_lookups: bool = False
+
+    def look_up(
+        self,
+        ids: Iterable[str],
+        *,
+        concurrency: int | None = None,
+        heartbeat: Callable[[], None] | None = None,
+        gate: Any = None,
+    ) -> Iterator[Any]:
+        """Look up the records ``ids``, several in flight: each with ``record_id`` and
+        ``record`` (``None`` for a record unknown to the service)."""
+        raise NotImplementedError(f"the {self.name} resource has no lookups by id")
+
+    def store_lookup(
+        self, lookup: Any, *, within: Within | None = None, origin: Any = None
+    ) -> MirrorResult | None:
+        """Write one looked-up record in its own transaction (``within`` inside it); ``None``
+        for a record unknown to the service, left as it is."""
+        raise NotImplementedError(f"the {self.name} resource has no lookups by id")
+
+    def store_lookups(
+        self, lookups: Sequence[Any], *, within: Within | None = None, origin: Any = None
+    ) -> MirrorResult:
+        """Write several looked-up records in one transaction (``batched_lookups``)."""
+        raise NotImplementedError(f"the {self.name} resource stores no lookups in batches")
+
+    def set_aside(self, record_id: str, *, within: Within | None = None) -> None:
+        """The transaction of a lookup that stores nothing (an unknown or refused record):
+        only ``within``, and what the resource notes of it."""
+        raise NotImplementedError(f"the {self.name} resource has no lookups by id")
+
+    def parse(self, record: Any, *, plain: bool = False) -> Any:
+        """One record as decoded; ``InvalidRecord`` naming what is wrong."""
+        raise NotImplementedError
+
+    def store(
+        self,
+        records: Sequence[Any],
+        *,
+        now: datetime,
+        sent_at: datetime | None = None,
+        known_customers: set[str] | None = None,
+    ) -> MirrorResult:
+        """Write a page of parsed records in the caller's transaction."""
+        raise NotImplementedError
+
+    def read_page(self, records: Sequence[Any], *, page_number: int) -> list[Any]:
+        """A walk's page (each record as its bytes), its malformed records set aside: a
+        ``parsing.LenientPage`` (``parsing.read_records`` reads one with ``parse``)."""
+        raise NotImplementedError
+
+    def complete(
+        self, records: list[Any], *, encode: bool = False
+    ) -> tuple[list[Any], list[tuple[str, InvalidRecord]]]:
+        """``records`` read in full before their page is written, and the malformed ones with
+        where they are; read in full already here."""
+        return records, []
+
+    def quiet(self, records: list[Any], known_customers: set[str]) -> MirrorResult | None:
+        """The page counted without a transaction when it changes nothing; ``None``: write it."""
+        return None
+
+    def is_open(self, record: Any) -> bool:
+        """Whether the record may still change (refreshed by lookup when the walk missed it)."""
+        return False
+
+    def take(self, answer: Any) -> MirrorResult:
+        """Store the one answer of a resource that is not paged (``paged``)."""
+        raise NotImplementedError
+
+    def customers(self, records: Sequence[Any]) -> set[str]:
+        """The ids of the customers a page's records embed (rolled back with the page)."""
+        return set()
 
     @property
     def backfilled(self) -> bool:
         """Whether ``sync_orders --backfill`` can read its whole history through search."""
-        return (
-            self.search_type is not None
-            and self.searched is not None
-            and self.look_up is not None
-            and self.store_lookup is not None
-        )
+        return self.search_type is not None and self.searched is not None and self.has_lookups
 
-    @property
-    def refreshed(self) -> bool:
-        """Whether its open records are refreshed by lookup after a walk."""
-        return self.is_open is not None
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
 
 
 RESOURCES: dict[str, Resource] = {}

@@ -113,6 +113,7 @@ def handle(service: Service, path: str, payload: dict[str, Any]) -> Reply:
         service.faults.clear()
         service.refund_ledger.failures.clear()
         service.documents.channels.clear()
+        service.ledger.clear_faults()
         return Reply.json_obj(200, {"reset": True})
     match = _STATUS_PATH.fullmatch(path)
     if match:

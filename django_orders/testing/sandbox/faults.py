@@ -23,7 +23,19 @@ KINDS = (
     "insert_during_traversal",  # on pages with page_number > 1, insert `insert_count` records first
     "malformed_json",  # do the work, then answer 200 with a truncated JSON body
     "html_502",  # a proxy's HTML 502 page, no JSON, nothing done
+    # Answers that are well formed but about something else (``refunds.misanswer``):
+    "other_refund",  # /refunds/create|cancel: do the work, answer with another refund of the order
+    "refund_moved",  # /refunds/page: the page's first refund names another order of the store
+    # /…/search only (answered by search.Search), each a provider that misbehaves:
+    "search_repeat_cursor",  # no results, has_more, and the cursor it was given (or one) again
+    "search_future_freshness",  # freshness observed_at / last_indexed_at `seconds` ahead
+    "search_future_record",  # the first result's updated_at `seconds` ahead
+    "search_unreadable",  # 200 with JSON that is no search answer
 )
+#: The kinds whose answer ``refunds.misanswer`` rewrites after the work is done.
+MISANSWER_KINDS = ("other_refund", "refund_moved")
+#: The kinds the search endpoints apply to their answers themselves.
+SEARCH_KINDS = tuple(kind for kind in KINDS if kind.startswith("search_"))
 
 
 @dataclass
@@ -113,4 +125,7 @@ class FaultRegistry:
             return list(self._faults)
 
 
-RESPONSE_KINDS = tuple(kind for kind in KINDS if kind != "insert_during_traversal")
+#: The kinds the request handler applies around any operation's answer.
+RESPONSE_KINDS = tuple(
+    kind for kind in KINDS if kind != "insert_during_traversal" and kind not in SEARCH_KINDS
+)

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ApiError, Reply, not_found, server_error
-from .faults import RESPONSE_KINDS, Fault, FaultRegistry
+from .faults import MISANSWER_KINDS, RESPONSE_KINDS, Fault, FaultRegistry
 from .idempotency import request_key
 from .pacing import Pacing
 
@@ -64,6 +64,8 @@ class Routes:
     browser: tuple[str, Callable[[str, str], Reply]]
     #: The control endpoints, None unless enabled: prefix and ``(path, payload) -> Reply``.
     control: tuple[str, Callable[[str, dict[str, Any]], Reply]] | None = None
+    #: ``(fault kind, reply) -> Reply``: the answer a ``MISANSWER_KINDS`` fault sends instead.
+    misanswer: Callable[[str, Reply], Reply] | None = None
 
 
 class AppServer(ThreadingHTTPServer):
@@ -270,6 +272,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send(server_error(fault.status).reply())
         elif fault.kind == "malformed_json":
             self._send(Reply(200, reply.body[: max(1, len(reply.body) // 2)]))
+        elif fault.kind in MISANSWER_KINDS and routes.misanswer is not None:
+            self._send(routes.misanswer(fault.kind, reply))
+        else:
+            self._send(reply)
 
     def _fault_before(self, fault: Fault) -> bool:
         """Send the answer of a fault that replaces the operation; True if sent."""

@@ -8,13 +8,16 @@ re-reads the order, so a cancel racing a payment cannot leave a half-written rec
 
 from __future__ import annotations
 
-import random
+import json
 from typing import Any
 
 from .clock import Clock, iso_z
 from .errors import ApiError, missing_order
-from .seed import PAYABLE, RecordFactory
+from .ledger import Ledger
+from .seed import PAYABLE
 from .store import Store
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 #: Statuses in which an order can still be cancelled (``PAYABLE``: still be paid).
 CANCELABLE = frozenset({"preparing", PAYABLE})
@@ -32,9 +35,10 @@ class OrderNotPayable(ValueError):
 class Lifecycle:
     """Applies the provider's order transitions to stored orders on the sandbox clock."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, ledger: Ledger) -> None:
         self.store = store
         self.clock = clock
+        self.ledger = ledger
 
     def expire_due(self) -> None:
         """Unpaid orders past ``expires_at`` become ``expired`` (lazily, before any read)."""
@@ -85,25 +89,21 @@ class Lifecycle:
     def pay(self, order_id: str) -> dict[str, Any]:
         """Mark an order awaiting payment ``paid`` (``paid_at`` on the sandbox clock).
 
-        Also records the payment balance transaction, as the provider does. Raises ``KeyError``
-        for an unknown order and ``OrderNotPayable`` for any other status (nothing changes).
+        Also records its ``payment`` and payment balance transaction (``ledger``), as the
+        provider does, in the same store transaction. Raises ``KeyError`` for an unknown order
+        and ``OrderNotPayable`` for any other status (nothing changes).
         """
         self.expire_due()
         now = self.clock.now()
-
-        def change(order: dict[str, Any]) -> None:
+        with self.store.transaction() as db:
+            row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
+            if row is None:
+                raise KeyError(order_id)
+            order = json.loads(row[0])
             if order.get("status") != PAYABLE:
                 raise OrderNotPayable(order_id, str(order.get("status")))
             order["status"] = "paid"
             order["paid_at"] = iso_z(now)
-
-        order = self.store.edit_order(order_id, change)
-        total = (order.get("line_item_group") or {}).get("total") or {}
-        if isinstance(total.get("value"), int) and total.get("currency"):
-            factory = RecordFactory(random.SystemRandom())
-            self.store.add_transaction(
-                *factory.transaction(
-                    order_id, total["currency"], total["value"], now.timestamp(), "payment"
-                )
-            )
-        return order
+            self.ledger.record_payment(db, order, now.timestamp())
+            self.store.save_order(db, order_id, _dumps(order))
+        return json.loads(self.store.localize(_dumps(order)))

@@ -9,7 +9,6 @@ docs/architecture/sandbox.md ("Refunds").
 from __future__ import annotations
 
 import json
-import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .clock import Clock, iso_z
-from .seed import RecordFactory
-from .store import Store
+from .ledger import Ledger, Store
 
 #: Statuses a refund can still leave; and those that count against a line's remainder.
 OPEN = frozenset({"pending", "processing"})
@@ -123,12 +121,15 @@ def stamp(moment: float) -> str:
 class RefundLedger:
     """Writes refunds (with their copy in the order) and moves them through their lifecycle."""
 
-    def __init__(self, store: Store, clock: Clock, timing: RefundTiming | None = None) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, ledger: Ledger, timing: RefundTiming | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        #: Follows each refund in its order's payment transaction (allocation, transaction).
+        self.ledger = ledger
         self.timing = timing or RefundTiming()
         self.failures = FailureSwitch()
-        self._rng = random.SystemRandom()
 
     # -- writing -------------------------------------------------------------
 
@@ -162,6 +163,7 @@ class RefundLedger:
                 (refund["id"], order_id, key, refund["status"], due, _dumps(refund)),
             )
             order["refunds"] = [refund, *(order.get("refunds") or [])]
+            self.ledger.refund_moved(db, order, refund)
             self.store.save_order(db, order_id, _dumps(order))
             body = _dumps({"refund": refund})
             db.execute(
@@ -222,27 +224,15 @@ class RefundLedger:
                 (refund["status"], next_due, _dumps(refund), refund_id),
             )
             order_row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
-            if order_row is not None:
-                order = json.loads(order_row[0])
+            order = None if order_row is None else json.loads(order_row[0])
+            if refund["status"] != before:
+                self.ledger.refund_moved(db, order, refund)
+            if order is not None:
                 order["refunds"] = [
                     refund if kept.get("id") == refund_id else kept
                     for kept in order.get("refunds") or []
                 ]
                 self.store.save_order(db, order_id, _dumps(order))
-            if refund["status"] == "succeeded" and before != "succeeded":
-                total = refund["total"]
-                moment = datetime.fromisoformat(refund["succeeded_at"].replace("Z", "+00:00"))
-                db.execute(
-                    "INSERT INTO balance_transactions (id, json) VALUES (?, ?)",
-                    RecordFactory(self._rng).transaction(
-                        order_id,
-                        total["currency"],
-                        total["value"],
-                        moment.timestamp(),
-                        "refund",
-                        refund_id,
-                    ),
-                )
         return refund
 
     # -- the lifecycle -------------------------------------------------------

@@ -9,6 +9,7 @@ as for order creates. See docs/architecture/sandbox.md ("Refunds").
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import time
 from collections import Counter
@@ -19,6 +20,7 @@ from .errors import ApiError, Reply, invalid
 from .idempotency import Idempotency, fingerprint
 from .refund_ledger import COUNTED, RefundLedger, RefundNotOpen, stamp
 from .seed import random_id
+from .store import Store
 
 CREATE_REFUND_PATH = "/refunds/create"
 CANCEL_REFUND_PATH = "/refunds/cancel"
@@ -203,3 +205,35 @@ class Refunds:
                 cause="state_conflict",
             ) from None
         return Reply.json_obj(200, {"refund": refund})
+
+
+def misanswer(store: Store, kind: str, reply: Reply) -> Reply:
+    """The ``other_refund`` and ``refund_moved`` faults: a valid answer about the wrong thing.
+
+    ``other_refund``: the refund of a create or cancel answer is swapped for the oldest other
+    refund of the same order (the work is done and its true answer kept for replays: only this
+    answer lies). ``refund_moved``: the first refund of a ``/refunds/page`` answer names another
+    order of the store (the newest). An answer with nothing to swap (an error, no other refund
+    or order) goes out as it is."""
+    if reply.status != 200:
+        return reply
+    body = json.loads(reply.body)
+    if kind == "other_refund":
+        refund = body.get("refund") or {}
+        order = store.order(str(refund.get("order_id")))
+        others = [r for r in (order or {}).get("refunds") or [] if r.get("id") != refund.get("id")]
+        if not others:
+            return reply
+        body["refund"] = others[-1]  # refunds[] is newest first
+    else:
+        refunds = (body.get("page") or {}).get("refunds") or []
+        if not refunds:
+            return reply
+        rows = store.read(
+            "SELECT id FROM orders WHERE id != ? ORDER BY seq DESC LIMIT 1",
+            (refunds[0]["order_id"],),
+        )
+        if not rows:
+            return reply
+        refunds[0]["order_id"] = rows[0][0]
+    return Reply.json_obj(200, body, **reply.headers)

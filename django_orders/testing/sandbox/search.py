@@ -1,8 +1,9 @@
-"""``POST /orders/search`` and ``POST /customers/search`` in the shapes of the provider's SDK.
+"""``POST /orders/search``, ``/customers/search`` and ``/payouts/search`` in the SDK's shapes.
 
 ``inttegro.search.Request`` in, ``{"search": <inttegro.search.Page>}`` out; ``text`` and
 ``facets`` are refused. The cursor resumes strictly after the last ``(updated_at, id)``, so ties
-are neither skipped nor repeated. Details: docs/architecture/sandbox.md ("Search").
+are neither skipped nor repeated. The ``search_*`` faults (``faults.SEARCH_KINDS``) make an
+answer misbehave as a broken provider's would. Details: docs/architecture/sandbox.md ("Search").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from . import search_index
 from .clock import Clock, iso_ms, now_ms
 from .errors import ApiError, Reply, invalid
+from .faults import SEARCH_KINDS, Fault, FaultRegistry
 from .search_index import FILTER_PATHS, Query
 from .search_switch import IndexSwitch
 from .store import Store
@@ -25,11 +27,14 @@ from .validation import is_int
 SEARCH_PATHS = {
     "/orders/search": ("orders", "order"),
     "/customers/search": ("customers", "customer"),
+    "/payouts/search": ("payouts", "payout"),
 }
 SEARCH_PAGE_SIZE_DEFAULT = 25
 SEARCH_PAGE_SIZE_MAX = 256
 #: Totals are counted exactly up to here, then answered as a lower bound (``lower_bound``).
 TOTAL_CAP = 10_000
+#: An ``updated_ms`` past every record's: a descending cursor after it starts at the top.
+_BEFORE_ALL = 2**53
 _REQUEST_FIELDS = frozenset({"text", "filters", "facets", "sort", "page_size", "cursor"})
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -112,14 +117,20 @@ def unavailable() -> ApiError:
 
 
 class Search:
-    """Answers the two search endpoints from the store's index columns."""
+    """Answers the search endpoints from the store's index columns."""
 
     def __init__(
-        self, store: Store, clock: Clock, switch: IndexSwitch, before_read: Callable[[], None]
+        self,
+        store: Store,
+        clock: Clock,
+        switch: IndexSwitch,
+        before_read: Callable[[], None],
+        faults: FaultRegistry | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.switch = switch
+        self.faults = faults or FaultRegistry()
         #: Applies due lazy moves (expiry, refunds) so the index sees them, as a page read does.
         self.before_read = before_read
 
@@ -143,6 +154,10 @@ class Search:
         query = Query(table, _descending(payload.get("sort")), filters)
         now = now_ms(self.clock.timestamp())
         switch = self.switch
+        fault = self.faults.take(path, SEARCH_KINDS)
+        if fault is not None and fault.kind == "search_unreadable":
+            return Reply.json_text(200, '{"search":{"results":"unreadable","has_more":"maybe"}}')
+        top = query
         if payload.get("cursor") is not None:
             query = self._resume(payload, query, now)
         if switch.state == "unavailable" and switch.error:
@@ -169,7 +184,7 @@ class Search:
         exact = total <= TOTAL_CAP and switch.state not in ("partial", "unavailable")
         relation = "exact" if exact else "lower_bound"
         total = min(total, TOTAL_CAP)
-        project = _order if table == "orders" else _customer
+        project = _PROJECTIONS[table]
         answer = {
             "resource_types": [resource_type],
             "sort": {"field": "updated_at", "direction": "desc" if query.descending else "asc"},
@@ -188,7 +203,28 @@ class Search:
             "next_cursor": cursor,
             "freshness": self._freshness(resource_type, now, lag_ms),
         }
+        if fault is not None:
+            # A cursor from before every record, in this sort: valid when the fault is gone.
+            start = (_BEFORE_ALL, "") if top.descending else (-1, "")
+            given = payload.get("cursor") or self._cursor(top, start, now)
+            self._misbehave(fault, answer, given, now)
         return Reply.json_text(200, _dumps({"search": answer}))
+
+    def _misbehave(self, fault: Fault, answer: dict[str, Any], cursor: str, now: int) -> None:
+        """Make ``answer`` what a broken provider sends: ``cursor`` is the one the request
+        gave, or one that resumes at the top (so it stays valid once the fault is gone)."""
+        ahead = iso_ms(now + int(fault.seconds * 1000))
+        if fault.kind == "search_repeat_cursor":
+            answer.update(results=[], result_count=0, has_more=True, next_cursor=cursor)
+        elif fault.kind == "search_future_freshness":
+            freshness = answer["freshness"]
+            freshness["observed_at"] = ahead
+            for entry in freshness["resources"] or ():
+                entry["observed_at"] = ahead
+                if entry["last_indexed_at"] is not None:
+                    entry["last_indexed_at"] = ahead
+        elif fault.kind == "search_future_record" and answer["results"]:
+            answer["results"][0]["updated_at"] = ahead
 
     def _freshness(self, resource_type: str, now: int, lag_ms: int) -> dict[str, Any]:
         state = self.switch.state
@@ -271,3 +307,20 @@ def _customer(customer_id: str, customer: dict[str, Any], updated_at: str) -> di
         "url": None,
         "updated_at": updated_at,
     }
+
+
+def _payout(payout_id: str, payout: dict[str, Any], updated_at: str) -> dict[str, Any]:
+    amount = payout.get("amount")
+    return {
+        "resource": {"type": "payout", "id": payout_id},
+        "title": payout.get("reference") or payout_id,
+        "summary": None,
+        "status": payout.get("status"),
+        "customer_name": None,
+        "amount": {"currency": amount["currency"], "value": amount["value"]} if amount else None,
+        "url": None,
+        "updated_at": updated_at,
+    }
+
+
+_PROJECTIONS = {"orders": _order, "customers": _customer, "payouts": _payout}

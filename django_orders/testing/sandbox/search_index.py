@@ -1,4 +1,5 @@
-"""The search index's storage: each order's and customer's ``updated_at`` and its past versions.
+"""The search index's storage: each order's, customer's and payout's ``updated_at``, and past
+versions.
 
 Records carry no ``updated_at`` on the wire, so the sandbox keeps it beside each record
 (``updated_ms``), bumps it on every change (:func:`rewrite`) and keeps the replaced version, so a
@@ -24,6 +25,11 @@ FILTER_PATHS: dict[str, dict[str, str]] = {
         "email_address": "$.email_address",
         "phone_number": "$.phone_number",
     },
+    "payouts": {
+        "status": "$.status",
+        "currency": "$.amount.currency",
+        "reference": "$.reference",
+    },
 }
 SEARCHED = tuple(FILTER_PATHS)
 
@@ -38,6 +44,8 @@ _FALLBACK_MS = {
     "orders": "CAST(round((julianday(json_extract(json, '$.initiated_at')) - 2440587.5)"
     " * 86400000) AS INTEGER)",
     "customers": "CAST(round((julianday(json_extract(json, '$.created_at')) - 2440587.5)"
+    " * 86400000) AS INTEGER)",
+    "payouts": "CAST(round((julianday(json_extract(json, '$.initiated_at')) - 2440587.5)"
     " * 86400000) AS INTEGER)",
 }
 

@@ -15,10 +15,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import money_shapes as ledger
+
 _ALNUM = string.ascii_letters + string.digits
 _EPOCH_2026 = 1767225600  # 2026-01-01T00:00:00Z: seeded history starts here.
 _STEP_SECONDS = 37  # Spacing of seeded orders: 100,000 orders span ~43 days.
 _SETTLED_AFTER = 3606  # Seconds after initiation past a seeded order's last timestamp.
+#: A seeded payment's money is available this long after it was paid (``available_at``).
+SEEDED_AVAILABLE_AFTER = 1800
+#: A payout round every this many seeded orders: one payout per currency with money available.
+SEEDED_PAYOUT_EVERY = 50
 
 FIRST_NAMES = (
     "José", "Zoë", "François", "Łukasz", "Søren", "Ayşe", "Nguyễn", "Ana", "John", "Mary",
@@ -115,7 +121,7 @@ class Batch:
     orders: list[tuple[str, str, str, int]] = field(default_factory=list)
     customers: list[tuple[str, str, int]] = field(default_factory=list)  # id, json, updated_ms
     transactions: list[tuple[str, str]] = field(default_factory=list)  # id, json
-    payouts: list[tuple[str, str]] = field(default_factory=list)  # id, json
+    payouts: list[tuple[str, str, int]] = field(default_factory=list)  # id, json, updated_ms
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ _PAYMENT_STATUSES = frozenset({"paid", "completed"})
 
 
 class RecordFactory:
-    """Builds customers, orders and balance transactions from one random stream."""
+    """Builds customers, orders, payments and payouts from one random stream."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -191,8 +197,10 @@ class RecordFactory:
         )
         return text, currency, total
 
-    def order(self, customer: Customer, initiated: float, status: str) -> tuple[str, str, str, int]:
-        """Return (order id, json, currency, total)."""
+    def order(
+        self, customer: Customer, initiated: float, status: str
+    ) -> tuple[str, str, str, int, float | None]:
+        """Return (order id, json, currency, total, epoch it was paid at or None)."""
         rng = self.rng
         oid = fast_id("or_", rng)
         contact = ""
@@ -213,7 +221,9 @@ class RecordFactory:
                 f',"sealed_at":"{timestamp(initiated + 1, rng)}","invoice":{invoice_json(oid)}'
             )
         later = initiated + 30 + int(rng.random() * 3570)
+        paid: float | None = None
         if status in _PAYMENT_STATUSES:
+            paid = later
             parts.append(f',"paid_at":"{timestamp(later, rng)}"')
         if status == "completed":
             parts.append(f',"completed_at":"{timestamp(later + 5, rng)}"')
@@ -222,49 +232,107 @@ class RecordFactory:
         elif status in ("requires_payment", "expired"):
             parts.append(f',"expires_at":"{timestamp(initiated + 86_400, rng)}"')
         parts.append("}")
-        return oid, "".join(parts), currency, total
+        return oid, "".join(parts), currency, total, paid
 
-    def transaction(
-        self,
-        order_id: str | None,
-        currency: str,
-        value: int,
-        created: float,
-        kind: str,
-        source_id: str | None = None,
-    ) -> tuple[str, str]:
-        """A balance transaction: ``kind`` payment, refund or payout; amounts unsigned.
-
-        The source (``payment_id``, ``refund_id`` or ``payout_id``) gets a fresh id unless
-        ``source_id`` names it.
-        """
-        tid = fast_id("bt_", self.rng)
-        prefix = {"payment": "pay_", "refund": "rf_", "payout": "po_"}[kind]
-        source = source_id or fast_id(prefix, self.rng)
-        order = f'"{order_id}"' if order_id else "null"
-        text = (
-            f'{{"id":"{tid}","type":"{kind}","order_id":{order},'
-            f'"{kind}_id":"{source}","amount":{{"currency":"{currency}","value":{abs(value)}}},'
-            f'"created_at":"{timestamp(created, self.rng)}"}}'
+    def payment(
+        self, order_id: str, currency: str, total: int, initiated: float, paid: float
+    ) -> dict[str, Any]:
+        """An order's ``payment`` with its payment transaction embedded (``ledger``'s shapes),
+        the money available ``SEEDED_AVAILABLE_AFTER`` seconds after payment."""
+        rng = self.rng
+        payment_id = fast_id("pay_", rng)
+        amount = ledger.money(currency, total)
+        paid_at = timestamp(paid, rng)
+        transaction = ledger.payment_transaction(
+            fast_id("bt_", rng),
+            order_id,
+            payment_id,
+            amount,
+            paid_at,
+            timestamp(paid + SEEDED_AVAILABLE_AFTER, rng),
         )
-        return tid, text
+        return ledger.payment(payment_id, amount, timestamp(initiated, rng), paid_at, transaction)
 
-    def payout(self, currency: str, value: int, created: float) -> tuple[tuple[str, str], ...]:
-        """A succeeded payout and its balance transaction: ((payout id, json), (bt id, json))."""
+    def payout(
+        self, currency: str, transactions: list[dict[str, Any]], moment: float
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A succeeded payout of the available money of ``transactions`` (their allocations
+        completed) and its own debit transaction."""
         rng = self.rng
         pid = fast_id("po_", rng)
-        transaction = self.transaction(None, currency, value, created + 120, "payout", pid)
-        amount = f'{{"currency":"{currency}","value":{value}}}'
-        text = (
-            f'{{"id":"{pid}","status":"succeeded","amount":{amount},"max_amount":{amount},'
-            f'"destination_id":"{fast_id("fa_", rng)}","source_id":null,'
-            f'"balance_transaction_id":"{transaction[0]}",'
-            f'"initiated_at":"{timestamp(created, rng)}",'
-            f'"execute_after":"{timestamp(created, rng)}",'
-            f'"sent_at":"{timestamp(created + 60, rng)}",'
-            f'"succeeded_at":"{timestamp(created + 120, rng)}"}}'
+        initiated, done = timestamp(moment, rng), timestamp(moment + 120, rng)
+        items = []
+        for transaction in transactions:
+            value = transaction["available_amount"]["value"]
+            ledger.allocate(transaction, "payout", pid, value, initiated, fast_id("bta_", rng))
+            ledger.complete(transaction, "payout", pid, done)
+            items.append(
+                {
+                    "id": transaction["id"],
+                    "amount": dict(transaction["amount"]),
+                    "allocated_amount": ledger.money(currency, value),
+                }
+            )
+        payout = ledger.payout_record(
+            pid,
+            items,
+            currency,
+            initiated,
+            timestamp(moment + 86_400, rng),
+            reference=f"PO-{pid[3:13].upper()}",
+            destination_id=fast_id("fa_", rng),
         )
-        return (pid, text), transaction
+        debit = ledger.source_transaction(
+            fast_id("bt_", rng), "payout", pid, payout["amount"], done, None
+        )
+        payout.update(
+            status="succeeded",
+            sent_at=timestamp(moment + 60, rng),
+            succeeded_at=done,
+            balance_transaction_id=debit["id"],
+        )
+        return payout, debit
+
+
+class _Money:
+    """The seeded money, kept as records until the batch is written: payouts allocate the
+    transactions of orders seeded before them, and each order embeds its transaction."""
+
+    def __init__(self, factory: RecordFactory) -> None:
+        self.factory = factory
+        self.payments: dict[str, dict[str, Any]] = {}  # order id -> payment
+        self.transactions: list[dict[str, Any]] = []
+        self.payouts: list[tuple[dict[str, Any], float]] = []  # payout, updated epoch
+        # currency -> (epoch its money is available, transaction), not paid out yet
+        self.waiting: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+
+    def paid(self, order_id: str, currency: str, total: int, initiated: float, paid: float) -> None:
+        payment = self.factory.payment(order_id, currency, total, initiated + 1, paid)
+        self.payments[order_id] = payment
+        self.transactions.append(payment["balance_transaction"])
+        self.waiting.setdefault(currency, []).append(
+            (paid + SEEDED_AVAILABLE_AFTER, payment["balance_transaction"])
+        )
+
+    def pay_out(self, moment: float) -> None:
+        """One payout per currency of every transaction whose money is available by ``moment``."""
+        for currency in sorted(self.waiting):
+            ready = [tx for at, tx in self.waiting[currency] if at <= moment]
+            if not ready:
+                continue
+            self.waiting[currency] = [(at, tx) for at, tx in self.waiting[currency] if at > moment]
+            payout, debit = self.factory.payout(currency, ready, moment)
+            self.payouts.append((payout, moment + 120))
+            self.transactions.append(debit)
+
+    def write(self, batch: Batch, orders: list[tuple[str, str, str, int]]) -> None:
+        for oid, customer_id, text, updated in orders:
+            payment = self.payments.get(oid)
+            if payment is not None:  # the order's text ends with its closing brace
+                text = f'{text[:-1]},"payment":{_dumps(payment)}}}'
+            batch.orders.append((oid, customer_id, text, updated))
+        batch.transactions += [(tx["id"], _dumps(tx)) for tx in self.transactions]
+        batch.payouts += [(p["id"], _dumps(p), _ms(at)) for p, at in self.payouts]
 
 
 def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
@@ -273,11 +341,16 @@ def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
     Order ``start + i`` is initiated ``_STEP_SECONDS`` after the previous one, so
     the last generated order is the newest. About 40% of orders belong to guests
     (one customer each); the rest share a pool of registered customers, several
-    orders each. Paid and completed orders get a payment balance transaction.
+    orders each. The money is clean: every paid and completed order has a payment (embedded)
+    and one payment transaction of its total; every ``SEEDED_PAYOUT_EVERY`` orders, one
+    succeeded payout per currency pays out all the money available by then (allocations
+    completed, items adding up to its amount, its own debit transaction).
     """
     rng = random.Random(f"{seed}:{start}")
     factory = RecordFactory(rng)
     batch = Batch()
+    money = _Money(factory)
+    orders: list[tuple[str, str, str, int]] = []
     pool: list[Customer] = []
     pool_size = max(1, n_orders // 6)
     statuses = rng.choices(_STATUS_NAMES, _STATUS_WEIGHTS, k=n_orders)
@@ -291,21 +364,14 @@ def generate(n_orders: int, seed: int, start: int = 0) -> Batch:
                 pool.append(customer)
         else:
             customer = _pick(pool, rng)
-        oid, text, currency, total = factory.order(customer, initiated, statuses[i])
+        oid, text, currency, total, paid = factory.order(customer, initiated, statuses[i])
         # A seeded order's last change: after every moment it carries (paid, completed...).
-        batch.orders.append((oid, customer.id, text, _ms(initiated + _SETTLED_AFTER)))
-        if statuses[i] in _PAYMENT_STATUSES:
-            batch.transactions.append(
-                factory.transaction(oid, currency, total, initiated + 60, "payment")
-            )
-            if i % 4 == 0:
-                batch.transactions.append(
-                    factory.transaction(oid, currency, total // 50, initiated + 61, "refund")
-                )
-        if (start + i) % 25 == 24:
-            payout, transaction = factory.payout(currency, 1000 + total, initiated + 90)
-            batch.payouts.append(payout)
-            batch.transactions.append(transaction)
+        orders.append((oid, customer.id, text, _ms(initiated + _SETTLED_AFTER)))
+        if paid is not None:
+            money.paid(oid, currency, total, initiated, paid)
+        if (start + i) % SEEDED_PAYOUT_EVERY == SEEDED_PAYOUT_EVERY - 1:
+            money.pay_out(initiated + 90)
+    money.write(batch, orders)
     return batch
 
 
@@ -313,9 +379,14 @@ def fresh_orders(n: int, now: float, rng: random.Random, status: str = "requires
     """New guest orders stamped at ``now`` (for inserts at the front during tests)."""
     factory = RecordFactory(rng)
     batch = Batch()
+    money = _Money(factory)
+    orders = []
     for _ in range(n):
         customer = factory.customer(guest=True, created=now)
-        oid, text, _currency, _total = factory.order(customer, now, status)
+        oid, text, currency, total, paid = factory.order(customer, now, status)
         batch.customers.append((customer.id, customer.json, _ms(now)))
-        batch.orders.append((oid, customer.id, text, _ms(now)))
+        orders.append((oid, customer.id, text, _ms(now)))
+        if paid is not None:  # a paid order inserted now is paid with a transaction too
+            money.paid(oid, currency, total, now, now)
+    money.write(batch, orders)
     return batch

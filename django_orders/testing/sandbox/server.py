@@ -17,12 +17,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import checkout, control, deliveries, document_control, refund_control, search_index
+from . import (
+    checkout,
+    control,
+    deliveries,
+    document_control,
+    money_control,
+    refund_control,
+    refunds,
+    search_index,
+)
 from .app import DEFAULT_PAGE_CAP, SandboxApp
 from .clock import Clock, iso_ms, iso_z, now_ms
 from .errors import Reply, not_found
 from .faults import Fault, FaultRegistry
 from .handler import AppServer, Handler, Routes
+from .ledger import DEFAULT_AVAILABLE_AFTER, HOME_CURRENCY, Ledger
 from .pacing import Pacing
 from .refund_ledger import DEFAULT_REFUND_DELAY, RefundTiming
 from .search_switch import IndexSwitch
@@ -34,7 +44,7 @@ logger = logging.getLogger("django_orders.testing.sandbox")
 
 def control_reply(service: Service, path: str, payload: dict[str, Any]) -> Reply:
     """One control call (``/__sandbox__/...``), routed to the module that owns its path."""
-    for routes in (refund_control, document_control):
+    for routes in (refund_control, document_control, money_control):
         if path.startswith(routes.PREFIX):
             reply = routes.handle(service, path, payload)
             if reply is None:
@@ -56,6 +66,7 @@ def routes(app: SandboxApp) -> Routes:
         faults=app.faults,
         browser=(checkout.PREFIX, partial(checkout.handle, service)),
         control=(control.PREFIX, partial(control_reply, service)) if app.enable_control else None,
+        misanswer=partial(refunds.misanswer, app.store),
     )
 
 
@@ -82,6 +93,9 @@ class SandboxServer:
     ``search_lag_seconds`` makes the search index trail (``delayed``) and
     ``search_cursor_ttl_seconds`` expires its cursors; ``configure_search`` changes these and
     the index's other states at run time (see ``search_switch.IndexSwitch``).
+    A paid order's money is available ``available_after_seconds`` (sandbox clock) after the
+    payment; payouts are made and moved with ``create_payout``, ``settle_payout`` and
+    ``fail_payout`` (see ``ledger``).
     """
 
     def __init__(
@@ -100,6 +114,7 @@ class SandboxServer:
         refund_processing_seconds: float | None = DEFAULT_REFUND_DELAY,
         search_lag_seconds: float = 0.0,
         search_cursor_ttl_seconds: float | None = None,
+        available_after_seconds: float = DEFAULT_AVAILABLE_AFTER,
     ) -> None:
         if not api_key:
             raise ValueError("api_key must not be empty")
@@ -115,6 +130,7 @@ class SandboxServer:
             order_lifetime=order_lifetime,
             pacing=Pacing(latency_ms, rate_limit),
             refund_timing=RefundTiming(refund_pending_seconds, refund_processing_seconds),
+            available_after=available_after_seconds,
         )
         self.configure_search(
             lag_seconds=search_lag_seconds, cursor_ttl_seconds=search_cursor_ttl_seconds
@@ -280,6 +296,59 @@ class SandboxServer:
     def clear_channel_failures(self) -> int:
         """Every channel delivers again; returns how many were failing."""
         return self.app.service.documents.channels.clear()
+
+    # -- money (balance transactions, payouts, the balance; see ledger) -----------------
+
+    @property
+    def ledger(self) -> Ledger:
+        """The money of this sandbox: its switches and moves."""
+        return self.app.service.ledger
+
+    def create_payout(
+        self, currency: str = HOME_CURRENCY, reference: str | None = None
+    ) -> dict[str, Any]:
+        """A ``processing`` payout of every payment transaction in ``currency`` whose money is
+        available now (their payout allocations pending). ``MoneyError`` (a ``ValueError``)
+        when none is."""
+        return self.ledger.create_payout(currency, reference)
+
+    def settle_payout(self, payout_id: str) -> dict[str, Any]:
+        """A processing payout ``succeeded`` now: allocations completed, its debit transaction
+        written. ``KeyError`` for an unknown payout, ``MoneyError`` for one not processing."""
+        return self.ledger.settle_payout(payout_id)
+
+    def fail_payout(
+        self,
+        payout_id: str | None = None,
+        reason: str = "provider_declined",
+        *,
+        detail: str | None = None,
+        retryable: bool | None = None,
+    ) -> dict[str, Any]:
+        """A payout (None: the newest succeeded one) ``failed`` now with one of the provider's
+        reasons (``ledger.PAYOUT_FAILURE_REASONS``); its allocations are released."""
+        return self.ledger.fail_payout(payout_id, reason, detail=detail, retryable=retryable)
+
+    def drop_transaction(self, order_id: str | None = None) -> str:
+        """A fault: a paid order loses its payment transaction (None: the newest paid order
+        whose transaction nothing uses). Returns the order's id."""
+        return self.ledger.drop_transaction(order_id)
+
+    def drop_next_transactions(self, times: int = 1) -> int:
+        """A fault: the next ``times`` payments record no payment transaction."""
+        return self.ledger.drop_next_transactions(times)
+
+    def skew_transaction(
+        self, transaction_id: str | None = None, *, by: int = 1, order_id: str | None = None
+    ) -> dict[str, Any]:
+        """A fault: a transaction's amount differs by ``by`` from its order's or refund's (the
+        one named, else ``order_id``'s, else the newest paid order's unused one)."""
+        return self.ledger.skew_transaction(transaction_id, by=by, order_id=order_id)
+
+    def skew_balances(self, currency: str = HOME_CURRENCY, **offsets: int) -> dict[str, int]:
+        """A fault: ``/balances`` adds ``offsets`` (``available=``, ``pending=``, ``refund=``,
+        ``reserved=``) to ``currency``'s figures from now on; the transactions stay right."""
+        return self.ledger.skew_balances(currency, **offsets)
 
     # -- the search index ---------------------------------------------------
 

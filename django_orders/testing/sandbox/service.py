@@ -1,4 +1,4 @@
-"""The API operations themselves: create, page, lookup and cancel.
+"""The API operations themselves: create, page, lookup, cancel and the balance.
 
 Kept free of HTTP plumbing so the handler only deals with sockets, auth and
 faults, and each operation reads like the behaviour it imitates. Answers use the
@@ -21,7 +21,9 @@ from .errors import ApiError, Reply, invalid
 from .faults import FaultRegistry
 from .fulfilment import COMPLETE_PATH, Fulfilment
 from .idempotency import Idempotency, fingerprint
+from .ledger import DEFAULT_AVAILABLE_AFTER, Ledger
 from .lifecycle import Lifecycle, missing_order
+from .money_shapes import statement_key
 from .refund_ledger import RefundLedger, RefundTiming
 from .search import SEARCH_PATHS, Search
 from .search_switch import IndexSwitch
@@ -30,6 +32,7 @@ from .store import Store
 
 CREATE_PATH = "/orders/create"
 CANCEL_PATH = "/orders/cancel"
+BALANCES_PATH = "/balances"
 # path -> (table, collection property on the wire)
 PAGES = {
     "/orders/page": ("orders", "orders"),
@@ -49,7 +52,7 @@ LOOKUPS = {
 #: This module's writes that need a key and store their answer under it (the
 #: ``error_after_write`` fault may forget it): creates, completion and document sends.
 _KEYED_PATHS = frozenset({CREATE_PATH, COMPLETE_PATH, *DOCUMENT_PATHS})
-_PATHS = frozenset({*_KEYED_PATHS, CANCEL_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS})
+_PATHS = frozenset({*_KEYED_PATHS, CANCEL_PATH, BALANCES_PATH, *PAGES, *LOOKUPS, *SEARCH_PATHS})
 #: Reads that show refunds (their own, or embedded in orders): due lifecycle moves go first.
 _SHOW_REFUNDS = frozenset({"orders", "refunds"})
 
@@ -95,6 +98,7 @@ class Service:
         page_size_reading: str = "echo",
         order_lifetime: float = DEFAULT_ORDER_LIFETIME,
         refund_timing: RefundTiming | None = None,
+        available_after: float = DEFAULT_AVAILABLE_AFTER,
     ) -> None:
         if order_lifetime <= 0:
             raise ValueError("order_lifetime must be a positive number of seconds")
@@ -106,9 +110,10 @@ class Service:
         self.order_lifetime = float(order_lifetime)
         self.base_url = ""  # set by the server once bound; replaces BASE_URL_TOKEN in answers
         self.idempotency = Idempotency(store, clock)
-        self.lifecycle = Lifecycle(store, clock)
-        self.refund_ledger = RefundLedger(store, clock, refund_timing)
-        self.search = Search(store, clock, IndexSwitch(), self._apply_due_moves)
+        self.ledger = Ledger(store, clock, available_after)
+        self.lifecycle = Lifecycle(store, clock, self.ledger)
+        self.refund_ledger = RefundLedger(store, clock, self.ledger, refund_timing)
+        self.search = Search(store, clock, IndexSwitch(), self._apply_due_moves, faults)
         self.fulfilment = Fulfilment(store, clock, self.idempotency, self._apply_due_moves)
         self.documents = Documents(store, clock, self.idempotency, self._apply_due_moves)
         self._rng = random.SystemRandom()
@@ -158,6 +163,8 @@ class Service:
                 reply = self.search.handle(path, payload)
             elif path == CANCEL_PATH:
                 reply = self.cancel(payload, idempotency_key)
+            elif path == BALANCES_PATH:
+                reply = Reply.json_obj(200, self.ledger.balances())
             else:
                 reply = self.lookup(path, payload)
         return self.localize(reply)
@@ -196,6 +203,17 @@ class Service:
                 created_at=self.clock.timestamp(),
                 expires_ts=expires,
             )
+            descriptor = request.statement_descriptor or (
+                f"{request.statement_descriptor_prefix}*{order['id']}"[:22]
+                if request.statement_descriptor_prefix
+                else None
+            )
+            if descriptor is not None:
+                with self.store.transaction() as db:
+                    db.execute(
+                        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+                        (statement_key(order["id"]), descriptor),
+                    )
             return Reply.json_text(200, body)
 
     def _new_order(
@@ -204,14 +222,22 @@ class Service:
         """The order, its customer record and the epoch it expires at (None: never)."""
         moment = self.clock.now()
         now = iso_z(moment)
-        data = payload["customer_data"]
+        known = self._known_customer(request.customer_id)
+        data = payload.get("customer_data") or known or {}
         customer = {
-            "id": random_id("cu_", self._rng),
-            "guest": True,
+            "id": known["id"] if known else random_id("cu_", self._rng),
+            "guest": not known,
             "name": data["name"],
-            "email_address": data["email_address"],
-            "phone_number": data["phone_number"],
+            "email_address": data.get("email_address"),
+            "phone_number": data.get("phone_number"),
         }
+        # The order's customer shows the addresses it is billed and shipped to.
+        if request.billing_details and request.billing_details.get("address"):
+            customer["billing_address"] = validation.answered_address(
+                request.billing_details["address"]
+            )
+        if request.shipping:
+            customer["shipping_address"] = validation.answered_address(request.shipping["address"])
         order_id = random_id("or_", self._rng)
         items = [
             {"type": line.type, line.type: {"id": self._line_id(line.type), **line.body}}
@@ -233,6 +259,11 @@ class Service:
         }
         if request.receipt_number is not None:
             order["receipt_number"] = request.receipt_number
+        # In the order's own shape (the SDK's ``Order``): the invoice settings as sent; the
+        # billing and shipping addresses on its customer (above); the statement descriptor on
+        # its payment, once paid (``statement_descriptor``).
+        if request.invoice_settings is not None:
+            order["invoice_settings"] = request.invoice_settings
         expires: float | None = None
         if request.finalize:
             deadline = moment + timedelta(seconds=self.order_lifetime)
@@ -240,13 +271,32 @@ class Service:
             order["expires_at"] = iso_z(deadline)
             order["invoice"] = json.loads(invoice_json(order_id))
             expires = deadline.timestamp()
+        if known:
+            return order, known, expires  # stored already: the order names it
+        reference = data.get("reference")
         record = {
             **customer,
+            "reference": reference if isinstance(reference, str) else None,
             "fingerprint": customer_fingerprint(data["email_address"], data["phone_number"]),
             "balance": {},
             "created_at": now,
         }
         return order, record, expires
+
+    def _known_customer(self, customer_id: str | None) -> dict[str, Any] | None:
+        """The stored customer an order names by ``customer_id`` (404 for an unknown one)."""
+        if customer_id is None:
+            return None
+        text = self.store.get_json("customers", customer_id)
+        if text is None:
+            raise ApiError(
+                404,
+                "resource_missing",
+                f"No such customer: {customer_id!r}.",
+                param="customer_id",
+            )
+        known: dict[str, Any] = json.loads(text)
+        return known
 
     def _line_id(self, kind: str) -> str:
         return random_id(LINE_ID_PREFIXES[kind], self._rng)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from . import deliveries, search_index
 from .clock import now_ms
-from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fresh_orders, generate
+from .seed import BASE_URL_TOKEN, Batch, RecordFactory, fast_id, fresh_orders, generate
 
 DEFAULT_DB_PATH = "orders_sandbox.sqlite3"
 _T = TypeVar("_T")
@@ -208,7 +208,7 @@ class Store:
         db.executemany(
             "INSERT INTO balance_transactions (id, json) VALUES (?, ?)", batch.transactions
         )
-        db.executemany("INSERT INTO payouts (id, json) VALUES (?, ?)", batch.payouts)
+        db.executemany("INSERT INTO payouts (id, json, updated_ms) VALUES (?, ?, ?)", batch.payouts)
 
     def add_transaction(self, transaction_id: str, text: str) -> None:
         """Insert one balance transaction (JSON text) at the front."""
@@ -285,7 +285,14 @@ class Store:
 
         with self._lock:
             factory = RecordFactory(self._rng)
-            rows = [factory.transaction(None, "ghs", 1000, now, "payment") for _ in range(n)]
+            # Transactions of orders this store does not hold: only the walk's drift matters here.
+            transactions = [
+                factory.payment(fast_id("or_", self._rng), "ghs", 1000, now, now)[
+                    "balance_transaction"
+                ]
+                for _ in range(n)
+            ]
+            rows = [(tx["id"], json.dumps(tx, separators=(",", ":"))) for tx in transactions]
             with self._transaction() as db:
                 db.executemany("INSERT INTO balance_transactions (id, json) VALUES (?, ?)", rows)
 
@@ -357,8 +364,8 @@ class Store:
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         stamp = now_ms(self.now())
         with self._transaction() as db:
-            db.execute(
-                "INSERT INTO customers (id, json, updated_ms) VALUES (?, ?, ?)",
+            db.execute(  # a known customer (``customer_id``) is kept as it is
+                "INSERT OR IGNORE INTO customers (id, json, updated_ms) VALUES (?, ?, ?)",
                 (customer["id"], dumps(customer), stamp),
             )
             db.execute(

@@ -72,6 +72,12 @@ def idempotency_key(payload: dict[str, Any], header: str | None = None) -> str:
 def _customer(payload: dict[str, Any]) -> None:
     data = _object(payload.get("customer_data"), "customer_data")
     _string(data.get("name"), "customer_data.name")
+    reference = data.get("reference")
+    if reference is not None and (not isinstance(reference, str) or not 1 <= len(reference) <= 100):
+        raise invalid(
+            "customer_data.reference",
+            "customer_data.reference must be a string of 1 to 100 characters.",
+        )
     email = _string(data.get("email_address"), "customer_data.email_address")
     if "@" not in email or any(c.isspace() for c in email):
         raise invalid(
@@ -128,8 +134,62 @@ class LineItem:
     amount: int  # the line's total: price x quantity for products
 
 
+#: The sandbox's catalog (the provider's products and prices, ``product_id`` + ``price_id``):
+#: what a catalog line snapshots onto the order. Fixed, so tests can name them.
+CATALOG: dict[tuple[str, str], dict[str, Any]] = {
+    ("prod_sandbox_tee", "price_sandbox_tee_ghs"): {
+        "name": "Sandbox T-shirt",
+        "type": "physical",
+        "price": {"currency": "ghs", "value": 12000},
+    },
+    ("prod_sandbox_tee", "price_sandbox_tee_usd"): {
+        "name": "Sandbox T-shirt",
+        "type": "physical",
+        "price": {"currency": "usd", "value": 1500},
+    },
+    ("prod_sandbox_ebook", "price_sandbox_ebook_ghs"): {
+        "name": "Sandbox e-book",
+        "type": "digital",
+        "price": {"currency": "ghs", "value": 4500},
+    },
+}
+
+
+def _catalog_product(product: dict[str, Any], param: str) -> LineItem:
+    """A catalog line: the product and price named, snapshotted from ``CATALOG``."""
+    unknown = sorted(set(product) - {"product_id", "price_id", "quantity"})
+    if unknown:
+        raise invalid(
+            f"{param}.{unknown[0]}",
+            f"{param}.{unknown[0]}: a catalog line (product_id, price_id) takes no {unknown[0]}.",
+        )
+    product_id = _string(product.get("product_id"), f"{param}.product_id")
+    price_id = _string(product.get("price_id"), f"{param}.price_id")
+    quantity = _quantity(product.get("quantity"), f"{param}.quantity")
+    entry = CATALOG.get((product_id, price_id))
+    if entry is None:
+        raise ApiError(
+            404,
+            "resource_missing",
+            f"{param}: no catalog price {price_id!r} of product {product_id!r}.",
+            param=f"{param}.price_id",
+        )
+    body = {
+        "name": entry["name"],
+        "type": entry["type"],
+        "price": dict(entry["price"]),
+        "quantity": quantity,
+        "product_id": product_id,
+        "price_id": price_id,
+    }
+    currency, price = entry["price"]["currency"], entry["price"]["value"]
+    return LineItem("product", body, currency, price * quantity)
+
+
 def _product(value: Any, param: str) -> LineItem:
     product = _object(value, param)
+    if "product_id" in product or "price_id" in product:
+        return _catalog_product(product, param)
     name = _string(product.get("name"), f"{param}.name")
     currency, price = _amount(product.get("price"), f"{param}.price")
     quantity = _quantity(product.get("quantity"), f"{param}.quantity")
@@ -252,6 +312,151 @@ def custom_data(payload: dict[str, Any]) -> dict[str, str] | None:
     return data
 
 
+#: The provider's bounds on what a payer's statement shows (its SDK's create inputs).
+DESCRIPTOR_MAX = 22
+DESCRIPTOR_PREFIX = (2, 10)
+TEXT_MAX = 255
+_ORDER_ADDRESS = {
+    "required": ("name", "phone_number", "line1", "town", "country"),
+    "optional": ("line2", "district", "region", "post_code"),
+}
+_CUSTOMER_ADDRESS = {
+    "required": ("country",),
+    "optional": ("name", "phone_number", "line1", "line2", "city", "region", "post_code"),
+}
+
+
+def _fields(value: Any, param: str, shape: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """An object of string fields: the required ones present, nothing unknown."""
+    data = _object(value, param)
+    known = (*shape["required"], *shape["optional"])
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise invalid(f"{param}.{unknown[0]}", f"{param}.{unknown[0]} is not a field of {param}.")
+    answer: dict[str, str] = {}
+    for name in known:
+        if name in shape["required"] or data.get(name) is not None:
+            text = _string(data.get(name), f"{param}.{name}")
+            if len(text) > TEXT_MAX:
+                raise invalid(f"{param}.{name}", f"{param}.{name} is longer than {TEXT_MAX}.")
+            answer[name] = text
+    return answer
+
+
+def order_address(value: Any, param: str) -> dict[str, str]:
+    """An order's address input (the SDK's ``AddressInput``)."""
+    return _fields(value, param, _ORDER_ADDRESS)
+
+
+def customer_address(value: Any, param: str) -> dict[str, str]:
+    """A customer's address input (the SDK's ``CustomerAddressInput``: only ``country``)."""
+    return _fields(value, param, _CUSTOMER_ADDRESS)
+
+
+def answered_address(address: dict[str, str]) -> dict[str, str | None]:
+    """An order address as the order answers it (``OrderAddress``: ``city`` for ``town``)."""
+    return {
+        "name": address.get("name"),
+        "phone_number": address.get("phone_number"),
+        "line1": address.get("line1"),
+        "line2": address.get("line2"),
+        "city": address.get("town", address.get("city")),
+        "region": address.get("region"),
+        "post_code": address.get("post_code"),
+        "country": address["country"],
+    }
+
+
+def billing_details(payload: dict[str, Any]) -> dict[str, Any] | None:
+    value = payload.get("billing_details")
+    if value is None:
+        return None
+    data = _object(value, "billing_details")
+    unknown = sorted(set(data) - {"name", "email_address", "phone_number", "address"})
+    if unknown:
+        raise invalid(
+            f"billing_details.{unknown[0]}", f"billing_details.{unknown[0]} is not a field."
+        )
+    answer: dict[str, Any] = {"name": _string(data.get("name"), "billing_details.name")}
+    email = _string(data.get("email_address"), "billing_details.email_address")
+    if "@" not in email:
+        raise invalid(
+            "billing_details.email_address",
+            "billing_details.email_address is not an email address.",
+        )
+    phone = data.get("phone_number")
+    if not isinstance(phone, str) or not _PHONE.fullmatch(phone):
+        raise invalid(
+            "billing_details.phone_number",
+            "billing_details.phone_number must be in international format (a leading +).",
+        )
+    answer.update(email_address=email, phone_number=phone)
+    if data.get("address") is not None:
+        answer["address"] = order_address(data["address"], "billing_details.address")
+    return answer
+
+
+def shipping(payload: dict[str, Any]) -> dict[str, Any] | None:
+    value = payload.get("shipping")
+    if value is None:
+        return None
+    data = _object(value, "shipping")
+    if set(data) - {"address"}:
+        name = sorted(set(data) - {"address"})[0]
+        raise invalid(f"shipping.{name}", f"shipping.{name} is not a field (only address).")
+    return {"address": order_address(data.get("address"), "shipping.address")}
+
+
+def statement_descriptor(payload: dict[str, Any]) -> tuple[str | None, str | None]:
+    """``(statement_descriptor, statement_descriptor_prefix)``: at most 22 characters, or a
+    prefix of 2 to 10 (``prefix*order_id``), never both."""
+    descriptor = _optional_text(payload, "statement_descriptor", "", DESCRIPTOR_MAX)
+    prefix = payload.get("statement_descriptor_prefix")
+    if prefix is not None and (
+        not isinstance(prefix, str)
+        or not DESCRIPTOR_PREFIX[0] <= len(prefix) <= DESCRIPTOR_PREFIX[1]
+    ):
+        raise invalid(
+            "statement_descriptor_prefix",
+            "statement_descriptor_prefix must be a string of 2 to 10 characters.",
+        )
+    if descriptor is not None and prefix is not None:
+        raise invalid(
+            "statement_descriptor_prefix",
+            "statement_descriptor_prefix is mutually exclusive with statement_descriptor.",
+        )
+    return descriptor, prefix
+
+
+def invoice_settings(payload: dict[str, Any]) -> dict[str, Any] | None:
+    value = payload.get("invoice_settings")
+    if value is None:
+        return None
+    data = _object(value, "invoice_settings")
+    unknown = sorted(set(data) - {"number", "memo", "footer", "custom_data"})
+    if unknown:
+        raise invalid(
+            f"invoice_settings.{unknown[0]}", f"invoice_settings.{unknown[0]} is not a field."
+        )
+    answer: dict[str, Any] = {}
+    for name, limit in (("number", NUMBER_MAX), ("memo", 1000), ("footer", 1000)):
+        text = _optional_text(data, name, "invoice_settings", limit)
+        if text is not None:
+            answer[name] = text
+    if data.get("custom_data") is not None:
+        answer["custom_data"] = custom_data({"custom_data": data["custom_data"]})
+    return answer
+
+
+def customer_id_of(payload: dict[str, Any]) -> str | None:
+    """An existing customer's id (``customer_id``), or None for a new one (``customer_data``)."""
+    if "customer_id" not in payload:
+        return None
+    if "customer_data" in payload:
+        raise invalid("customer_data", "Give customer_id or customer_data, not both.")
+    return _string(payload.get("customer_id"), "customer_id")
+
+
 @dataclass(frozen=True)
 class CreateRequest:
     """Everything of a valid create request the answer echoes."""
@@ -264,14 +469,23 @@ class CreateRequest:
     receipt_number: str | None
     custom_data: dict[str, str] | None
     checkout_settings: dict[str, str | None] | None
+    customer_id: str | None = None
+    billing_details: dict[str, Any] | None = None
+    shipping: dict[str, Any] | None = None
+    statement_descriptor: str | None = None
+    statement_descriptor_prefix: str | None = None
+    invoice_settings: dict[str, Any] | None = None
 
 
 def create_request(payload: dict[str, Any]) -> CreateRequest:
     """Validate everything except the key (checked first, for idempotency)."""
-    _customer(payload)
+    customer_id = customer_id_of(payload)
+    if customer_id is None:
+        _customer(payload)
     items, currency, total = line_items(payload)
     if "finalize" in payload and not isinstance(payload["finalize"], bool):
         raise invalid("finalize", "finalize must be a boolean.")
+    descriptor, prefix = statement_descriptor(payload)
     return CreateRequest(
         line_items=items,
         currency=currency,
@@ -281,6 +495,12 @@ def create_request(payload: dict[str, Any]) -> CreateRequest:
         receipt_number=_optional_text(payload, "receipt_number", "", NUMBER_MAX),
         custom_data=custom_data(payload),
         checkout_settings=checkout_settings(payload),
+        customer_id=customer_id,
+        billing_details=billing_details(payload),
+        shipping=shipping(payload),
+        statement_descriptor=descriptor,
+        statement_descriptor_prefix=prefix,
+        invoice_settings=invoice_settings(payload),
     )
 
 

@@ -5,9 +5,15 @@ it with five times the orders the provider's page window lists, creates a few or
 ``create_order``, pays the first in the sandbox and refunds one of its lines through
 ``refund_order`` (settled in the sandbox, then refreshed into the mirror), mirrors the whole
 history as a project does on install (``sync_orders --backfill`` through the search index, then
-``sync_orders``) and says how many of the service's orders the mirror holds, then serves the
-shop and the admin with a task worker beside them (``manage.py db_worker``, a child process
-stopped with the demo): it runs the payment watcher of each order the shop creates.
+``sync_orders``) and says how many of the service's orders the mirror holds, delivers the
+events of all that to the shop's receiver (``EVENT_RECEIVERS``, logged), then serves the shop
+and the admin with a task worker beside them (``manage.py db_worker``, a child process
+stopped with the demo): it runs the payment watcher of each order the shop creates; and the
+webhook runner (``manage.py deliver_order_events``), which logs the events as they happen; and
+the payment watches' sweep (``manage.py watch_due_payments --every 15``), which reads the
+change feed for them.
+While it serves, a thread runs ``sync_orders`` every five minutes, as cron would
+(``PeriodicSync``).
 Re-running it duplicates nothing: the sandbox's seeding is idempotent, the demo orders and the
 demo refund use fixed references (one upstream order, one upstream refund per reference), a
 finished backfill is not run again (a stopped one goes on from its checkpoint), and the sync
@@ -22,6 +28,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,12 +37,20 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from django_orders.conf import orders_settings
 from django_orders.exceptions import OrderNotRefundable, OrdersError
-from django_orders.models import Order, OrderRequest, Refund, SyncCheckpoint, SyncRun
+from django_orders.models import Order, OrderRequest, Payout, Refund, SyncCheckpoint, SyncRun
 from django_orders.money import format_money
-from django_orders.services import create_order, refresh_orders, refund_order
+from django_orders.services import (
+    create_order,
+    deliver_order_events,
+    payout_statement,
+    reconcile,
+    refresh_orders,
+    refund_order,
+)
 from django_orders.testing.sandbox.server import SandboxServer
 
 from ...catalogue import PRODUCTS
@@ -69,6 +85,8 @@ DEMO_ORDERS = [
 ]
 #: The demo refund: the first line of the first demo order, whole, once per database.
 DEMO_REFUND = "demo-refund-1"
+#: How often the serving demo syncs the mirror: well inside /health/'s one hour.
+SYNC_EVERY = timedelta(minutes=5)
 
 
 def _line_items(slugs: list[str]) -> list[dict]:
@@ -138,6 +156,8 @@ class Command(BaseCommand):
             orders = self._create_demo_orders()
             self._refund_one_line(sandbox, orders[0])
             self._mirror_everything()
+            self._deliver_events()
+            self._reconcile_the_money()
             if not serve:
                 self.stdout.write(self.style.SUCCESS("DEMO_NO_SERVE=1: demo finished."))
                 return
@@ -148,12 +168,19 @@ class Command(BaseCommand):
                     f"Health: http://{options['addr']}/health/\nPress Ctrl+C to stop.\n"
                 )
             )
-            worker = self._start_worker()
+            worker = self._start_child("Task worker", "db_worker", "--no-reload", "--interval", "1")
+            runner = self._start_child("Event runner", "deliver_order_events")
+            sweep = self._start_child("Payment watch sweep", "watch_due_payments", "--every", "15")
+            syncing = PeriodicSync(self.stdout, self.stderr)
+            syncing.start()
             try:
                 call_command("runserver", options["addr"], use_reloader=False)
             finally:
-                worker.terminate()
-                worker.wait(timeout=30)
+                syncing.stop()
+                for child in (worker, runner, sweep):
+                    child.terminate()
+                for child in (worker, runner, sweep):
+                    child.wait(timeout=30)
         finally:
             sandbox.stop()
 
@@ -175,13 +202,46 @@ class Command(BaseCommand):
         call_command("sync_orders", verbosity=2, stdout=self.stdout, stderr=self.stderr)
         self.stdout.write(self.style.SUCCESS(_standing()))
 
-    def _start_worker(self) -> subprocess.Popen:
-        """The task worker, in a process of its own, with this process's settings: it watches
-        the payments of orders the shop creates (WATCH_PAYMENTS) over the sandbox's HTTP."""
-        command = [sys.executable, "-m", "django", "db_worker", "--no-reload", "--interval", "1"]
-        worker = subprocess.Popen(command, cwd=settings.BASE_DIR)  # noqa: S603  (our own command)
-        self.stdout.write(f"Task worker started (manage.py db_worker, pid {worker.pid}).")
-        return worker
+    def _reconcile_the_money(self) -> None:
+        """Did the money arrive? The syncs a project schedules for it (payouts, the balance,
+        then the balance transactions), the statement of the newest payout, one reconcile run."""
+        for resource in ("payouts", "balances", "balance_transactions"):
+            call_command("sync_orders", resource=resource, stdout=self.stdout, stderr=self.stderr)
+        payout = Payout.objects.filter(status="succeeded").order_by("-initiated_at").first()
+        if payout is not None:
+            statement = payout_statement(payout.id)
+            adds_up = {True: "adds up", False: "does NOT add up", None: "cannot be told yet"}
+            self.stdout.write(
+                f"Statement of payout {payout.id}: {len(statement.rows)} transactions, "
+                f"{format_money(statement.allocated_total, payout.currency)} allocated of "
+                f"{format_money(payout.amount, payout.currency)}: "
+                f"{adds_up[statement.balanced]} (admin: Payouts > {payout.id} > Statement)."
+            )
+        run = reconcile()
+        self.stdout.write(
+            f"Reconciled (manage.py reconcile): {run.open} open discrepancies, {run.new} new, "
+            f"{run.cannot_verify} that cannot be verified yet."
+        )
+
+    def _start_child(self, what: str, *words: str) -> subprocess.Popen:
+        """``manage.py <words>`` in a process of its own, with this process's settings, stopped
+        with the demo: the task worker (the payment watcher of each order the shop creates),
+        the webhook runner (the events of what happens while the demo serves, logged as they
+        go) and the payment watches' sweep (the change feed, and any watch whose task was
+        lost)."""
+        command = [sys.executable, "-m", "django", *words]
+        child = subprocess.Popen(command, cwd=settings.BASE_DIR)  # noqa: S603  (our own command)
+        self.stdout.write(f"{what} started (manage.py {' '.join(words)}, pid {child.pid}).")
+        return child
+
+    def _deliver_events(self) -> None:
+        """Deliver what the steps above reported (order.created, order.paid, refund.created,
+        ...) to the shop's receiver (EVENT_RECEIVERS: shop/events.py logs each one)."""
+        self.stdout.write("Delivering events (manage.py deliver_order_events --once):")
+        run = deliver_order_events(once=True)
+        self.stdout.write(
+            f"Events delivered: {run.delivered} ({run.failed} to retry, {run.dead} dead)."
+        )
 
     def _ensure_demo_user(self) -> None:
         User = get_user_model()
@@ -253,6 +313,40 @@ class Command(BaseCommand):
             f"refunded {format_money(refunded, order.currency)}, remainder "
             f"{format_money((order.total or 0) - refunded, order.currency)}."
         )
+
+
+class PeriodicSync(threading.Thread):
+    """``sync_orders`` every ``SYNC_EVERY`` while the demo serves, as cron runs it in a real
+    project: the mirror stays current, and /health/ (``SyncFreshness``, one hour) stays green
+    however long the demo runs. A failed sync is said on stderr and tried again next time."""
+
+    def __init__(self, stdout, stderr, every: timedelta = SYNC_EVERY) -> None:
+        super().__init__(name="demo-periodic-sync", daemon=True)
+        self.stdout, self.stderr, self.every = stdout, stderr, every
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        self.stdout.write(
+            f"The mirror syncs every {self.every.total_seconds() / 60:g} minutes "
+            "(manage.py sync_orders, as cron would run it)."
+        )
+        try:
+            while not self._stopped.wait(self.every.total_seconds()):
+                self.sync_once()
+        finally:
+            connections.close_all()  # this thread's connection
+
+    def sync_once(self) -> None:
+        try:
+            call_command("sync_orders", verbosity=0, stdout=self.stdout, stderr=self.stderr)
+        except CommandError as exc:  # e.g. another run holds the lease: the next one goes on
+            self.stderr.write(f"Periodic sync failed: {exc}")
+            return
+        self.stdout.write(f"Periodic sync: {_standing()}")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(timeout=60)
 
 
 def _backfilled() -> bool:
