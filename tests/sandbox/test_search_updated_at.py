@@ -120,6 +120,38 @@ def test_each_refund_move_bumps_its_order(api, sandbox, move):
     assert sandbox.refund(refund_id)["status"] == statuses[move]
 
 
+def _versions(sandbox, order_id: str) -> int:
+    """How many replaced versions of the order the search index keeps."""
+    return sandbox.store.reading(
+        lambda db: db.execute(
+            "SELECT count(*) FROM search_history WHERE resource = 'orders' AND id = ?",
+            (order_id,),
+        ).fetchone()[0]
+    )
+
+
+@pytest.mark.parametrize("move", ["create", "process", "settle", "fail", "cancel", "clock"])
+def test_each_refund_change_is_one_version_of_its_order(api, sandbox, move):
+    # Two writes in one change would stamp the second a millisecond past the clock (a rewrite
+    # never ties the last), so a quick next change could look less than the clock's step later.
+    order = paid_order(api, sandbox)
+    before = _versions(sandbox, order["id"])
+    response = create_refund(api, refund_body(order, (0, 2500)))
+    assert _versions(sandbox, order["id"]) == before + 1
+    if move == "create":
+        return
+    refund_id = response.json()["refund"]["id"]
+    moves: dict[str, Callable[[], object]] = {
+        "process": lambda: sandbox.process_refund(refund_id),
+        "settle": lambda: sandbox.settle_refund(refund_id),
+        "fail": lambda: sandbox.fail_refund(refund_id),
+        "cancel": lambda: api.post(CANCEL, {"refund_id": refund_id}).raise_for_status(),
+        "clock": lambda: (sandbox.advance_clock(30), sandbox.refund(refund_id)),
+    }
+    moves[move]()
+    assert _versions(sandbox, order["id"]) == before + 2
+
+
 def test_orders_on_the_wire_carry_no_updated_at(api, sandbox, created):
     sandbox.pay_order(created["id"])
     looked_up = api.post("/orders/lookup", {"order_id": created["id"]}).json()["order"]

@@ -168,7 +168,9 @@ class Ledger:
             release(transaction, "refund", refund["id"])
         else:
             return
-        self._write(db, transaction)
+        # The caller saves the order: saving it here too would be two versions in one change,
+        # the second stamped a millisecond past the clock (a rewrite never ties the last).
+        self._write(db, transaction, save_order=False)
         order["payment"]["balance_transaction"] = transaction
 
     # -- payouts -------------------------------------------------------------------------
@@ -449,14 +451,17 @@ class Ledger:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _write(self, db: sqlite3.Connection, transaction: dict[str, Any]) -> None:
-        """Store a changed transaction, and its copy in its order for a payment's."""
+    def _write(
+        self, db: sqlite3.Connection, transaction: dict[str, Any], *, save_order: bool = True
+    ) -> None:
+        """Store a changed transaction, and (``save_order``) its copy in its order for a
+        payment's."""
         db.execute(
             "UPDATE balance_transactions SET json = ? WHERE id = ?",
             (_dumps(transaction), transaction["id"]),
         )
         order_id = transaction.get("order_id")
-        if transaction["type"] != "payment" or not order_id:
+        if not save_order or transaction["type"] != "payment" or not order_id:
             return
         row = db.execute("SELECT json FROM orders WHERE id = ?", (order_id,)).fetchone()
         if row is None:
