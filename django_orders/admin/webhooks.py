@@ -27,6 +27,13 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     readonly_fields = ("disabled_reason",)
     actions = ["send_test_event", "rotate_secret"]
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        # An endpoint typed without a scheme is an https one (Django 6's default; 5.2 warns
+        # until it is named).
+        if db_field.name == "url":
+            kwargs["assume_scheme"] = "https"
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool):
         if change:
             super().save_model(request, obj, form, change)

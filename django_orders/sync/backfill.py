@@ -83,20 +83,22 @@ def run_backfill(
         outcome.changed.clear()
         # Per answer, so memory stays flat over a history of millions: what an earlier
         # answer settled is in the mirror (search_updated_at), which decide reads.
-        decide(kind, outcome, page.results, _EVER, {}, set(), None, compare=True)
+        decide(kind, outcome, page.results, _EVER, {}, set(), None, lease=lease, compare=True)
         set_aside_ahead(run, outcome, kind)
         return dict(outcome.changed)
 
     def checkpoint(answer: Answer) -> None:
-        point.cursor = answer.next_cursor or ""
-        point.done += answer.results
-        point.looked_up = run.feed_lookups
-        point.save(using=database)
-        run.feed_read = point.done
-        SyncRun.objects.filter(pk=run.pk).update(
-            feed_read=run.feed_read, end_reason=BACKFILL, **_totals(run, point)
-        )
-        lease.renew()
+        # Fenced: a backfill paused past its lease must not move the checkpoint of the run
+        # that took over (nor count its answers twice).
+        with lease.fenced():
+            point.cursor = answer.next_cursor or ""
+            point.done += answer.results
+            point.looked_up = run.feed_lookups
+            point.save(using=database)
+            run.feed_read = point.done
+            SyncRun.objects.filter(pk=run.pk).update(
+                feed_read=run.feed_read, end_reason=BACKFILL, **_totals(run, point)
+            )
         if progress is not None:
             progress(run)
 
@@ -125,7 +127,7 @@ def run_backfill(
             heartbeat=lease.renew,
             restarts=RESTARTS,
         ).run(point.cursor or None)
-    _finish(kind, run, point, outcome)
+    _finish(kind, run, point, outcome, lease)
 
 
 def _first(point: SyncCheckpoint, page: SearchPage, kind: Resource, outcome) -> None:
@@ -148,8 +150,11 @@ def _totals(run: SyncRun, point: SyncCheckpoint) -> dict[str, object]:
     return {"service_total": point.total, "service_total_exact": point.total_exact}
 
 
-def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome) -> None:
-    """Leave the feed's watermark (never moved back) and drop the checkpoint."""
+def _finish(
+    kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOutcome, lease: Lease
+) -> None:
+    """Leave the feed's watermark (never moved back) and drop the checkpoint, both under the
+    lease (``Lease.fenced``)."""
     before = outcome.watermark_before
     after = before
     if point.watermark is not None and point.watermark > timezone.now() + CLOCK_SKEW:
@@ -166,5 +171,6 @@ def _finish(kind: Resource, run: SyncRun, point: SyncCheckpoint, outcome: FeedOu
         )
     run.warning = joined(outcome.pulled_back, run.warning)
     run.mirror_total = searched_of(kind).count()
-    SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
-    point.delete(using=app_database())
+    with lease.fenced():
+        SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
+        point.delete(using=app_database())

@@ -30,7 +30,7 @@ from ..mirror.result import MirrorResult
 from ..models import SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
-from .lease import Lease
+from .lease import Lease, backfill_lease_name, live_owners
 from .money import look_up_named, take_answer
 from .pagewrite import write_page
 from .problems import MALFORMED, set_aside
@@ -116,7 +116,10 @@ def sync_orders(
             max_page_number=_page_window(max_pages),
         )
         walk.raw = True  # each record as its bytes: the resource reads them (``read_page``)
-        lease = Lease(resource)
+        # A backfill takes hours at the lookups' pace: it holds a lease of its own, and the
+        # scheduled sync walks, reads the feed and refreshes beside it (the forward-only rule
+        # orders their writes to the same records).
+        lease = Lease(backfill_lease_name(resource) if backfill else resource)
         lease.acquire()
         try:
             _close_abandoned_runs(resource)
@@ -152,15 +155,20 @@ ABANDONED_RUN_ERROR = (
 
 
 def _close_abandoned_runs(resource: str) -> int:
-    """Mark the resource's runs still ``running`` as failed; return how many.
+    """Mark the resource's runs still ``running`` as failed, but for those whose holder still
+    holds a live lease; return how many.
 
-    Called only while holding the lease: a live run renews the lease on every page, so holding
-    it proves that no other run of this resource is still walking. A run still ``running`` is
-    one whose process was killed (or that lost the lease and could not record it), and without
-    this it would say ``running`` forever.
+    A live run renews its lease on every page: a run still ``running`` whose owner holds no
+    live lease is one whose process was killed (or that lost the lease and could not record
+    it), and without this it would say ``running`` forever. The sync and a backfill of one
+    resource hold different leases, so each spares the other's live run.
     """
-    return SyncRun.objects.filter(resource=resource, outcome=SyncRun.Outcome.RUNNING).update(
-        outcome=SyncRun.Outcome.FAILED, error=ABANDONED_RUN_ERROR, finished_at=timezone.now()
+    return (
+        SyncRun.objects.filter(resource=resource, outcome=SyncRun.Outcome.RUNNING)
+        .exclude(host__in=live_owners())
+        .update(
+            outcome=SyncRun.Outcome.FAILED, error=ABANDONED_RUN_ERROR, finished_at=timezone.now()
+        )
     )
 
 

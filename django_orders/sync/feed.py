@@ -86,7 +86,7 @@ def read_change_feed(
         if result is not None and progress is not None:
             progress(run)
     set_aside_ahead(run, outcome, kind)
-    _record(run, outcome, searched)
+    _record(run, outcome, searched, lease)
     return outcome
 
 
@@ -137,7 +137,7 @@ def _read(
             walk_seen_at = first_answer(outcome, page, kind.search_type, since)
         if floor is None:
             return
-        decide(kind, outcome, page.results, floor, decided, walked, walk_seen_at)
+        decide(kind, outcome, page.results, floor, decided, walked, walk_seen_at, lease=lease)
         # A long read (after an outage) holds the lease like a long walk; an answer that made
         # no progress never comes here (the trail refused it).
         lease.renew()
@@ -159,7 +159,9 @@ def _untrusted(outcome: FeedOutcome, state: str, why: str) -> None:
     )
 
 
-def _record(run: SyncRun, outcome: FeedOutcome, searched: SearchedMirror) -> None:
+def _record(run: SyncRun, outcome: FeedOutcome, searched: SearchedMirror, lease: Lease) -> None:
+    """Store the read on the run: its watermark is the next read's start, so only while this
+    run still holds the lease (a run paused past it must not move the feed of its successor)."""
     run.watermark_before = outcome.watermark_before
     run.watermark_after = outcome.watermark_after
     run.index_freshness = outcome.freshness
@@ -168,4 +170,5 @@ def _record(run: SyncRun, outcome: FeedOutcome, searched: SearchedMirror) -> Non
     run.service_total = outcome.service_total
     run.service_total_exact = outcome.service_total_exact
     run.mirror_total = searched.count()
-    SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))
+    with lease.fenced():
+        SyncRun.objects.filter(pk=run.pk).update(**feed_values(run))

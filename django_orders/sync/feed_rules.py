@@ -18,6 +18,7 @@ from ..exceptions.wire import InvalidRecord
 from ..mirror.resources.registry import Resource
 from ..mirror.searched import SearchedMirror
 from ..models import SyncRun
+from .lease import Lease
 from .problems import set_aside
 
 #: Times an expired cursor makes the feed read again from the top before the run gives up on
@@ -170,12 +171,14 @@ def decide(
     walked: set[str],
     walk_seen_at: datetime | None,
     *,
+    lease: Lease,
     compare: bool = False,
 ) -> None:
     """Sort one answer's projections of ``kind``'s records into to look up, settled, and
     unchanged, by what the mirror holds of each (``kind.searched``).
 
-    ``compare`` (the backfill): a record the feed never settled but the mirror holds as the
+    The settlements are written under ``lease`` (``Lease.fenced``): a run that lost it writes
+    none. ``compare`` (the backfill): a record the feed never settled but the mirror holds as the
     projection shows it (an order's status and amount) is settled without a lookup.
 
     A projection dated past ``outcome.not_after`` has its date set aside (``outcome.ahead``),
@@ -215,7 +218,8 @@ def decide(
             continue
         outcome.changed[result.id] = result.updated_at
     if settled:
-        searched.settle(settled)
+        with lease.fenced():
+            searched.settle(settled)
 
 
 def set_aside_ahead(run: SyncRun, outcome: FeedOutcome, kind: Resource) -> None:

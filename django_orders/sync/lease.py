@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -36,6 +39,23 @@ def lease_duration() -> timedelta:
     wait between tries) must not lose it to another host."""
     longest = longest_exchange(orders_settings.REQUEST_DEADLINE, orders_settings.MAX_RETRIES)
     return max(orders_settings.SYNC_LEASE, longest + LEASE_MARGIN)
+
+
+def backfill_lease_name(resource: str) -> str:
+    """The lease a backfill of ``resource`` holds (``orders:backfill``): its own, so the
+    scheduled sync of ``resource`` keeps running beside it."""
+    return f"{resource}:backfill"
+
+
+def live_owners(*, now: datetime | None = None) -> set[str]:
+    """The owners of every lease not yet expired: runs of theirs are alive, not abandoned."""
+    now = now or timezone.now()
+    return set(
+        SyncLease.objects.using(app_database())
+        .filter(expires_at__gt=now)
+        .exclude(owner="")
+        .values_list("owner", flat=True)
+    )
 
 
 def make_owner() -> str:
@@ -90,6 +110,20 @@ class Lease:
                 f"The {self.resource} sync lease expired and was taken over by another run; "
                 f"this run stopped (raise DJANGO_ORDERS['SYNC_LEASE'] if pages are this slow)."
             )
+
+    @contextmanager
+    def fenced(self) -> Iterator[None]:
+        """A transaction whose writes land only while this run still holds the lease.
+
+        The renewal comes first: it raises ``LeaseLost`` (and the block writes nothing) when
+        another run took the lease over, and on PostgreSQL its row lock holds off a takeover
+        until the block commits. For the writes that are not a page's (the feed's watermark,
+        search settlements, a backfill's checkpoint): a run paused past its lease must not
+        write after the new holder began.
+        """
+        with transaction.atomic(using=app_database()):
+            self.renew()
+            yield
 
     def release(self) -> None:
         """Free the lease at once, if this run still holds it."""
