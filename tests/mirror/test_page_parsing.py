@@ -40,21 +40,30 @@ BOUNDED = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 
 # Any code point, lone surrogates included (json.dumps writes them; only ensure_ascii escapes).
 ANY_TEXT = st.text(st.characters(codec=None, categories=None), max_size=12)
-SCALARS = (
+NOT_FLOATS = (
     st.none()
     | st.booleans()
     | st.integers()
     | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.sampled_from([1e16, 1.5e-7, -0.0, 1.0, 1e308, 5e-324, 1e-05, 2.5e-5, 1e22])
     | ANY_TEXT
     | st.sampled_from(["\x00", "\x1f", "\x7f", "\u2028", "\u2029", "/", '"\\', "\ud800", "é😀"])
 )
-JSON_VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
-    max_leaves=20,
+SCALARS = (
+    NOT_FLOATS
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e16, 1.5e-7, -0.0, 1.0, 1e308, 5e-324, 1e-05, 2.5e-5, 1e22])
 )
+
+
+def json_values(scalars: st.SearchStrategy) -> st.SearchStrategy:
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
+        max_leaves=20,
+    )
+
+
+JSON_VALUES = json_values(SCALARS)
 
 
 def old_canonical_text(body: bytes) -> str:
@@ -80,19 +89,11 @@ def test_a_plain_body_decodes_and_encodes_exactly_as_the_standard_library(value,
     assert canonical_bytes(decoded, True) == old_canonical_text(body).encode()
 
 
+# Drawn without floats rather than filtered (``assume``): most values hold one, and a filter
+# that rejects most draws can fail Hypothesis's health check on an unlucky run.
 @BOUNDED
-@given(value=JSON_VALUES)
+@given(value=json_values(NOT_FLOATS))
 def test_canonical_bytes_equal_canonical_json_for_every_value_without_floats(value):
-    def has_float(v) -> bool:
-        if isinstance(v, float):
-            return True
-        if isinstance(v, list):
-            return any(map(has_float, v))
-        if isinstance(v, dict):
-            return any(map(has_float, v.values()))
-        return False
-
-    assume(not has_float(value))
     try:
         expected = canonical_json(value).encode()
     except UnicodeEncodeError:
