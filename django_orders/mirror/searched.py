@@ -55,11 +55,14 @@ class SearchedMirror:
         unsettled = Q(search_updated_at__isnull=True) | Q(search_updated_at__lt=moment)
         return Q(**{self.key: record_id}) & unsettled
 
-    def settle(self, moments: Mapping[str, datetime]) -> None:
+    def settle(self, moments: Mapping[str, datetime], *, lock_first: bool = False) -> None:
         """Record that the mirror holds each record as of its projection's moment (its
         ``search_updated_at``), never moving one back: one statement text, run once a record
         (``executemany``), in the caller's transaction. (The ORM's ``CASE`` of one branch a
-        record cost more to build than a batch's whole write.)"""
+        record cost more to build than a batch's whole write.)
+
+        ``lock_first``: on PostgreSQL, lock the rows in key order first, for a caller whose
+        transaction has not locked them already (a batch that just wrote them has)."""
         if not moments:
             return
         connection = connections[app_database()]
@@ -78,6 +81,16 @@ class SearchedMirror:
         scoped = list(self.scope.values())
         rows = [(adapt(at), pk, *scoped, adapt(at)) for pk, at in moments.items()]
         with connection.cursor() as cursor:
+            if lock_first and connection.vendor == "postgresql":
+                # Locked first in key order, as page writes and lookup batches lock theirs
+                # (upsert.read_by_ids): a cron sync settling beside a backfill's writes (or the
+                # other way round) then never deadlocks.
+                key = column(self.key)
+                cursor.execute(
+                    f"SELECT {key} FROM {quote(self.model._meta.db_table)} "  # noqa: S608
+                    f"WHERE {key} = ANY(%s){scope} ORDER BY {key} FOR UPDATE",
+                    [list(moments), *scoped],
+                )
             cursor.executemany(sql, rows)
 
     def stamp(self, record_id: str, moment: datetime) -> Callable[[object], None]:

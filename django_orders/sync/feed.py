@@ -19,11 +19,12 @@ from ..client.search import SearchTrail
 from ..client.search_structs import SearchPage
 from ..client.transport import OrdersClient, new_client
 from ..conf import orders_settings
+from ..db import app_database
 from ..exceptions.wire import InvalidResponse, OrdersNetworkError, RequestRejected, ServerError
 from ..mirror.events import FEED
 from ..mirror.resources.registry import Resource
 from ..mirror.searched import SearchedMirror
-from ..models import SyncRun
+from ..models import SyncCheckpoint, SyncRun
 from .feed_rules import (
     RESTARTS,
     FeedOutcome,
@@ -76,6 +77,16 @@ def read_change_feed(
     gate = RateGate()  # the searches and the lookups back off together on a 429
     with new_client(gate=gate) as client:
         _read(client, outcome, kind, walked, walk_began, lease)
+    if outcome.watermark_before is None and _backfill_under_way(kind.name):
+        # A first read reads nothing back: its watermark ("now") would pass over every change
+        # since the backfill began to records the backfill had already read. The backfill
+        # leaves the first watermark, as of when it began.
+        outcome.watermark_after = None
+        outcome.warning = joined(
+            outcome.warning,
+            f"a backfill of {kind.name} is under way or was stopped (its checkpoint is kept): "
+            "it leaves the feed's first watermark (finish it with sync_orders --backfill)",
+        )
     assert kind.look_up is not None  # a searched resource is looked up (Resource.backfilled)
     lookups = kind.look_up(list(outcome.changed), heartbeat=lease.renew, gate=gate)
     for lookup in lookups:
@@ -88,6 +99,10 @@ def read_change_feed(
     set_aside_ahead(run, outcome, kind)
     _record(run, outcome, searched, lease)
     return outcome
+
+
+def _backfill_under_way(resource: str) -> bool:
+    return SyncCheckpoint.objects.using(app_database()).filter(resource=resource).exists()
 
 
 def _read(

@@ -219,7 +219,7 @@ def decide(
         outcome.changed[result.id] = result.updated_at
     if settled:
         with lease.fenced():
-            searched.settle(settled)
+            searched.settle(settled, lock_first=True)
 
 
 def set_aside_ahead(run: SyncRun, outcome: FeedOutcome, kind: Resource) -> None:

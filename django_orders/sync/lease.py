@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from ..conf import LEASE_MARGIN, longest_exchange, orders_settings
@@ -47,12 +47,12 @@ def backfill_lease_name(resource: str) -> str:
     return f"{resource}:backfill"
 
 
-def live_owners(*, now: datetime | None = None) -> set[str]:
-    """The owners of every lease not yet expired: runs of theirs are alive, not abandoned."""
+def live_owners(*, now: datetime | None = None) -> QuerySet[SyncLease, str]:
+    """The owners of every lease not yet expired (a subquery: a lease taken meanwhile counts
+    in the statement that uses it); runs of theirs are alive, not abandoned."""
     now = now or timezone.now()
-    return set(
-        SyncLease.objects.using(app_database())
-        .filter(expires_at__gt=now)
+    return (
+        SyncLease.objects.filter(expires_at__gt=now)
         .exclude(owner="")
         .values_list("owner", flat=True)
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_orders.client.transport import new_client
@@ -23,6 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BACKFILL_LEASE = "orders:backfill"
 NEW_HOLDER = "other-host:1:new"
+#: The settlements of the window's 10 orders: one statement text, run once an order.
+UPDATE_SETTLED = '10 times: UPDATE "django_orders_order" SET "search_updated_at" = %s'
 
 
 def take_over(resource: str) -> None:
@@ -60,11 +64,13 @@ def test_the_scheduled_sync_runs_beside_a_backfill_and_spares_its_run(history):
     assert run.host in message
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
     assert Order.objects.count() == 60
-    # The watermark never moves back: the next read starts from the later of the two.
-    assert stored_watermark("orders") == max(run.watermark_after, scheduled.watermark_after)
+    # The scheduled run began last: the next read starts from its watermark, and its read went
+    # back to the one the fixture's walk left, so nothing changed since is skipped.
+    assert stored_watermark("orders") == scheduled.watermark_after
+    assert scheduled.watermark_before is not None
 
 
-def test_a_backfill_whose_holder_died_is_closed_by_the_next_backfill(history):
+def test_a_backfill_whose_holder_died_is_closed_by_the_next_sync(history):
     dead = Lease(BACKFILL_LEASE, duration=timedelta(seconds=1))
     dead.acquire(now=timezone.now() - timedelta(minutes=5))  # expired long ago
     stranded = SyncRun.objects.create(resource="orders", host=dead.owner, page_size=5)
@@ -133,11 +139,61 @@ def test_search_settlements_are_written_only_by_the_holder(history, holds):
     def settle() -> None:
         decide(kind, outcome, results, floor, {}, set(), None, lease=lease, compare=True)
 
-    if holds:
-        settle()
-    else:
-        with pytest.raises(LeaseLost):
+    with CaptureQueriesContext(connection) as captured:
+        if holds:
             settle()
+        else:
+            with pytest.raises(LeaseLost):
+                settle()
     settled = Order.objects.filter(search_updated_at__isnull=False).count()
     # The window's 10 orders are held as search shows them: settled without a lookup.
     assert settled == (10 if holds else 0)
+    statements = [q["sql"] for q in captured.captured_queries]
+    (renewal,) = [n for n, sql in enumerate(statements) if "django_orders_synclease" in sql]
+    after = [sql.split(" WHERE ")[0] for sql in statements[renewal + 1 :]]
+    if not holds:
+        # Refused at the renewal, before any order row is touched.
+        assert not [sql for sql in after if "django_orders_order" in sql], after
+    elif connection.vendor == "postgresql":
+        # Locked in key order first, as page writes lock theirs: no deadlock beside a backfill.
+        assert statements[renewal + 1].endswith('ORDER BY "id" FOR UPDATE')
+        assert after == ['SELECT "id" FROM "django_orders_order"', UPDATE_SETTLED, "COMMIT"]
+    else:
+        assert after == [UPDATE_SETTLED, "COMMIT"], after
+
+
+def test_a_first_feed_read_beside_a_backfill_leaves_the_watermark_to_it(
+    sandbox, orders_settings_for, sleeps
+):
+    # No walk before: the feed has no watermark yet, as on a shop just installed.
+    orders_settings_for(sandbox, PAGE_SIZE=5, MAX_PAGE_NUMBER=2, SEARCH_PAGE_SIZE=8, MAX_RETRIES=1)
+    sandbox.seed(60, seed=5)
+    beside: list[SyncRun] = []
+    changed: list[str] = []
+
+    def during_the_backfill(run: SyncRun) -> None:
+        if run.feed_read < 24 or beside:
+            return
+        # An order past the window that the backfill has already read changes, and then the
+        # cron sync reads the feed for the first time.
+        window = set(Order.objects.order_by("-initiated_at").values_list("pk", flat=True)[:10])
+        # One still open, so that canceling it is a move forward the mirror takes.
+        passed = (
+            Order.objects.exclude(pk__in=window)
+            .filter(status="requires_payment")
+            .order_by("initiated_at")
+            .first()
+        )
+        assert passed is not None
+        sandbox.store.set_order_status(passed.pk, "canceled")
+        changed.append(passed.pk)
+        beside.append(sync_orders())
+
+    run = sync_orders(backfill=True, progress=during_the_backfill)
+    (scheduled,) = beside
+    assert scheduled.outcome == SyncRun.Outcome.SUCCEEDED
+    assert scheduled.watermark_after is None  # not "now": that would pass over the change
+    assert stored_watermark("orders") == run.watermark_after < scheduled.started_at
+    after = sync_orders()  # the feed goes on from when the backfill began
+    assert after.watermark_before == run.watermark_after
+    assert Order.objects.get(pk=changed[0]).status == "canceled"

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from django_orders.models import Order, SyncRun
+from django_orders.sync.feed_rules import stored_watermark
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -51,6 +52,10 @@ def test_the_scheduled_sync_runs_beside_a_backfill_of_3000_orders(sandbox_factor
     assert backfill.started_at < cron.started_at < cron.finished_at < backfill.finished_at
     assert cron.outcome == backfill.outcome == SyncRun.Outcome.SUCCEEDED
     assert cron.pages == 10  # the whole window walked (10 pages of 100)
-    assert cron.index_freshness == "current" and cron.watermark_after is not None
+    # Its feed read was the first: the backfill leaves the first watermark, as of its start.
+    assert cron.index_freshness == "current" and cron.watermark_after is None
+    assert "a backfill of orders is under way" in cron.warning
     assert backfill.feed_read == ORDERS
+    assert backfill.watermark_after is not None and backfill.watermark_after < cron.started_at
+    assert stored_watermark("orders") == backfill.watermark_after
     assert Order.objects.count() == ORDERS
