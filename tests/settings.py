@@ -103,6 +103,14 @@ DJANGO_ORDERS = {
 if env("DJANGO_ORDERS_TEST_REQUEST_DEADLINE", default=None):
     DJANGO_ORDERS["REQUEST_DEADLINE"] = env.float("DJANGO_ORDERS_TEST_REQUEST_DEADLINE")
 
+# Processes sharing one key's rate hold (tests/sync/test_rate_hold_processes.py).
+if env("DJANGO_ORDERS_TEST_MAX_REQUESTS_PER_SECOND", default=None):
+    DJANGO_ORDERS["MAX_REQUESTS_PER_SECOND"] = env.float(
+        "DJANGO_ORDERS_TEST_MAX_REQUESTS_PER_SECOND"
+    )
+if env("DJANGO_ORDERS_TEST_REFRESH_CONCURRENCY", default=None):
+    DJANGO_ORDERS["REFRESH_CONCURRENCY"] = env.int("DJANGO_ORDERS_TEST_REFRESH_CONCURRENCY")
+
 # The payment watches of a worker or sweep started by a test or benchmark poll by lookup only
 # (benchmarks/watch_benchmark.py's baseline): WATCH_FEED_INTERVAL off.
 if env("DJANGO_ORDERS_TEST_WATCH_FEED", default="") == "off":

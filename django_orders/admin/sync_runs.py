@@ -94,6 +94,8 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "feed_read",
         "feed_lookups",
         "standing_column",
+        "rate_limited",
+        "rate_held",
         "error",
         "skipped",
         "problems",
@@ -113,6 +115,7 @@ class SyncRunAdmin(ReadOnlyModelAdmin):
         "refunds_refreshed",
         "refunds_changed",
         "refunds_waiting",
+        "rate_limited",
         "skipped",
     )
 

@@ -245,13 +245,15 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
             except (RateLimited, ServerError, OrdersNetworkError, InvalidResponse) as exc:
                 if isinstance(exc, InvalidResponse) and not retry_invalid:
                     raise
-                if not _should_retry(exc, attempt, limit, retry_read_timeout):
-                    raise
                 wait = self._backoff(attempt, exc)
                 if isinstance(exc, RateLimited) and self._gate is not None:
-                    # The whole pool backs off: the wait happens at the gate, before the next
-                    # request of every client that shares it (this one included).
+                    # The whole pool (and, when the gate is shared, every process using the
+                    # key) backs off, whether or not this client retries: the wait happens at
+                    # the gate, before the next request of every client that shares it.
                     self._gate.hold(wait)
+                if not _should_retry(exc, attempt, limit, retry_read_timeout):
+                    raise
+                if isinstance(exc, RateLimited) and self._gate is not None:
                     logger.warning(
                         "POST %s was rate limited; the pool waits %.1fs (retry %d of %d)",
                         path,

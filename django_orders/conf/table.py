@@ -38,6 +38,8 @@ SERVER_KEY_RETENTION = timedelta(hours=24)
 MAX_PAGE_SIZE = 256
 #: More lookups in flight than this would be a load test of the provider, not a refresh.
 MAX_REFRESH_CONCURRENCY = 32
+#: The highest MAX_REQUESTS_PER_SECOND: each slot is a database write above a few hundred.
+MAX_REQUESTS_PER_SECOND = 1000
 #: The values of ``SYNC_HELPER``.
 SYNC_HELPERS = ("thread",)
 
@@ -102,6 +104,15 @@ def _seconds(name: str, value: Any) -> str | None:
     if _positive_number(value):
         return None
     return f"{setting_name(name)} must be a positive number of seconds, not {value!r}."
+
+
+def _per_second(name: str, value: Any) -> str | None:
+    if _positive_number(value) and value <= MAX_REQUESTS_PER_SECOND:
+        return None
+    return (
+        f"{setting_name(name)} must be None or a number of requests a second above 0 and at "
+        f"most {MAX_REQUESTS_PER_SECOND}, not {value!r}."
+    )
 
 
 def _timeout(name: str, value: Any) -> str | None:
@@ -318,6 +329,9 @@ SETTINGS: dict[str, Setting] = {
     "REFRESH_LIMIT": Setting(2000, whole_number(0)),
     # Lookups in flight at once when refreshing orders (latency bound: one order, one trip).
     "REFRESH_CONCURRENCY": Setting(8, whole_number(1, MAX_REFRESH_CONCURRENCY)),
+    # Requests a second for every process and host using the API key together (the sync's
+    # pages, searches and lookups, paced 1/rate apart through the database). None: no cap.
+    "MAX_REQUESTS_PER_SECOND": Setting(None, optional(_per_second)),
     # Each orders sync also reads /orders/search newest change first, back to its watermark,
     # and looks up what changed: what keeps orders outside the page window current.
     "CHANGE_FEED": Setting(True, _boolean),

@@ -34,7 +34,14 @@ from .money import (
     TransactionType,
 )
 from .outbox import EventDelivery, EventType, OutboxEvent, WebhookEndpoint
-from .runs import PaymentWatch, PaymentWatchFeed, SyncCheckpoint, SyncLease, SyncRun
+from .runs import (
+    PaymentWatch,
+    PaymentWatchFeed,
+    RateHold,
+    SyncCheckpoint,
+    SyncLease,
+    SyncRun,
+)
 from .timeline import APPEND_ONLY, OrderEvent, OrderEventQuerySet
 
 __all__ = [
@@ -62,6 +69,7 @@ __all__ = [
     "Payout",
     "PayoutItem",
     "PayoutStatus",
+    "RateHold",
     "ReconciliationRun",
     "Refund",
     "RefundApiKey",

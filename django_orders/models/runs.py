@@ -44,6 +44,16 @@ class SyncRun(models.Model):
     problems = models.TextField(
         _("problems"), blank=True, help_text=_("Why each record set aside was refused.")
     )
+    rate_limited = models.PositiveIntegerField(
+        _("rate limited"),
+        default=0,
+        help_text=_("429 answers the run met (each held every process using the key)."),
+    )
+    rate_held = models.FloatField(
+        _("seconds held"),
+        default=0.0,
+        help_text=_("Seconds the run's requests waited out rate-limit holds, summed."),
+    )
     end_reason = models.CharField(_("walk ended by"), max_length=32, blank=True)
     outcome = models.CharField(
         _("outcome"), max_length=16, choices=Outcome.choices, default=Outcome.RUNNING
@@ -139,6 +149,29 @@ class SyncLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource} lease ({self.owner or 'free'})"
+
+
+class RateHold(models.Model):
+    """The service's rate limit as every process and host using one API key sees it.
+
+    A 429's ``Retry-After`` seen by one client holds them all until ``held_until``; with
+    ``MAX_REQUESTS_PER_SECOND`` set, ``next_slot`` is the first moment nobody has taken yet, and
+    clients take their request slots ``1/rate`` apart from it (``sync.rate_hold``). The key is
+    named by its fingerprint, a hash: the key itself is never stored.
+    """
+
+    key_fingerprint = models.CharField(_("key fingerprint"), max_length=64, primary_key=True)
+    # Epoch seconds: compared and set as they were read (the slots' compare-and-set), the same
+    # with or without USE_TZ; each host's clock, which NTP keeps within milliseconds.
+    held_until = models.FloatField(_("held until"), null=True, blank=True)
+    next_slot = models.FloatField(_("next free slot"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("rate hold")
+        verbose_name_plural = _("rate holds")
+
+    def __str__(self) -> str:
+        return f"rate hold {self.key_fingerprint[:12]}"
 
 
 #: The pause before a watch's first lookup (the payer is on the payment page).

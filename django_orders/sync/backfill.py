@@ -15,7 +15,6 @@ from typing import Any
 from django.utils import timezone
 
 from ..client.lookup_stream import lookup_stream
-from ..client.rate_gate import RateGate
 from ..client.search import SearchTrail
 from ..client.search_structs import SearchPage
 from ..client.transport import new_client
@@ -40,6 +39,7 @@ from .feed_rules import (
 from .lease import Lease
 from .lookup_store import store_batch, store_for_run
 from .progress import ProgressCallback
+from .rate_hold import run_gate
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -75,7 +75,7 @@ def run_backfill(
     run.end_reason = BACKFILL
     run.feed_read, run.feed_lookups = point.done, point.looked_up
     run.service_total, run.service_total_exact = point.total, point.total_exact
-    gate = RateGate()
+    gate = run_gate(run)
     searched = searched_of(kind)
 
     def answered(page: SearchPage) -> dict[str, datetime]:

@@ -41,6 +41,7 @@ from .progress import (
     counts_kept_on_commit,
     progress_values,
 )
+from .rate_hold import note_rate_counts, shared_gate
 from .read_ahead import fetched_ahead
 from .refresh import refresh_outside_walk
 from .refund_refresh import refresh_open_refunds, store_refund_for_run
@@ -104,7 +105,8 @@ def sync_orders(
         raise ValueError(f"refresh_limit must be a whole number >= 0, not {refresh_limit!r}")
     # A client of the run's own, not this thread's: the read-ahead thread uses it, and may
     # still be finishing a request when the run ends (read_ahead.run_ahead).
-    client = new_client()
+    gate = shared_gate()  # the run's one gate: walk, feed and lookups (sync.rate_hold)
+    client = new_client(gate=gate)
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
         walk = iter_pages(
@@ -124,6 +126,7 @@ def sync_orders(
         try:
             _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
+            setattr(run, "_rate_gate", gate)  # noqa: B010 - see rate_hold.run_gate
             try:
                 if backfill:
                     _backfill(kind, run, lease, progress)
@@ -206,6 +209,7 @@ def _run(kind: Resource, walk, run: SyncRun, lease: Lease, refresh_limit: int, p
             "refunds_waiting",
             "problems",
             *PROGRESS_FIELDS,
+            *note_rate_counts(run),
         ]
     )
 
@@ -243,7 +247,8 @@ def _backfill(kind: Resource, run: SyncRun, lease: Lease, progress) -> None:
         run_backfill(run, lease, kind, progress)
     run.outcome = SyncRun.Outcome.SUCCEEDED
     run.finished_at = timezone.now()
-    run.save(update_fields=["outcome", "finished_at", "problems", *PROGRESS_FIELDS])
+    fields = ["outcome", "finished_at", "problems", *PROGRESS_FIELDS, *note_rate_counts(run)]
+    run.save(update_fields=fields)
 
 
 def _walk(
@@ -416,6 +421,7 @@ def _record_failure(run: SyncRun, exc: BaseException) -> None:
     run.outcome = SyncRun.Outcome.FAILED
     run.error = error
     run.finished_at = timezone.now()
+    note_rate_counts(run)
     try:
         # With the counts: pages that wrote nothing save them only now and then (_WalkMode).
         SyncRun.objects.filter(pk=run.pk).update(
@@ -423,6 +429,8 @@ def _record_failure(run: SyncRun, exc: BaseException) -> None:
             error=run.error,
             finished_at=run.finished_at,
             problems=run.problems,
+            rate_limited=run.rate_limited,
+            rate_held=run.rate_held,
             **progress_values(run),
         )
     except Exception:

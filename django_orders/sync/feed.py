@@ -14,7 +14,6 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ..client.rate_gate import RateGate
 from ..client.search import SearchTrail
 from ..client.search_structs import SearchPage
 from ..client.transport import OrdersClient, new_client
@@ -40,6 +39,7 @@ from .feed_rules import (
 from .lease import Lease
 from .lookup_store import store_for_run
 from .progress import ProgressCallback
+from .rate_hold import run_gate
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -74,7 +74,7 @@ def read_change_feed(
     outcome = FeedOutcome(watermark_before=before, began=began, pulled_back=pulled_back)
     outcome.watermark_after = outcome.watermark_before
     outcome.warning = pulled_back
-    gate = RateGate()  # the searches and the lookups back off together on a 429
+    gate = run_gate(run)  # the searches and the lookups back off together on a 429
     with new_client(gate=gate) as client:
         _read(client, outcome, kind, walked, walk_began, lease)
     if outcome.watermark_before is None and _backfill_under_way(kind.name):

@@ -27,6 +27,7 @@ from ..models import SyncRun
 from .lease import Lease
 from .lookup_store import store_for_run
 from .progress import ProgressCallback, add_counts, progress_values
+from .rate_hold import run_gate
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -51,7 +52,7 @@ def look_up_named(
     lookups = (*_LOOKUPS, ("refunds", lookup_refunds, store_refund))
     for kind, look_up, store in lookups:
         ids = missing_ids(kind, limit)
-        for lookup in look_up(ids, heartbeat=lease.renew):
+        for lookup in look_up(ids, heartbeat=lease.renew, gate=run_gate(run)):
             store(lookup, run, lease)
             if progress is not None:
                 progress(run)
@@ -75,8 +76,8 @@ def _store_order(lookup: Any, run: SyncRun, lease: Lease) -> None:
     store_for_run(lookup, run, lease, kind=RESOURCES["orders"])
 
 
-def _look_up_transactions(ids: list[str], *, heartbeat: Any) -> Any:
-    return lookup_records("balance_transactions", ids, heartbeat=heartbeat)
+def _look_up_transactions(ids: list[str], *, heartbeat: Any, gate: Any) -> Any:
+    return lookup_records("balance_transactions", ids, heartbeat=heartbeat, gate=gate)
 
 
 #: In this order, the refunds last: transactions name orders and refunds, and an order's
@@ -90,7 +91,7 @@ _LOOKUPS: tuple[tuple[str, Callable[..., Any], Callable[..., Any]], ...] = (
 def take_answer(kind: Resource, run: SyncRun, lease: Lease) -> None:
     """The one call of a resource that is not walked (the balance: ``POST /balances``),
     stored by the resource (``take``) with the run's counts and the lease renewal."""
-    with new_client() as client:
+    with new_client(gate=run_gate(run)) as client:
         answer = client.balances()
     with app_atomic():
         result = kind.take(answer)

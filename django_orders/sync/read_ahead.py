@@ -1,7 +1,9 @@
 """Reading pages ahead of the writer on helper threads.
 
 Kept apart from the engine (``engine``) because it is about threads and the network, not about
-the mirror: one helper thread fetches, another parses, and neither touches the database.
+the mirror: one helper thread fetches, another parses, and neither touches the mirror (the
+fetcher's client reads and writes the key's shared rate hold through the run's gate, a statement
+on a connection it closes at once: ``sync.rate_hold``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def fetched_ahead(
     Fetching and parsing page n + 1 (the service's time, the network, decoding and checking
     JSON) overlaps writing page n (the database's time), which is most of what a sync costs
     beyond the walk itself. The page transaction still never waits on the network: it only ever
-    runs database statements, and the helper threads never touch the database. Pages arrive in
+    runs database statements, and the helper threads never touch the mirror. Pages arrive in
     order, so a page that fails fails the run after page n is committed, as without the helpers.
     ``read(page)`` gives its records and the malformed ones it set aside (a
     ``mirror.parsing.LenientPage``); ``prepare``, if given, runs on that on the parsing thread
@@ -147,7 +149,7 @@ def run_ahead(
             on_stop()
         # Bounded: the helper may be inside a client retry (a backoff sleep, a slow request),
         # and an unbounded join would hold up Ctrl-C (KeyboardInterrupt lands here) for that
-        # long. It is a daemon thread that never touches the database and stops at its next
+        # long. It is a daemon thread that never touches the mirror and stops at its next
         # check of ``stop``, so leaving it to finish on its own is safe; an orderly end (the
         # walk done or failed on the helper's side) finds it already stopped.
         helper.join(timeout=HELPER_JOIN_TIMEOUT)

@@ -21,6 +21,7 @@ from ..models import TERMINAL_STATUSES, Order, SyncRun
 from .lease import Lease
 from .lookup_store import store_for_run
 from .progress import ProgressCallback
+from .rate_hold import run_gate, shared_gate
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -70,7 +71,7 @@ def refresh_outside_walk(
                 if len(candidates) >= limit:
                     break
     unknown: list[str] = []
-    for lookup in lookup_orders(candidates, heartbeat=lease.renew):
+    for lookup in lookup_orders(candidates, heartbeat=lease.renew, gate=run_gate(run)):
         result = store_for_run(lookup, run, lease, kind=kind)
         if result is None:
             unknown.append(lookup.order_id)
@@ -106,7 +107,7 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     refuse_outer_transaction(app_database())
     summary = RefreshResult()
     unique_ids = list(dict.fromkeys(order_ids))
-    for lookup in lookup_orders(unique_ids):
+    for lookup in lookup_orders(unique_ids, gate=shared_gate()):
         result = store_lookup(lookup)
         if result is None:
             summary.missing.append(lookup.order_id)

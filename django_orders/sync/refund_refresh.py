@@ -25,6 +25,7 @@ from ..models import Refund, SyncRun
 from .lease import Lease
 from .problems import MALFORMED, REFUSALS, set_aside
 from .progress import ProgressCallback, counts_kept_on_commit, progress_values
+from .rate_hold import run_gate
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -50,7 +51,7 @@ def refresh_open_refunds(
         queue = unconfirmed.order_by(F("refreshed_at").asc(nulls_first=True), "created_at", "id")
         candidates = list(queue.values_list("id", flat=True)[:limit])
     unknown = 0
-    for lookup in lookup_refunds(candidates, heartbeat=lease.renew):
+    for lookup in lookup_refunds(candidates, heartbeat=lease.renew, gate=run_gate(run)):
         if not store_refund_for_run(lookup, run, lease):
             unknown += 1
         elif progress is not None:

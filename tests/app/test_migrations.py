@@ -147,6 +147,7 @@ def test_the_migrations_are_one_line():
         "0018_money_sync",
         "0019_payment_watch_sweep",
         "0020_payment_watch_feed",
+        "0021_rate_hold",
     ]
     assert sorted(name for app, name in loader.disk_migrations if app == APP) == names
     assert loader.graph.leaf_nodes(APP) == [(APP, names[-1])]

@@ -32,6 +32,7 @@ BAD = {
     "SYNC_LEASE": timedelta(0),
     "REFRESH_LIMIT": -1,
     "REFRESH_CONCURRENCY": 33,
+    "MAX_REQUESTS_PER_SECOND": 0,
     "RESUME_BACKOFF": 30,
     "SYNC_HELPER": "process",
     "CURRENCIES": ("EUR",),

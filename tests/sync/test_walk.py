@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -380,14 +381,30 @@ def test_a_page_that_stays_malformed_fails_the_run(uncapped, sleeps, kind, error
     assert Order.objects.count() == 10  # what the first run wrote stays
 
 
-def test_rate_limits_and_server_errors_are_retried(uncapped, sleeps):
+def test_rate_limits_and_server_errors_are_retried(uncapped, sleeps, monkeypatch):
+    """Slept for real (about five seconds): the walk's gate keeps its hold until the time has
+    passed, so a recorded sleep that does not pass it would be asked for again."""
+    from django_orders.client.transport import OrdersClient
+
+    def slept(seconds: float) -> None:
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
+    built = OrdersClient.from_settings.__func__
+    monkeypatch.setattr(
+        OrdersClient, "from_settings", classmethod(lambda cls, **kw: built(cls, sleep=slept, **kw))
+    )
     uncapped.seed(25)
     uncapped.add_fault("rate_limit", path="/orders/page", times=2, retry_after=2)
     uncapped.add_fault("error_before_write", path="/orders/page", times=1, status=503)
     run = sync_orders()
     assert run.outcome == SyncRun.Outcome.SUCCEEDED
-    assert sleeps[:2] == [2.0, 2.0]  # Retry-After honoured
+    # Retry-After honoured: waited out at the run's gate, less what passed since the 429.
+    assert sleeps[:2] == pytest.approx([2.0, 2.0], abs=0.05)
     assert len(sleeps) == 3
+    # The summary's counts: two 429s, about four seconds held.
+    assert run.rate_limited == 2
+    assert run.rate_held == pytest.approx(4.0, abs=0.1)
     assert_mirror_matches(uncapped)
 
 

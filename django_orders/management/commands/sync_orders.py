@@ -274,8 +274,16 @@ class Command(BaseCommand):
             )
         if run.index_freshness:
             lines.append(feed_summary(run))
+        if run.rate_limited:
+            lines.append(rate_summary(run))
         lines.append(f"{seconds:,.1f} seconds.")
         return " ".join(lines)
+
+
+def rate_summary(run: SyncRun) -> str:
+    """ "Rate limited: 2 429 answers, the run's requests held 4.0 seconds in all."."""
+    answers = plural(run.rate_limited, "429 answer", "429 answers")
+    return f"Rate limited: {answers}, the run's requests held {run.rate_held:,.1f} seconds in all."
 
 
 def backfill_done(run: SyncRun) -> str:
@@ -302,7 +310,8 @@ def backfill_summary(run: SyncRun, seconds: float) -> str:
             text += "looks up only what changed)"
     if run.standing:
         text += f"; {run.standing}"
-    return f"{text}. {seconds:,.1f} seconds."
+    rate = f" {rate_summary(run)}" if run.rate_limited else ""
+    return f"{text}.{rate} {seconds:,.1f} seconds."
 
 
 def feed_summary(run: SyncRun) -> str:
