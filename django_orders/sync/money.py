@@ -96,6 +96,8 @@ def take_answer(kind: Resource, run: SyncRun, lease: Lease) -> None:
     with app_atomic():
         result = kind.take(answer)
         add_counts(run, result)
+        # What the one answer held (a snapshot row per currency), as a walk counts its records.
+        run.seen += result.created + result.updated + result.unchanged
         run.pages += 1
         SyncRun.objects.filter(pk=run.pk).update(**progress_values(run))
         lease.renew()
