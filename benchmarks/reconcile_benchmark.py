@@ -106,18 +106,18 @@ def build(orders: int) -> None:
             INSERT INTO django_orders_balancetransaction (id, type, amount, currency, order_id,
                 refund_id, payment_id, payout_id, created_at, available_at, available_amount,
                 pending_amount, spent_amount, pending_refund_amount, pending_payout_amount, raw,
-                first_seen_at, changed_at)
+                first_seen_at, changed_at, fingerprint)
             SELECT 'txn_p' || lpad(i::text, 9, '0'), 'payment', 1000 + i % 5000, 'ghs',
                    'or_' || lpad(i::text, 9, '0'), NULL, 'pa_' || i, '',
                    {epoch} + i * interval '20 seconds' + interval '1 minute',
                    {epoch} + i * interval '20 seconds' + interval '1 day', 0, 0, 1000 + i % 5000,
-                   0, 0, '{{}}'::jsonb, {epoch}, {epoch}
+                   0, 0, '{{}}'::jsonb, {epoch}, {epoch}, ''
             FROM generate_series(1, {orders}) AS i WHERE i % 100 <> 0
             UNION ALL
             SELECT 'txn_r' || lpad(i::text, 9, '0'), 'refund', 500, 'ghs',
                    'or_' || lpad(i::text, 9, '0'), 'rf_' || lpad(i::text, 9, '0'), '', '',
                    {epoch} + i * interval '20 seconds' + interval '2 hours', NULL, NULL, NULL,
-                   NULL, 0, 0, '{{}}'::jsonb, {epoch}, {epoch}
+                   NULL, 0, 0, '{{}}'::jsonb, {epoch}, {epoch}, ''
             FROM generate_series(1, {orders}) AS i WHERE i % 100 = 1
             """
         )
@@ -135,11 +135,11 @@ def build(orders: int) -> None:
             """
             INSERT INTO django_orders_payout (id, status, amount, currency, reference,
                 debit_transaction_id, initiated_at, failure_reason, failure_detail, raw,
-                first_seen_at, changed_at)
+                first_seen_at, changed_at, fingerprint)
             SELECT i.payout_id, 'succeeded',
                    SUM(CASE WHEN b.type = 'payment' THEN i.allocated_amount
                             ELSE -i.allocated_amount END), 'ghs', 'P-' || i.payout_id, '',
-                   MAX(b.created_at) + interval '2 days', '', '', '{}', now(), now()
+                   MAX(b.created_at) + interval '2 days', '', '', '{}', now(), now(), ''
             FROM django_orders_payoutitem i JOIN django_orders_balancetransaction b
                  ON b.id = i.transaction_id GROUP BY i.payout_id
             """

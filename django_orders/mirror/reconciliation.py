@@ -317,7 +317,9 @@ def reconcile(*, since: datetime | None = None, until: datetime | None = None) -
 
     ``since`` inclusive, ``until`` exclusive (aware datetimes, UTC): which orders, refunds,
     payouts, transactions and snapshots are looked at, by when they happened. Ten statements
-    whatever the row count; a re-run with the same data changes no discrepancy.
+    whatever the row count (twelve on PostgreSQL, which is told not to compile the collecting
+    query, and then told again what it was); a re-run with the same data changes no
+    discrepancy.
     """
     for name, value in (("since", since), ("until", until)):
         if value is not None and timezone.is_naive(value):
@@ -337,7 +339,17 @@ def reconcile(*, since: datetime | None = None, until: datetime | None = None) -
     statements = _sql(connection.vendor, since, until)
     run = ReconciliationRun.objects.using(using).create(started_at=now, since=since, until=until)
     with app_atomic(), connection.cursor() as cursor:
+        jit = connection.vendor == "postgresql"
+        if jit:
+            # The collecting query is large and its cost estimate high, so PostgreSQL would
+            # compile it to machine code first: at a million rows that took 11 of the run's 12
+            # seconds, for a query that runs once. Off for the collection only: the setting is
+            # put back, so a caller's own transaction goes on as it was.
+            cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', true)")
+            (jit_was, _off) = cursor.fetchone()
         cursor.execute(statements["collect"], params)
+        if jit:
+            cursor.execute("SELECT set_config('jit', %s, true)", [jit_was])
         cursor.execute(statements["upsert"], params)
         cursor.execute(statements["resolve"], params)
         cursor.execute(statements["counts"], params)

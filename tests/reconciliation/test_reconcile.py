@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from django_orders.models import (
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.django_db
 
 #: Statements of one reconcile(), whatever the row count: the run's INSERT, a savepoint, the
 #: collection into a temporary table, the upsert, the resolve, the counts, the cannot-verify
-#: counts, the table's DROP, the savepoint's release, the run's UPDATE.
+#: counts, the table's DROP, the savepoint's release, the run's UPDATE; on PostgreSQL two more,
+#: the JIT switched off for the collection and put back after it.
 STATEMENTS = 10
 
 
@@ -83,6 +85,32 @@ def test_amount_mismatch_of_an_order_and_of_a_refund(world):
     by_id = {d.object_id: d for d in Discrepancy.objects.all()}
     assert by_id["or_00005"].amount == -1 and by_id["rf_00003"].amount == 1
     assert by_id["or_00005"].detail == "Order total 5001 ghs, payment transactions 5000 ghs"
+
+
+def split_payment(order_id: str, amounts: list[int]) -> None:
+    """Replace the order's payment transaction by one of each of ``amounts``."""
+    payment = BalanceTransaction.objects.get(order_id=order_id, type="payment")
+    original = payment.pk
+    BalanceTransaction.objects.filter(pk=original).delete()
+    for index, amount in enumerate(amounts):
+        payment.pk = f"{original}_{index}"
+        payment.amount = amount
+        payment.save(force_insert=True)
+
+
+def test_payments_in_parts_are_summed_whether_or_not_one_part_is_the_total(world):
+    # Only the orders with a payment row that is not their total are summed: an order paid in
+    # parts, or whose parts include one of the whole total, must be summed all the same.
+    split_payment("or_00040", [TOTAL - 1000, 1000])  # adds up: clean
+    split_payment("or_00041", [TOTAL, 0])  # one part the total, the other zero: clean
+    split_payment("or_00042", [TOTAL, 700])  # one part the total, and more: a mismatch
+    split_payment("or_00043", [TOTAL, TOTAL])  # each part the total: a mismatch
+    Order.objects.filter(id="or_00044").update(total=0)
+    split_payment("or_00044", [0, 0])  # a zero total paid in zero parts: clean
+    reconcile()
+    assert found() == [("amount_mismatch", "or_00042"), ("amount_mismatch", "or_00043")]
+    by_id = {d.object_id: d.amount for d in Discrepancy.objects.all()}
+    assert by_id == {"or_00042": 700, "or_00043": TOTAL}
 
 
 def test_a_transaction_in_another_currency_is_a_mismatch_not_a_crash(world):
@@ -248,6 +276,22 @@ def test_a_payout_naming_a_transaction_not_mirrored_yet_cannot_be_verified(world
 def test_the_statement_count_is_fixed_whatever_the_rows(django_assert_num_queries, orders):
     build_world(orders=orders)
     Order.objects.filter(id="or_00005").update(total=1)
-    with django_assert_num_queries(STATEMENTS):
+    postgresql = connection.vendor == "postgresql"
+    with django_assert_num_queries(STATEMENTS + 2 * postgresql) as captured:
         run = reconcile()
     assert run.open == 1
+    if postgresql:
+        assert "set_config('jit', 'off', true)" in captured.captured_queries[2]["sql"]
+        assert captured.captured_queries[3]["sql"].startswith("CREATE TEMPORARY TABLE")
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's JIT setting")
+def test_the_jit_is_off_for_the_collection_only(world):
+    # The test runs in a transaction of its own, as a caller's atomic block would.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        (before,) = cursor.fetchone()
+        reconcile()
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == (before,)
+    assert before == "on"
