@@ -71,10 +71,19 @@ def money_formatter(currency: str) -> Callable[[int | None], str]:
     decimal_sep = get_format("DECIMAL_SEPARATOR", use_l10n=True)
     thousand_sep = get_format("THOUSAND_SEPARATOR", use_l10n=True)
     grouping = get_format("NUMBER_GROUPING", use_l10n=True)
+    unit = 10**digits
 
     def format_one(value: int | None) -> str:
         if value is None or isinstance(value, bool) or not isinstance(value, int):
             return ""
+        if grouping == 3:
+            # Groups of three, the usual case: integer arithmetic, no Decimal, so a statement
+            # of 10,000 rows formats in milliseconds rather than a third of a second.
+            whole, part = divmod(abs(value), unit)
+            amount = f"{whole:,}".replace(",", thousand_sep)
+            if digits:
+                amount = f"{amount}{decimal_sep}{part:0{digits}d}"
+            return f"{code} {'-' if value < 0 else ''}{amount}"
         amount = numberformat.format(
             to_decimal(value, currency),
             decimal_sep,

@@ -7,6 +7,8 @@ from decimal import Decimal
 import pytest
 from django.template import Context, Template
 from django.utils import translation
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from django_orders.money import format_money, minor_unit_digits, to_decimal
 
@@ -69,4 +71,18 @@ def test_the_formatter_of_one_currency_formats_as_format_money(value, currency):
 
     assert money_formatter(currency)(value) == format_money(value, currency)
     with translation.override("de"):
+        assert money_formatter(currency)(value) == format_money(value, currency)
+
+
+@pytest.mark.parametrize("language", ["en", "de", "fr", "hi", "zh-hans", "ja"])
+@pytest.mark.parametrize("currency", ["eur", "jpy", "kwd", "clf"])
+@settings(max_examples=200, deadline=None)
+@given(value=st.integers(min_value=-(10**20), max_value=10**20))
+def test_the_formatters_fast_path_agrees_with_format_money(language, currency, value):
+    # Groups of three are formatted with integer arithmetic; every other grouping (four in
+    # Chinese, none where a locale sets none) goes through Django's numberformat. Both must
+    # read as format_money does, digit for digit.
+    from django_orders.money import money_formatter
+
+    with translation.override(language):
         assert money_formatter(currency)(value) == format_money(value, currency)
