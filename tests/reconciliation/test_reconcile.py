@@ -99,8 +99,9 @@ def split_payment(order_id: str, amounts: list[int]) -> None:
 
 
 def test_payments_in_parts_are_summed_whether_or_not_one_part_is_the_total(world):
-    # Only the orders with a payment row that is not their total are summed: an order paid in
-    # parts, or whose parts include one of the whole total, must be summed all the same.
+    # An order's payments are summed, not matched row by row: a part of the whole total beside
+    # another part is still a mismatch, and parts that add up are not (a shortcut that sums only
+    # the orders with a payment row unlike their total would miss or_00043).
     split_payment("or_00040", [TOTAL - 1000, 1000])  # adds up: clean
     split_payment("or_00041", [TOTAL, 0])  # one part the total, the other zero: clean
     split_payment("or_00042", [TOTAL, 700])  # one part the total, and more: a mismatch
