@@ -12,6 +12,7 @@ counts what could not be verified. The rules of each kind: DESIGN.md,
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -65,6 +66,8 @@ _T = {
     "found": Discrepancy._meta.db_table,
 }
 _K = {kind.name.lower(): kind.value for kind in DiscrepancyKind}
+#: Whether SQLite has FULL JOIN (3.39 and later); PostgreSQL always has.
+SQLITE_FULL_JOIN = sqlite3.sqlite_version_info >= (3, 39)
 #: The temporary table one run collects into (dropped at its end; per connection).
 FOUND = "django_orders_reconcile_found"
 
@@ -105,23 +108,66 @@ def _sql(vendor: str, since: datetime | None, until: datetime | None) -> dict[st
     reach = f"(SELECT MIN(created_at) FROM {t['txn']})"
     reached = f"{synced} IS NOT NULL AND {reach} IS NOT NULL AND {{time}} >= {reach}"
     offline = offline_paid_sql(vendor, "o")
+    full_join = vendor != "sqlite" or SQLITE_FULL_JOIN
     text = "CAST({} AS TEXT)"
 
     def said(*parts: str) -> str:
         return "COALESCE(" + " || ".join(parts) + ", '')"
 
-    paid_orders = (
-        f"FROM {t['order']} o WHERE o.paid_at IS NOT NULL AND o.paid_at < %(cutoff)s"
-        f"{_range('o.paid_at', since, until)} AND NOT ({offline}) AND NOT EXISTS (SELECT 1 FROM"
-        f" {t['txn']} b WHERE b.order_id = o.id AND b.type = 'payment')"
+    # Orders and the transactions naming them, in one pass over each table: the transactions
+    # aggregated per order, joined to the orders both ways. A row of it is one of three things:
+    # a transaction's order the mirror lacks (unknown_order), a paid order with no payment
+    # (paid_order_without_payment), or an order and its payments (amount_mismatch). Three
+    # separate joins read the million-row tables three times; this reads them once.
+    named = "1 = 1" + _range("b.created_at", since, until)  # what unknown_order counts
+    per_order = (
+        "SELECT b.order_id,"
+        " COUNT(CASE WHEN b.type = 'payment' THEN 1 END) AS payments,"
+        " SUM(CASE WHEN b.type = 'payment' THEN b.amount END) AS paid,"
+        " MIN(CASE WHEN b.type = 'payment' THEN b.currency END) AS lo,"
+        " MAX(CASE WHEN b.type = 'payment' THEN b.currency END) AS hi,"
+        f" COUNT(CASE WHEN {named} THEN 1 END) AS named,"
+        f" SUM(CASE WHEN {named} AND b.type = 'payment' THEN b.amount ELSE 0 END) AS named_paid,"
+        f" MIN(CASE WHEN {named} THEN b.currency END) AS named_currency,"
+        f" MIN(CASE WHEN {named} THEN b.created_at END) AS named_first,"
+        f" MAX(CASE WHEN {named} THEN b.first_seen_at END) AS named_seen"
+        f" FROM {t['txn']} b WHERE b.order_id IS NOT NULL GROUP BY b.order_id"
     )
+    order_time = "COALESCE(o.paid_at, o.initiated_at)"
+    unpaid = (
+        f"COALESCE(p.payments, 0) = 0 AND o.paid_at IS NOT NULL AND o.paid_at < %(cutoff)s"
+        f"{_range('o.paid_at', since, until)} AND NOT ({offline})"
+    )
+    mismatched = (
+        "p.payments > 0 AND o.total IS NOT NULL AND (p.paid <> o.total OR p.lo <> o.currency"
+        f" OR p.hi <> o.currency){_range(order_time, since, until)}"
+    )
+    checked = (
+        "o.id AS id, o.total AS total, o.currency AS currency, o.paid_at AS paid_at,"
+        f" {order_time} AS order_time, p.order_id AS named_order, p.paid AS paid, p.lo AS lo,"
+        " p.named AS named, p.named_paid AS named_paid, p.named_currency AS named_currency,"
+        " p.named_first AS named_first, p.named_seen AS named_seen,"
+        f" CASE WHEN o.id IS NULL THEN 'unknown' WHEN {unpaid} THEN 'unpaid' ELSE 'mismatch' END"
+        " AS verdict"
+    )
+    if full_join:
+        order_checks = (
+            f"SELECT {checked} FROM {t['order']} o FULL JOIN per_order p ON p.order_id = o.id"
+            f" WHERE (o.id IS NULL AND p.named > 0) OR (o.id IS NOT NULL AND (({unpaid}) OR"
+            f" ({mismatched})))"
+        )
+    else:  # SQLite before 3.39 has no FULL JOIN
+        order_checks = (
+            f"SELECT {checked} FROM {t['order']} o LEFT JOIN per_order p ON p.order_id = o.id"
+            f" WHERE ({unpaid}) OR ({mismatched}) UNION ALL SELECT {checked} FROM per_order p"
+            f" LEFT JOIN {t['order']} o ON o.id = p.order_id WHERE o.id IS NULL AND p.named > 0"
+        )
     refund_time = "COALESCE(r.succeeded_at, r.created_at)"
     succeeded_refunds = (
         f"FROM {t['refund']} r WHERE r.status = 'succeeded' AND {refund_time} < %(cutoff)s"
         f"{_range(refund_time, since, until)} AND NOT EXISTS (SELECT 1 FROM {t['txn']} b"
         " WHERE b.refund_id = r.id)"
     )
-    order_time = "COALESCE(o.paid_at, o.initiated_at)"
     latest = (
         f"SELECT s.* FROM {t['snapshot']} s WHERE s.id = (SELECT s2.id FROM {t['snapshot']} s2"
         f" WHERE s2.currency = s.currency{_range('s2.taken_at', since, until)}"
@@ -147,29 +193,25 @@ def _sql(vendor: str, since: datetime | None, until: datetime | None) -> dict[st
     found = [
         # paid_order_without_payment: paid longer than the grace ago, no payment transaction.
         f"SELECT '{_K['paid_order_without_payment']}' AS kind,"
-        f" '{_K['paid_order_without_payment']}:order:' || o.id AS dkey, o.id AS object_id,"
-        " o.total AS amount, o.currency AS currency,"
+        f" '{_K['paid_order_without_payment']}:order:' || c.id AS dkey, c.id AS object_id,"
+        " c.total AS amount, c.currency AS currency,"
         " 'Paid, and no payment transaction in the provider''s books.' AS detail,"
-        f" o.paid_at AS occurred_at, CASE WHEN {reached.format(time='o.paid_at')} THEN NULL"
-        f" ELSE 'payment_not_reached' END AS reason {paid_orders}",
+        f" c.paid_at AS occurred_at, CASE WHEN {reached.format(time='c.paid_at')} THEN NULL"
+        " ELSE 'payment_not_reached' END AS reason FROM order_checks c WHERE c.verdict = 'unpaid'",
         # amount_mismatch (order): its total vs its payment transactions, currency included.
-        f"SELECT '{_K['amount_mismatch']}', '{_K['amount_mismatch']}:order:' || o.id, o.id,"
-        " p.paid - o.total, o.currency,"
+        f"SELECT '{_K['amount_mismatch']}', '{_K['amount_mismatch']}:order:' || c.id, c.id,"
+        " c.paid - c.total, c.currency,"
         + said(
             "'Order total '",
-            text.format("o.total"),
+            text.format("c.total"),
             "' '",
-            "o.currency",
+            "c.currency",
             "', payment transactions '",
-            text.format("p.paid"),
+            text.format("c.paid"),
             "' '",
-            "p.lo",
+            "c.lo",
         )
-        + f", {order_time}, NULL FROM {t['order']} o JOIN (SELECT order_id, SUM(amount) AS paid,"
-        " MIN(currency) AS lo, MAX(currency) AS hi"
-        f" FROM {t['txn']} WHERE type = 'payment' AND order_id IS NOT NULL GROUP BY order_id) p"
-        " ON p.order_id = o.id WHERE o.total IS NOT NULL AND (p.paid <> o.total OR p.lo <>"
-        f" o.currency OR p.hi <> o.currency){_range(order_time, since, until)}",
+        + ", c.order_time, NULL FROM order_checks c WHERE c.verdict = 'mismatch'",
         # amount_mismatch (refund): its total vs its refund transactions.
         f"SELECT '{_K['amount_mismatch']}', '{_K['amount_mismatch']}:refund:' || r.id, r.id,"
         " t.refunded - r.total, r.currency,"
@@ -218,13 +260,11 @@ def _sql(vendor: str, since: datetime | None, until: datetime | None) -> dict[st
         + f", p.initiated_at, NULL FROM {t['payout']} p WHERE p.status = 'failed'"
         f"{_range('p.initiated_at', since, until)}",
         # unknown_order: transactions naming an order the mirror lacks after a sync looked.
-        f"SELECT '{_K['unknown_order']}', '{_K['unknown_order']}:order:' || b.order_id, b.order_id,"
-        " SUM(CASE WHEN b.type = 'payment' THEN b.amount ELSE 0 END), MIN(b.currency),"
-        " 'Named by ' || " + text.format("COUNT(*)") + " || ' transaction(s); not in the mirror.',"
-        f" MIN(b.created_at), CASE WHEN MAX(b.first_seen_at) <= {synced} THEN NULL"
-        f" ELSE 'order_not_looked_up' END FROM {t['txn']} b WHERE b.order_id IS NOT NULL AND"
-        f" NOT EXISTS (SELECT 1 FROM {t['order']} o WHERE o.id = b.order_id)"
-        f"{_range('b.created_at', since, until)} GROUP BY b.order_id",
+        f"SELECT '{_K['unknown_order']}', '{_K['unknown_order']}:order:' || c.named_order,"
+        " c.named_order, c.named_paid, c.named_currency,"
+        " 'Named by ' || " + text.format("c.named") + " || ' transaction(s); not in the mirror.',"
+        f" c.named_first, CASE WHEN c.named_seen <= {synced} THEN NULL"
+        " ELSE 'order_not_looked_up' END FROM order_checks c WHERE c.verdict = 'unknown'",
         # What a refund transaction is about is not mirrored yet: counted, never a kind.
         f"SELECT '', '', b.id, b.amount, b.currency, '', b.created_at, 'refund_not_mirrored'"
         f" FROM {t['txn']} b WHERE b.type = 'refund' AND b.refund_id IS NOT NULL AND NOT EXISTS"
@@ -276,7 +316,8 @@ def _sql(vendor: str, since: datetime | None, until: datetime | None) -> dict[st
     # use parallel workers, which an INSERT ... SELECT may not), then the writes from it.
     collect = (
         f"CREATE TEMPORARY TABLE {FOUND} AS WITH latest AS ({latest}),"
-        f" mirror_sums AS ({mirror_sums}) SELECT * FROM (" + " UNION ALL ".join(found) + ") AS f"
+        f" mirror_sums AS ({mirror_sums}), per_order AS ({per_order}),"
+        f" order_checks AS ({order_checks}) SELECT * FROM (" + " UNION ALL ".join(found) + ") AS f"
     )
     upsert = (
         f'INSERT INTO {d} (kind, "key", object_id, amount, currency, detail, occurred_at,'
