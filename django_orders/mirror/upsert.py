@@ -107,6 +107,11 @@ def upsert(
     connection = connections[router.db_for_write(model)]
     fields = [model._meta.get_field(name) for name in columns]
     unique = list(conflict) if conflict else [model._meta.pk.name]
+    # In key order, whatever order the caller's answers came in: two writers of the same rows
+    # (the cron sync and a backfill, sharing repeat customers) then lock them in the same order,
+    # and the second waits for the first instead of each holding a row the other needs.
+    positions = [columns.index(name) for name in unique]
+    rows = sorted(rows, key=lambda row: [row[i] for i in positions])
     if connection.vendor not in ("sqlite", "postgresql"):
         _orm_upsert(model, fields, rows, update, unique)
         return set()

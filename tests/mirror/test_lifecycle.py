@@ -20,7 +20,7 @@ from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.refresh import store_answer, store_lookup
 from django_orders.mirror.resources.order_pages import complete
 from django_orders.mirror.store import store_orders
-from django_orders.models import Order
+from django_orders.models import Customer, Order
 from tests.creation.conftest import CANCEL, record
 from tests.fixtures.mirror import walked
 
@@ -297,6 +297,64 @@ def test_two_writers_of_the_same_payment_announce_it_once():
     ]
     assert second[0].status_changes == []
     assert (stored().status, stored().number) == ("paid", "EX-2")
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's row locks")
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_of_the_same_rows_in_opposite_orders_do_not_deadlock():
+    """The cron sync (new orders) and a backfill (old ones) write the same repeat customers, each
+    in the order its answers came in. Rows go in by key, so the second writer waits for the first
+    instead of each holding a row the other needs (PostgreSQL would end one with a deadlock).
+    Their orders differ, so the orders' own locks (taken in key order) do not serialize them."""
+
+    def page(ids: str, name: str) -> list:
+        return [
+            parse_order(
+                record(
+                    f"or_{name}_{x}", number=f"EX-{name}", customer={"id": f"cu_{x}", "name": name}
+                )
+            )
+            for x in ids
+        ]
+
+    store_orders(page("ab", "Zero"))
+    errors: list[Exception] = []
+
+    def writer(ids: str, name: str) -> None:
+        try:
+            with transaction.atomic():
+                store_orders(page(ids, name))
+        except Exception as error:  # the deadlock, reported by the assert below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    def waiting(count: int) -> None:
+        for _ in range(600):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                if cursor.fetchone()[0] >= count:
+                    return
+            time.sleep(0.05)
+        pytest.fail(f"{count} lock waits never showed")
+
+    # A third transaction holds cu_a: the first writer (a, b) queues on it; the second (b, a)
+    # would take cu_b, then queue on cu_a; released, the first would wait for cu_b.
+    writers = [
+        threading.Thread(target=writer, args=args) for args in (("ab", "One"), ("ba", "Two"))
+    ]
+    with transaction.atomic():
+        Customer.objects.select_for_update().get(pk="cu_a")
+        writers[0].start()
+        waiting(1)
+        writers[1].start()
+        waiting(2)
+    for thread in writers:
+        thread.join(30)
+
+    assert errors == []
+    assert set(Customer.objects.values_list("name", flat=True)) <= {"One", "Two"}
+    assert Order.objects.filter(number__in=["EX-One", "EX-Two"]).count() == 4
 
 
 # --- a create's answer ---------------------------------------------------------------------------
