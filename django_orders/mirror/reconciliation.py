@@ -147,8 +147,9 @@ def _sql(vendor: str, since: datetime | None, until: datetime | None) -> dict[st
         f" {order_time} AS order_time, p.order_id AS named_order, p.paid AS paid, p.lo AS lo,"
         " p.named AS named, p.named_paid AS named_paid, p.named_currency AS named_currency,"
         " p.named_first AS named_first, p.named_seen AS named_seen,"
-        f" CASE WHEN o.id IS NULL THEN 'unknown' WHEN {unpaid} THEN 'unpaid' ELSE 'mismatch' END"
-        " AS verdict"
+        # Of the rows kept, an order without payments is there as unpaid, one with as mismatched.
+        " CASE WHEN o.id IS NULL THEN 'unknown' WHEN COALESCE(p.payments, 0) = 0 THEN 'unpaid'"
+        " ELSE 'mismatch' END AS verdict"
     )
     if full_join:
         order_checks = (
