@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 from django.db import connection
@@ -47,21 +47,33 @@ def watching(live_orders, settings):
     settings.DJANGO_ORDERS = {**settings.DJANGO_ORDERS, "WATCH_PAYMENTS": True}
 
 
+class LookupLog(defaultdict):
+    """Each ``/orders/lookup`` the sandbox answered: order id -> [(start, end)], monotonic;
+    ``arrived``: order id -> the lookups that reached it, answered or still in flight."""
+
+    def __init__(self) -> None:
+        super().__init__(list)
+        self.arrived: Counter[str] = Counter()
+
+
 @pytest.fixture
 def lookups_made(monkeypatch):
-    """Each ``/orders/lookup`` the sandbox answered: order id -> [(start, end)], monotonic."""
     from django_orders.testing.sandbox.handler import Handler
 
-    made: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    made = LookupLog()
     lock = threading.Lock()
     original = Handler._api
 
     def recording(self, routes, path, payload):
         start = time.monotonic()
+        looked_up = path == "/orders/lookup" and isinstance(payload, dict)
+        if looked_up:
+            with lock:
+                made.arrived[str(payload.get("order_id"))] += 1
         try:
             return original(self, routes, path, payload)
         finally:
-            if path == "/orders/lookup" and isinstance(payload, dict):
+            if looked_up:
                 with lock:
                     made[str(payload.get("order_id"))].append((start, time.monotonic()))
 
@@ -156,12 +168,13 @@ def test_a_worker_killed_between_its_claim_and_its_enqueue_strands_nothing(
         order = new_order()
         live_orders.pay_order(order.pk)
         live_orders.add_fault("slow", "/orders/lookup", seconds=10)  # the worker is in its step
-        assert wait_for(
-            lambda: PaymentWatch.objects.filter(pk=order.pk, claimed_until__isnull=False).exists()
-        ), children.outputs
+        # Killed with its lookup in flight (the slow fault spent on it), not just after its
+        # claim: a worker killed before it sent the lookup would leave the fault to the sweep.
+        assert wait_for(lambda: lookups_made.arrived[order.pk] == 1), children.outputs
         children.kill(worker)
         watch = PaymentWatch.objects.get(pk=order.pk)
-        assert (watch.lookups, watch.finished_at) == (0, None)  # claimed, nothing enqueued
+        assert watch.claimed_until is not None  # claimed, nothing recorded, nothing enqueued
+        assert (watch.lookups, watch.steps, watch.finished_at) == (0, 0, None)
 
         children.start(*SWEEP)
         ended = wait_for(lambda: watch_ended(order.pk))
