@@ -133,7 +133,7 @@ def run(iterations: int, warmup: int, journal: str) -> None:
     from django.test.utils import CaptureQueriesContext
 
     from django_orders.client.transport import get_client
-    from django_orders.creation.payloads import encode_payload
+    from django_orders.creation.flow import encode_payload
     from django_orders.services import create_order
 
     client = get_client()

@@ -106,7 +106,7 @@ def typed_parse(bodies: list[bytes], *, light: bool = False) -> list:
     package is imported: the transport's reading of the body, then every order read in full
     and each distinct customer encoded; ``light``: only what the walk compares."""
     try:
-        from django_orders.mirror.resources.order_pages import complete, read_orders
+        from django_orders.mirror.resources.orders import complete, read_orders
     except ImportError:  # the package before issue 32: its typed pages and parse_fetched
         return _typed_parse_before(bodies, light=light)
     from django_orders.client.pages import page_from

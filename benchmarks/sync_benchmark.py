@@ -337,7 +337,7 @@ def write_readme(table: str) -> None:
         "holds less than the mirror's random-key indexes), and in WAL mode checkpoints every "
         "40,000 WAL pages during a walk instead of every 1,000. Each record of a page comes "
         "as its bytes, cut out by msgspec; orders are read only as far as a walk compares "
-        "them (ids, status, the hash of each record's bytes: `mirror/resources/order_pages.py`)"
+        "them (ids, status, the hash of each record's bytes: `mirror/resources/orders.py`)"
         " and an order that needs more (new or changed) is decoded by msgspec and parsed by "
         "`parse_order`, canonical text by msgspec's sorted encoding (byte for byte "
         "`json.dumps`'s); an order whose bytes are the stored ones is neither decoded nor "
@@ -448,7 +448,7 @@ def walk_floor(url: str, repeat: int) -> dict[str, list[float]]:
     from django_orders.client.paging import iter_pages
     from django_orders.client.transport import OrdersClient
     from django_orders.mirror.parsing import LenientPage
-    from django_orders.mirror.resources.order_pages import complete, read_orders
+    from django_orders.mirror.resources.orders import complete, read_orders
     from django_orders.sync.read_ahead import fetched_ahead
 
     expected = int(os.environ["BENCH_ORDERS"])

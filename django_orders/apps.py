@@ -26,7 +26,7 @@ class DjangoOrdersConfig(AppConfig):
             check_webhook_endpoints,
             task_framework,
         )
-        from .client.per_thread import reset_on_change
+        from .client.transport import reset_on_change
         from .mirror.resources import register_builtin
         from .mirror.resources.customers import CUSTOMERS
         from .mirror.resources.money import BALANCES, PAYOUTS, TRANSACTIONS
@@ -46,8 +46,8 @@ class DjangoOrdersConfig(AppConfig):
         checks.register(check_webhook_endpoints, checks.Tags.security, deploy=True)
         if task_framework() is not None:
             # The payment watcher's receiver: the creation flow only sends order_created.
-            from .tasks.watch import connect_receivers
+            from .tasks import connect_receivers
 
             connect_receivers()
         # A test (or a deploy) that changes DJANGO_ORDERS gets clients built from the new values.
-        setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.per_thread")
+        setting_changed.connect(reset_on_change, dispatch_uid="django_orders.client.transport")

@@ -285,7 +285,7 @@ def check_checkout_builder(app_configs: Any = None, **kwargs: Any) -> list[Check
 
 def check_redirect_hosts(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """W003: ``"*"`` among the hosts a checkout may send the payer back to allows any site."""
-    from .redirect_hosts import allowed_redirect_hosts
+    from .conf import allowed_redirect_hosts
 
     try:
         hosts = allowed_redirect_hosts(orders_settings.ALLOWED_REDIRECT_HOSTS)

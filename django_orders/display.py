@@ -2,7 +2,7 @@
 provider's codes (refund reasons, line types) as labels.
 
 A base helper, so that the admin's pages and the template filter of its confirmation pages
-(``templatetags/orders_admin.py``) share it without one interface importing another.
+(``templatetags/orders_money.py``) share it without one interface importing another.
 """
 
 from __future__ import annotations

@@ -12,25 +12,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .client.check import ApiCheck, check_api
-from .client.per_thread import reset
-from .client.transport import OrdersClient
+from .client.paging import ApiCheck, check_api
+from .client.transport import reset
 from .creation import resume
 from .creation.checkout import cancel_order, confirm_order
-from .creation.create_records import send_order_create
-from .creation.customers import ensure_customer, send_customer_request
+from .creation.customers import ensure_customer
 from .creation.documents import send_invoice, send_receipt
 from .creation.flow import create_order
-from .creation.fulfilment import complete_order, send_complete_request
-from .creation.payments import record_offline_payment, send_pay_request
-from .creation.records import Outcome
+from .creation.fulfilment import complete_order
+from .creation.payments import record_offline_payment
 from .creation.records import key_expired as key_expired
 from .creation.records import stored_error as stored_error
 from .creation.refund_input import REASONS as REFUND_REASONS
-from .creation.refund_records import send_refund_request
 from .creation.refunds import cancel_refund, refund_order
 from .creation.resume import ResumeSummary
-from .mirror.events import RESUME, Origin, prune_events
+from .mirror.events import prune_events
 from .mirror.reconciliation import PayoutStatement as PayoutStatement
 from .mirror.reconciliation import StatementRow as StatementRow
 from .mirror.reconciliation import payout_statement, reconcile, resolve_discrepancies
@@ -118,33 +114,13 @@ def resume_order_requests(
 ) -> ResumeSummary:
     """Resend the pending requests that are due, of every kind, each with its own key and stored
     payload (``creation.resume.resume_order_requests``: which are due, and the rules)."""
-    return resume.resume_order_requests(_send, dry_run=dry_run, limit=limit, now=now)
+    return resume.resume_order_requests(dry_run=dry_run, limit=limit, now=now)
 
 
 def resend_order_request(order_request: OrderRequest, *, actor: Any = None) -> OrderRequest:
     """Resend one pending request now, with its own key and payload; record and return it
     (``creation.resume.resend_order_request``: when it is refused)."""
-    return resume.resend_order_request(order_request, _send, actor=actor)
-
-
-def _send(
-    client: OrdersClient,
-    request: OrderRequest,
-    using: str,
-    *,
-    fixed_now: datetime | None = None,
-    origin: Origin = RESUME,
-) -> Outcome:
-    """Send a claimed request by its kind's own sender (``creation.resume.Sender``)."""
-    if request.kind == OrderRequest.Kind.ORDER_COMPLETE:
-        return send_complete_request(client, request, using, fixed_now=fixed_now, origin=origin)
-    if request.kind == OrderRequest.Kind.REFUND_CREATE:
-        return send_refund_request(client, request, using, fixed_now=fixed_now, origin=origin)
-    if request.kind == OrderRequest.Kind.ORDER_PAY:
-        return send_pay_request(client, request, using, fixed_now=fixed_now, origin=origin)
-    if request.kind in (OrderRequest.Kind.CUSTOMER_CREATE, OrderRequest.Kind.CUSTOMER_UPDATE):
-        return send_customer_request(client, request, using, fixed_now=fixed_now, origin=origin)
-    return send_order_create(client, request, using, fixed_now=fixed_now, origin=origin)
+    return resume.resend_order_request(order_request, actor=actor)
 
 
 def reset_clients() -> None:

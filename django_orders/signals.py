@@ -10,7 +10,7 @@ order_first_seen = Signal()
 
 #: A sync, a refresh, ``confirm_order`` or ``cancel_order`` saw an order's status change (e.g.
 #: fulfil on "completed"). Sent once per change, by whichever saw it first; a status only moves
-#: forward (``mirror.lifecycle``), so it is never sent for a step back.
+#: forward (``mirror.store``), so it is never sent for a step back.
 #: Arguments: ``order``, ``previous_status``, ``status``.
 order_status_changed = Signal()
 

@@ -2,7 +2,7 @@
 
 One module per model admin; importing this package registers them with ``admin.site``. The
 orders' admin is put together here from its page (``orders``) and its staff actions
-(``order_refund``, ``order_cancel``, ``order_fulfilment``), which each import the services.
+(``order_refund``, ``order_requests``, ``order_fulfilment``), which each import the services.
 """
 
 from django.contrib import admin
@@ -10,14 +10,18 @@ from django.contrib import admin
 from ..models import Order
 from .base import ExportCSVMixin, ReadOnlyModelAdmin
 from .customers import CustomerAdmin
-from .money import BalanceTransactionAdmin, DiscrepancyAdmin, PayoutAdmin, ReconciliationRunAdmin
-from .order_cancel import CancelOrdersMixin
+from .money import (
+    BalanceTransactionAdmin,
+    DiscrepancyAdmin,
+    PayoutAdmin,
+    ReconciliationRunAdmin,
+    RemoteRecordAdmin,
+)
 from .order_fulfilment import FulfilmentActionsMixin
 from .order_refund import RefundOrderMixin
-from .order_requests import OrderRequestAdmin
+from .order_requests import CancelOrdersMixin, OrderRequestAdmin
 from .orders import OrderPagesMixin
 from .refunds import RefundAdmin
-from .remote_records import RemoteRecordAdmin
 from .sync_runs import SyncRunAdmin
 from .webhooks import EventDeliveryAdmin, OutboxEventAdmin, WebhookEndpointAdmin
 

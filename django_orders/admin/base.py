@@ -4,25 +4,40 @@ The mirror belongs to the upstream service and the request records to the servic
 them, so no admin page adds, edits or deletes a row, whoever the user is (superusers included).
 The only writes are the explicit actions, and each runs through ``django_orders.services``
 under its own permission check (``has_<name>_permission``).
+
+Cheap at a million rows (docs/architecture/interfaces.md, "Counting rows"):
+
+- ``EstimatedCountPaginator`` never counts millions of rows exactly: ``SELECT COUNT(*)`` is a
+  full scan on PostgreSQL, so an unfiltered large table is counted from the planner's estimate
+  and anything else exactly up to ``count_limit`` rows; ``count_is_exact`` tells templates
+  whether to say "about" or "more than".
+- ``PeriodProbingQuerySet.datetimes``, the date hierarchy, reads the first and last value,
+  lists the periods between them in Python and asks one ``EXISTS`` per period: two queries
+  whatever the number of rows, where Django's ``SELECT DISTINCT date_trunc(...)`` reads every
+  row.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from datetime import date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_permission_codename
-from django.db import models
-from django.db.models import TextField
+from django.core.paginator import Paginator
+from django.db import connections, models
+from django.db.models import Exists, Max, Min, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest, StreamingHttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.formats import number_format
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -32,7 +47,62 @@ from ..display import local_datetime
 from ..exports import ExportTable
 from ..mirror.queries import bounded_search_term, nests_too_deep
 from ..models import Order
-from .paginator import EstimatedCountPaginator
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+
+
+class EstimatedCountPaginator(Paginator):
+    """``count`` is exact below ``count_limit`` rows, an estimate or a lower bound above it."""
+
+    #: Counting stops here; the admin then shows "more than N" and the last reachable page is
+    #: ``count_limit / per_page``. Filters and the date hierarchy narrow further.
+    count_limit = 10_000
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: "exact", "estimate" (planner statistics) or "at_least" (counting stopped at the limit)
+        self.count_kind = "exact"
+
+    @property
+    def count_is_exact(self) -> bool:
+        self.count  # noqa: B018  (the kind is known once the count is)
+        return self.count_kind == "exact"
+
+    @cached_property
+    def count(self) -> int:
+        object_list = self.object_list
+        if not isinstance(object_list, QuerySet):
+            return super().count
+        estimate = self._table_estimate(object_list)
+        if estimate is not None and estimate > self.count_limit:
+            self.count_kind = "estimate"
+            return estimate
+        counted = object_list.order_by()[: self.count_limit + 1].count()
+        if counted > self.count_limit:
+            self.count_kind = "at_least"
+            return self.count_limit
+        return counted
+
+    def _table_estimate(self, queryset: QuerySet) -> int | None:
+        """The planner's row estimate for an unfiltered queryset on PostgreSQL, else ``None``."""
+        query = queryset.query
+        if query.where or query.is_sliced or query.distinct or query.combinator:
+            return None
+        connection = connections[queryset.db]
+        if connection.vendor != "postgresql":
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+                [connection.ops.quote_name(queryset.model._meta.db_table)],
+            )
+            row = cursor.fetchone()
+        # reltuples is -1 (PostgreSQL 14+) or 0 for a table never analysed: count instead.
+        if row is None or row[0] is None or row[0] <= 0:
+            return None
+        return int(row[0])
+
 
 # (background, text) per known value; anything else is shown as it is, in neutral colours.
 BADGE_COLOURS: dict[str, tuple[str, str]] = {
@@ -54,6 +124,7 @@ BADGE_COLOURS: dict[str, tuple[str, str]] = {
     "partly_delivered": ("#fff1cc", "#6b4a00"),
     "not_delivered": ("#f6d8d8", "#7c1d1d"),
 }
+
 NEUTRAL_BADGE = ("#f0f0f0", "#333333")
 
 
@@ -148,6 +219,24 @@ def _field_display(name: str, label: Any, render: Callable[[Any], str]) -> Any:
 
     display.short_description = label  # type: ignore[attr-defined]
     return display
+
+
+def at_most(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    rows: Any,
+    limit: int,
+    refusal: StrOrPromise,
+) -> list[Any] | None:
+    """The rows a staff action was given, in one query, or ``None`` when there are more than
+    ``limit``: then ``refusal`` (with ``%(limit)d``) is shown as an error and nothing is done.
+    Each action sends or writes something per row, so it is bounded, and reading one row past
+    the limit is how it knows."""
+    selected = list(rows[: limit + 1])
+    if len(selected) > limit:
+        model_admin.message_user(request, refusal % {"limit": limit}, messages.ERROR)
+        return None
+    return selected
 
 
 def action_confirmation(
@@ -302,3 +391,101 @@ class ExportCSVMixin(_AdminBase):
     @admin.action(description=_("Export CSV"), permissions=["export"])
     def export_csv(self, request: HttpRequest, queryset) -> StreamingHttpResponse:
         return self.export_table.download(queryset)
+
+
+#: More candidate periods than this (data spread over centuries?): use Django's own query.
+MAX_PERIODS = 400
+
+
+def _add_month(year: int, month: int) -> tuple[int, int]:
+    return (year + 1, 1) if month == 12 else (year, month + 1)
+
+
+def _periods(first: datetime, last: datetime, kind: str) -> Iterator[tuple[datetime, datetime]]:
+    """Naive local ``[start, end)`` bounds of each ``kind`` period from ``first`` to ``last``."""
+    if kind == "year":
+        for year in range(first.year, last.year + 1):
+            yield datetime(year, 1, 1), datetime(year + 1, 1, 1)
+    elif kind == "month":
+        year, month = first.year, first.month
+        while (year, month) <= (last.year, last.month):
+            following = _add_month(year, month)
+            yield datetime(year, month, 1), datetime(*following, 1)
+            year, month = following
+    else:
+        day: date = first.date()
+        while day <= last.date():
+            start = datetime(day.year, day.month, day.day)
+            yield start, start + timedelta(days=1)
+            day += timedelta(days=1)
+
+
+def _period_count(first: datetime, last: datetime, kind: str) -> int:
+    if kind == "year":
+        return last.year - first.year + 1
+    if kind == "month":
+        return (last.year - first.year) * 12 + last.month - first.month + 1
+    return (last.date() - first.date()).days + 1
+
+
+class PeriodProbingQuerySet(QuerySet):
+    """A queryset whose ``datetimes()`` costs two indexed queries for years, months and days.
+
+    The admin's date hierarchy first asks this same queryset object for
+    ``aggregate(first=Min(field), last=Max(field))``; the answer is remembered on the object
+    (never on its clones, which may be filtered differently), so ``datetimes()`` then needs only
+    the ``EXISTS`` query.
+    """
+
+    def aggregate(self, *args, **kwargs):
+        result = super().aggregate(*args, **kwargs)
+        first, last = kwargs.get("first"), kwargs.get("last")
+        if (
+            not args
+            and set(kwargs) == {"first", "last"}
+            and type(first) is Min
+            and type(last) is Max
+            and first.source_expressions == last.source_expressions
+            and not first.filter
+            and not last.filter
+        ):
+            field = getattr(first.source_expressions[0], "name", None)
+            self._known_bounds = {field: (result["first"], result["last"])}
+        return result
+
+    def _bounds(self, field_name: str) -> tuple[datetime | None, datetime | None]:
+        known = getattr(self, "_known_bounds", {})
+        if field_name in known:
+            return known[field_name]
+        bounds = self.order_by().aggregate(first=Min(field_name), last=Max(field_name))
+        return bounds["first"], bounds["last"]
+
+    def datetimes(self, field_name, kind, order="ASC", tzinfo: tzinfo | None = None):
+        if kind not in ("year", "month", "day"):
+            return super().datetimes(field_name, kind, order=order, tzinfo=tzinfo)
+        zone = (tzinfo or timezone.get_current_timezone()) if settings.USE_TZ else None
+        first, last = self._bounds(field_name)
+        if first is None or last is None:
+            return []
+        if zone is not None:
+            first, last = timezone.localtime(first, zone), timezone.localtime(last, zone)
+        if _period_count(first, last, kind) > MAX_PERIODS:
+            return super().datetimes(field_name, kind, order=order, tzinfo=tzinfo)
+        periods = [
+            (start.replace(tzinfo=zone), end.replace(tzinfo=zone))
+            for start, end in _periods(first, last, kind)
+        ]
+        unfiltered = self.order_by()
+        probes = {
+            f"period_{index}": Exists(
+                unfiltered.filter(**{f"{field_name}__gte": start, f"{field_name}__lt": end})
+            )
+            for index, (start, end) in enumerate(periods)
+        }
+        # One row of the table carries the EXISTS columns; each probe is evaluated once.
+        rows = list(self.model._base_manager.order_by().annotate(**probes).values_list(*probes)[:1])
+        row = rows[0] if rows else None
+        if row is None:
+            return []
+        found = [start for (start, _end), present in zip(periods, row, strict=True) if present]
+        return list(reversed(found)) if order == "DESC" else found

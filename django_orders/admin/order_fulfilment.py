@@ -31,7 +31,7 @@ from ..exceptions import (
     OrdersError,
 )
 from ..models import DocumentDelivery, Order, OrderStatus
-from .base import action_confirmation
+from .base import action_confirmation, at_most
 
 #: Each order acted on is one HTTP call (or two) inside the web request.
 MAX_SELECTED = 20
@@ -204,18 +204,14 @@ class FulfilmentActionsMixin(_ModelAdmin):
         action: StaffAction,
         run: Callable[[HttpRequest, Order], None],
     ) -> TemplateResponse | None:
-        selected = list(
+        rows = (
             queryset.select_related("customer")
             .defer("raw", "customer__raw")
-            .order_by("-initiated_at", "-id")[: MAX_SELECTED + 1]
+            .order_by("-initiated_at", "-id")
         )
-        if len(selected) > MAX_SELECTED:
-            self.message_user(
-                request,
-                _("Select at most %(limit)d orders at a time. Nothing was sent.")
-                % {"limit": MAX_SELECTED},
-                messages.ERROR,
-            )
+        refusal = _("Select at most %(limit)d orders at a time. Nothing was sent.")
+        selected = at_most(self, request, rows, MAX_SELECTED, refusal)
+        if selected is None:
             return None
         accepted = [order for order in selected if action.accepts(order)]
         refused = [order for order in selected if not action.accepts(order)]

@@ -1,14 +1,22 @@
-"""Order requests (the durable records of our own writes) and the "Resend now" action.
+"""The admin's actions that send a stored or new request: "Resend now" on order requests (the
+durable records of our own writes) and "Cancel order" on the orders changelist.
+
+Like Django's "delete selected", each action first shows a confirmation page; nothing is sent
+until the user confirms.
 
 A resend goes through ``services.resend_order_request``, the same code the
 ``resume_order_requests`` command runs: same idempotency key, ``KEY_LIFETIME`` respected, the
-outcome recorded on the row. Like Django's "delete selected", the action first shows a
-confirmation page; nothing is sent until the user confirms.
+outcome recorded on the row.
+
+Cancelling changes an order upstream, so it has its own permission (``cancel_order``) and a
+confirmation page listing what it will cancel and what it refuses; each cancel goes through
+``services.cancel_order``, which checks the order again before sending.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
@@ -23,12 +31,13 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from .. import services
-from ..exceptions import OrdersError
-from ..models import OrderRequest
+from ..exceptions import OrderNotCancellable, OrdersError
+from ..models import TERMINAL_STATUSES, Order, OrderRequest
 from ..services import key_expired
 from .base import (
     ReadOnlyModelAdmin,
     action_confirmation,
+    at_most,
     badge,
     compact_datetime,
     has_model_permission,
@@ -38,6 +47,7 @@ from .base import (
 
 #: Each resend is one HTTP call made inside the web request.
 MAX_RESEND = 20
+
 State = OrderRequest.State
 
 
@@ -177,14 +187,13 @@ class OrderRequestAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description=_("Resend now"), permissions=["resend"])
     def resend_now(self, request: HttpRequest, queryset) -> TemplateResponse | None:
-        selected = list(queryset.order_by("created_at", "id")[: MAX_RESEND + 1])
-        if len(selected) > MAX_RESEND:
-            self.message_user(
-                request,
-                _("Select at most %(limit)d order requests to resend at a time. Nothing was sent.")
-                % {"limit": MAX_RESEND},
-                messages.ERROR,
-            )
+        refusal = _(
+            "Select at most %(limit)d order requests to resend at a time. Nothing was sent."
+        )
+        selected = at_most(
+            self, request, queryset.order_by("created_at", "id"), MAX_RESEND, refusal
+        )
+        if selected is None:
             return None
         pending = [row for row in selected if row.state == State.PENDING]
         if not pending:
@@ -284,3 +293,76 @@ def _describe(rows: list[OrderRequest]) -> str:
             text += f" ({summary})"
         described.append(text)
     return "; ".join(described)
+
+
+#: Each cancel is one HTTP call made inside the web request.
+MAX_CANCEL = 20
+
+if TYPE_CHECKING:
+    # What the mixin is mixed into, so mypy knows message_user, admin_site and the rest.
+    _ModelAdmin = admin.ModelAdmin
+else:
+    _ModelAdmin = object
+
+
+class CancelOrdersMixin(_ModelAdmin):
+    """Adds ``cancel_orders`` to an ``OrderAdmin``; list it in ``actions``."""
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return has_model_permission(request, Order, "cancel")
+
+    @admin.action(description=_("Cancel order"), permissions=["cancel"])
+    def cancel_orders(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        rows = queryset.select_related("customer").order_by("-initiated_at", "-id")
+        refusal = _("Select at most %(limit)d orders to cancel at a time. Nothing was canceled.")
+        selected = at_most(self, request, rows, MAX_CANCEL, refusal)
+        if selected is None:
+            return None
+        open_orders = [order for order in selected if order.status not in TERMINAL_STATUSES]
+        refused = [order for order in selected if order.status in TERMINAL_STATUSES]
+        if not open_orders:
+            self._report_refused(request, refused)
+            return None
+        if request.POST.get("post") == "yes":
+            self._report_refused(request, refused)
+            self._cancel(request, open_orders)
+            return None
+        return action_confirmation(
+            self,
+            request,
+            title=_("Cancel orders?"),
+            action_name="cancel_orders",
+            template="cancel_confirmation.html",
+            orders=open_orders,
+            refused=refused,
+        )
+
+    def _report_refused(self, request: HttpRequest, refused: list[Order]) -> None:
+        if refused:
+            described = ", ".join(f"{order.pk} ({order.get_status_display()})" for order in refused)
+            self.message_user(
+                request,
+                _("Not canceled, as they are paid or closed: %(orders)s.") % {"orders": described},
+                messages.WARNING,
+            )
+
+    def _cancel(self, request: HttpRequest, orders: list[Order]) -> None:
+        reason = f"Canceled by staff ({request.user.get_username()}) in the admin."
+        done: list[str] = []
+        for order in orders:
+            try:
+                services.cancel_order(order, reason=reason, actor=request.user)
+            except OrderNotCancellable as refused:
+                self.message_user(request, str(refused), messages.WARNING)
+            except OrdersError as error:
+                self.message_user(
+                    request,
+                    _("%(order)s was not canceled: %(error)s") % {"order": order, "error": error},
+                    messages.ERROR,
+                )
+            else:
+                done.append(order.pk)
+        if done:
+            self.message_user(
+                request, _("Canceled: %(orders)s.") % {"orders": ", ".join(done)}, messages.SUCCESS
+            )

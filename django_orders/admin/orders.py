@@ -28,7 +28,9 @@ from ..mirror.queries import order_timeline, search_orders
 from ..models import Order, OrderRequest, OrderStatus
 from ..money import format_money
 from .base import (
+    PeriodProbingQuerySet,
     ReadOnlyModelAdmin,
+    at_most,
     badge,
     bounded_json,
     grouped_number,
@@ -40,7 +42,6 @@ from .base import (
     status_badge,
 )
 from .checkout import CurrencyListFilter, billing_and_shipping, line_items_table, payment_link
-from .dates import PeriodProbingQuerySet
 from .order_tables import (
     MAX_EVENTS_SHOWN,
     deliveries_table,
@@ -361,17 +362,14 @@ class OrderPagesMixin(_Base):
 
     @admin.action(description=_("Refresh from the API"), permissions=["refresh"])
     def refresh_from_api(self, request: HttpRequest, queryset) -> None:
-        ids = list(queryset.order_by().values_list("pk", flat=True)[: MAX_REFRESH + 1])
-        if len(ids) > MAX_REFRESH:
-            self.message_user(
-                request,
-                _(
-                    "Select at most %(limit)d orders to refresh at a time (each is one request "
-                    "to the API). Nothing was refreshed."
-                )
-                % {"limit": MAX_REFRESH},
-                messages.ERROR,
-            )
+        refusal = _(
+            "Select at most %(limit)d orders to refresh at a time (each is one request to the "
+            "API). Nothing was refreshed."
+        )
+        ids = at_most(
+            self, request, queryset.order_by().values_list("pk", flat=True), MAX_REFRESH, refusal
+        )
+        if ids is None:
             return
         try:
             result = services.refresh_orders(ids)

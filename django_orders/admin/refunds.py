@@ -30,6 +30,7 @@ from .base import (
     ExportCSVMixin,
     ReadOnlyModelAdmin,
     action_confirmation,
+    at_most,
     badge,
     compact_datetime,
     has_model_permission,
@@ -130,14 +131,10 @@ class RefundAdmin(ExportCSVMixin, ReadOnlyModelAdmin):
 
     @admin.action(description=_("Cancel refund"), permissions=["cancel"])
     def cancel_refunds(self, request: HttpRequest, queryset) -> TemplateResponse | None:
-        selected = list(queryset.order_by("-created_at", "-id")[: MAX_CANCEL + 1])
-        if len(selected) > MAX_CANCEL:
-            self.message_user(
-                request,
-                _("Select at most %(limit)d refunds to cancel at a time. Nothing was canceled.")
-                % {"limit": MAX_CANCEL},
-                messages.ERROR,
-            )
+        refusal = _("Select at most %(limit)d refunds to cancel at a time. Nothing was canceled.")
+        rows = queryset.order_by("-created_at", "-id")
+        selected = at_most(self, request, rows, MAX_CANCEL, refusal)
+        if selected is None:
             return None
         pending = [refund for refund in selected if refund.status == RefundStatus.PENDING]
         refused = [refund for refund in selected if refund.status != RefundStatus.PENDING]

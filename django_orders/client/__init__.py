@@ -2,7 +2,7 @@
 
 No Django models and no ORM here. ``transport`` sends one request (session, auth, timeouts,
 size limits, retries, error mapping); ``paging`` walks ``/page`` endpoints on top of it;
-``get_client`` (the thread's own, kept: ``per_thread``) and ``new_client`` (one the caller
+``get_client`` (the thread's own, kept: ``transport``) and ``new_client`` (one the caller
 closes) are how the app gets a client built from settings, both in ``transport``.
 """
 

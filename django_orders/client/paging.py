@@ -1,12 +1,20 @@
-"""The ``/page`` traversal of api-spec.md (rules 1-3) plus the provider's page window.
+"""Walking ``/orders/page``: the traversal of api-spec.md (rules 1-3) plus the provider's page
+window, and ``check_api``, the smallest read there is.
 
 This module decides *which* page to ask for next and when a walk is over; the transport
 (``OrdersClient.fetch_page``) decides how to ask. It imports the transport, never the reverse.
+
+``check_api``: one real, read-only request that proves the key and the base URL work, for
+``manage.py check_orders_api`` after a deploy or a key rotation (api-spec.md: "deployed,
+verified, and the old key retired") and for a project's own health check. It asks
+``/orders/page`` for page 1 with page size 1 and reports what happened instead of raising: a
+check that fails is an answer, not an accident.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -14,9 +22,9 @@ from enum import Enum
 from typing import Any, Final, Literal
 
 from ..conf import orders_settings
-from ..exceptions.wire import RequestRejected
+from ..exceptions.wire import OrdersError, RequestRejected
 from .pages import Page, check_page_args, collection_for, is_whole
-from .transport import OrdersClient
+from .transport import OrdersClient, get_client
 
 logger = logging.getLogger("django_orders.paging")
 
@@ -133,3 +141,64 @@ def iter_pages(
 def check_max_pages(max_pages: Any) -> None:
     if max_pages is not None and (not is_whole(max_pages) or max_pages < 1):
         raise ValueError(f"max_pages must be a whole number of at least 1, not {max_pages!r}")
+
+
+@dataclass(frozen=True)
+class ApiCheck:
+    """What ``check_api`` saw. ``error`` is the ``OrdersError`` the request ended with, if any;
+    none of the fields holds the key."""
+
+    base_url: str
+    latency_ms: float
+    status_code: int | None = None
+    request_id: str | None = None
+    record_returned: bool = False
+    error: OrdersError | None = None
+    #: The orders search index's freshness (``current``, ``delayed``...), as the change feed
+    #: reads it, and its ``last_indexed_at`` if given; ``search_error``: why it could not be read.
+    search_freshness: str | None = None
+    search_last_indexed_at: datetime | None = None
+    search_error: OrdersError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def check_api() -> ApiCheck:
+    """Read page 1 of ``/orders/page`` with page size 1, once, with the settings' key; then,
+    when that worked, one result of ``/orders/search`` for the index's freshness.
+
+    No retries: this verifies a deploy, and a retry loop would hide a flaky network and make a
+    failing check slow to say so. Settings errors (no key, a bad URL) are for
+    ``django_orders.checks.check_settings`` to report first; here they raise as from the client.
+    """
+    client = get_client()
+    started = time.monotonic()
+    try:
+        page = client.fetch_page("orders", 1, 1, retries=0)
+    except OrdersError as exc:
+        return ApiCheck(client.base_url, _since(started), error=exc)
+    latency = _since(started)
+    freshness, indexed, search_error = None, None, None
+    try:
+        # One result, once: the key is proven by the page; this says whether the change feed
+        # can trust the index.
+        fresh = client.search("orders", page_size=1, retries=0).freshness.of("order")
+        freshness, indexed = fresh.state, fresh.last_indexed_at
+    except OrdersError as exc:
+        search_error = exc
+    return ApiCheck(
+        client.base_url,
+        latency,
+        status_code=page.status_code,
+        request_id=page.request_id,
+        record_returned=bool(page.records),
+        search_freshness=freshness,
+        search_last_indexed_at=indexed,
+        search_error=search_error,
+    )
+
+
+def _since(started: float) -> float:
+    return (time.monotonic() - started) * 1000

@@ -8,7 +8,7 @@ service's window. So the clients of a pool share one gate; a 429 puts a hold on 
 its next request.
 
 Beyond the pool, a gate may be handed a ``SharedHold`` (the sync hands one kept in the database,
-``sync.rate_hold``; this package imports no models): the gate writes each hold to it, reads it
+``sync.lease``; this package imports no models): the gate writes each hold to it, reads it
 before every ``REREAD_EVERY`` requests, and takes its request slots from it when a rate is set,
 so a cap holds for all processes together. A shared hold that fails (its database is down) is
 logged and the gate goes on with what it knows itself: a rate limit is never a reason to fail.

@@ -5,6 +5,10 @@ Every answer is read as a stream, its size counted before and after decompressio
 watchdog shuts the connection's socket when it passes, whatever phase the exchange is in, since
 connect and read timeouts bound each socket operation, not their sum). Decoding the bytes that
 were read is ``wire_json``'s job; what one 2xx answer holds once read is an ``Answer``.
+
+What a lookup gives back is here too (``Lookup``, ``RecordLookup``, ``RefundLookup``): plain
+records with the time their request was sent, which the mirror stores without knowing how they
+were fetched, and imports from this leaf rather than from the client that fetches them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import urllib3
@@ -295,3 +300,40 @@ def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
         return out
 
     return decode
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One finished lookup: the record, or ``None`` when the service does not know the order.
+
+    ``sent_at``: when its request was sent (the mirror refuses an answer to a request sent
+    before the one whose answer it holds: ``mirror.store``); ``None`` counts as when the
+    answer is stored.
+    """
+
+    order_id: str
+    record: dict[str, Any] | None
+    sent_at: datetime | None = None
+
+    @property
+    def record_id(self) -> str:
+        """The id looked up, under the name every kind of lookup shares (``RecordLookup``)."""
+        return self.order_id
+
+
+@dataclass(frozen=True)
+class RecordLookup:
+    """One finished lookup of a raw resource's record (``None``: the service does not know it)."""
+
+    record_id: str
+    record: dict[str, Any] | None
+    sent_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RefundLookup:
+    """One finished refund lookup: the record, or ``None`` when the service does not know it."""
+
+    refund_id: str
+    record: dict[str, Any] | None
+    sent_at: datetime | None = None

@@ -3,6 +3,11 @@
 Retries are decided here, the one place that knows whether a request reached the server. Every
 answer is bounded, every failure is one of the library's exceptions, and the key (a ``Secret``)
 is scrubbed from the prepared request once the answer is in. Why: docs/architecture/client.md.
+
+``get_client`` keeps one client per thread (a ``requests.Session`` is not safe to share between
+threads), rebuilt when what it was built from changes, or after ``reset()``; ``new_client``
+builds one the caller closes. Why a kept one and a new one each: docs/architecture/client.md
+("One client per thread").
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -25,6 +32,7 @@ from ..conf import (
     LONGEST_CLIENT_WAIT,
     orders_settings,
 )
+from ..conf.table import SETTINGS_NAME
 from ..exceptions.wire import (
     InvalidResponse,
     OrdersNetworkError,
@@ -38,19 +46,87 @@ from .calls import FulfilmentCalls, OrderCalls, RecordCalls, RefundCalls
 from .errors import error_from_response, request_id_of, scrubbed
 from .exchange import BearerAuth, BoundedAdapter, send_bounded
 from .pages import Page, check_page_args, collection_for, page_from
-from .per_thread import kept
 from .rate_gate import RateGate
 from .reading import Answer
 from .search import SearchCalls
 
-__all__ = ["USER_AGENT", "OrdersClient", "get_client", "new_client"]
+__all__ = [
+    "USER_AGENT",
+    "OrdersClient",
+    "get_client",
+    "kept",
+    "new_client",
+    "reset",
+    "reset_on_change",
+]
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+_local = threading.local()
+
+_lock = threading.Lock()
+
+#: Bumped by ``reset()``; a thread's client built before the last reset is closed and rebuilt.
+_generation = 0
+
+
+@dataclass(frozen=True)
+class _Cached:
+    # What the client was built from, key included: never in a repr (see ``kept``).
+    config: tuple[Any, ...]
+    generation: int
+    client: Any
+
+    def __repr__(self) -> str:
+        return f"<cached {self.client!r}>"
+
+
+@sensitive_variables("config", "cached")  # the key is in both; error reports print locals
+def kept(config: tuple[Any, ...], build: Callable[[], C]) -> C:
+    """This thread's client, built by ``build`` on first use and rebuilt (the old one closed)
+    when ``config`` differs from what it was built from, or after ``reset()``."""
+    cached: _Cached | None = getattr(_local, "cached", None)
+    if cached is None or cached.generation != _generation or cached.config != config:
+        if cached is not None:
+            _local.cached = None
+            cached.client.close()
+        _local.cached = _Cached(config, _generation, build())
+    client: C = _local.cached.client
+    return client
+
+
+def reset() -> None:
+    """Drop the kept clients: close this thread's now, every other thread's at its next
+    ``kept()`` (closing a session another thread may be using would break its request)."""
+    global _generation
+    with _lock:
+        _generation += 1
+    cached: _Cached | None = getattr(_local, "cached", None)
+    _local.cached = None
+    if cached is not None:
+        cached.client.close()
+
+
+def reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: ``reset()`` when ``DJANGO_ORDERS`` changes."""
+    if setting == SETTINGS_NAME:
+        reset()
+
 
 logger = logging.getLogger("django_orders.client")
 
 USER_AGENT = f"django-orders/{__version__}"
+
 #: The longest ``Retry-After`` honoured; a longer one is treated as "give up for now".
 MAX_RETRY_AFTER = LONGEST_CLIENT_WAIT
+
 BACKOFF_BASE = 0.5
+
 BACKOFF_CAP = 8.0
 
 T = TypeVar("T")
@@ -356,7 +432,7 @@ class OrdersClient(OrderCalls, RefundCalls, SearchCalls, FulfilmentCalls, Record
 
 def get_client() -> OrdersClient:
     """This thread's client, built from settings on first use and rebuilt (the old one closed)
-    after the settings change or ``per_thread.reset()``. Do not close it: the next call would get
+    after the settings change or ``reset()``. Do not close it: the next call would get
     it closed; use ``new_client()`` for a client with a lifetime of its own."""
     return kept(tuple(OrdersClient.settings_options().items()), OrdersClient.from_settings)
 

@@ -5,15 +5,26 @@ table of settings (``SETTINGS``: each key's default and validator), values valid
 read (never at import: importing the app, ``collectstatic`` or ``migrate --skip-checks`` need no
 key; the system check E001 does) and re-read when a test or a deploy changes
 ``settings.DJANGO_ORDERS``. The system checks (``checks.py``) validate with the same table.
+
+Also the one setting read with a fallback to Django's: the hosts a checkout may send the payer
+back to (``ALLOWED_REDIRECT_HOSTS``, ``allowed_redirect_hosts``). A ``redirect_url`` or
+``cancel_url`` on any host would make the merchant's own payment page a phishing link, so
+``create_order`` only accepts hosts the shop names, matched with Django's own rule for
+``ALLOWED_HOSTS`` (``validate_host``: exact names, ``".example.com"`` for a domain and its
+subdomains, ``"*"`` for any). Unset, the project's ``ALLOWED_HOSTS`` are used: the return pages
+are normally on the shop's own site. The setting is the caller's to read.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import SplitResult
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.http.request import split_domain_port, validate_host
 from django.views.decorators.debug import sensitive_variables
 
 from ..exceptions.wire import OrdersConfigurationError
@@ -223,3 +234,24 @@ def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload_on_change)
+
+#: What Django accepts as ``ALLOWED_HOSTS`` when it is empty and ``DEBUG`` is on.
+DEBUG_HOSTS = (".localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_redirect_hosts(configured: Sequence[str] | None) -> list[str]:
+    """``configured`` (``ALLOWED_REDIRECT_HOSTS``), or else the project's hosts as Django
+    validates requests."""
+    hosts = configured
+    if hosts is None:
+        hosts = settings.ALLOWED_HOSTS
+        if settings.DEBUG and not hosts:
+            hosts = DEBUG_HOSTS
+    return list(hosts)
+
+
+def redirect_host_allowed(parts: SplitResult, configured: Sequence[str] | None) -> bool:
+    """Whether the (already checked, absolute http(s)) URL's host is one of the allowed
+    (``allowed_redirect_hosts(configured)``)."""
+    host, _port = split_domain_port(parts.netloc.rpartition("@")[2])
+    return bool(host) and validate_host(host, allowed_redirect_hosts(configured))

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..client.lookup_calls import order_lookup
+from ..client.lookups import order_lookup
 from ..client.transport import OrdersClient, get_client
 from ..conf import orders_settings
 from ..db import app_database, refuse_outer_transaction

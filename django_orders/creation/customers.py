@@ -28,7 +28,7 @@ from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import InvalidOrderRequest, OrderRequestPending, OrderRequestRejected
 from ..exceptions.wire import AuthenticationFailed, InvalidRecord, InvalidResponse, OrdersAPIError
-from ..mirror.events import RESUME, Origin
+from ..mirror.events import RESUME
 from ..mirror.parsing import parse_customer
 from ..mirror.rows import customer_row
 from ..models import Customer, OrderRequest, RemoteRecord
@@ -106,7 +106,9 @@ def _created(
                 continue
             if row.state == State.SUCCEEDED:  # adopted from the mirror: nothing to send
                 return row
-            return _create_result(send_customer_request(client, row, using, origin=RESUME))
+            return _create_result(
+                send_customer_request(client, row, records.Attempt.begin(using, origin=RESUME))
+            )
         if row.state == State.SUCCEEDED:
             return row
         if row.state == State.FAILED:
@@ -122,7 +124,9 @@ def _created(
         claimed = records.claim(row.pk, now, using)
         if claimed is None:
             raise OrderRequestPending(row)  # being sent by another process right now
-        return _create_result(send_customer_request(client, claimed, using, origin=RESUME))
+        return _create_result(
+            send_customer_request(client, claimed, records.Attempt.begin(using, origin=RESUME))
+        )
     raise OrderRequestPending(_still(reference, using))
 
 
@@ -242,7 +246,7 @@ def _brought_up_to_date(
             claimed_until=now + records.claim_duration(),
         )
         update.save(using=using, force_insert=True)
-        outcome = send_customer_request(client, update, using, origin=RESUME)
+        outcome = send_customer_request(client, update, records.Attempt.begin(using, origin=RESUME))
         if outcome.request.state != State.SUCCEEDED:
             _raise(outcome.request, outcome.error)
         return Customer.objects.using(using).get(pk=customer.pk)
@@ -259,7 +263,7 @@ def _resume_update(client: OrdersClient, pending: OrderRequest, using: str) -> N
     claimed = records.claim(pending.pk, now, using)
     if claimed is None:
         raise OrderRequestPending(pending)
-    outcome = send_customer_request(client, claimed, using, origin=RESUME)
+    outcome = send_customer_request(client, claimed, records.Attempt.begin(using, origin=RESUME))
     if outcome.request.state != State.SUCCEEDED:
         _raise(outcome.request, outcome.error)
 
@@ -301,19 +305,13 @@ def _address(value: Any) -> dict[str, Any] | None:
 # --- sending ----------------------------------------------------------------------------------
 
 
+@records.sends(CREATE, UPDATE)
 def send_customer_request(
-    client: OrdersClient,
-    request: OrderRequest,
-    using: str,
-    *,
-    fixed_now: datetime | None = None,
-    origin: Origin = RESUME,
+    client: OrdersClient, request: OrderRequest, attempt: records.Attempt
 ) -> Outcome:
     """Send one claimed customer create or update and record its outcome (a
-    ``resume.Sender``): the customer answered is written to the mirror with the shop's
+    ``records.Sender``): the customer answered is written to the mirror with the shop's
     reference in the transaction that marks the request succeeded."""
-    sent_at = fixed_now or timezone.now()
-    record = (sent_at, using, fixed_now, origin)
     try:
         if request.kind == CREATE:
             answer = client.create_customer(request.payload)
@@ -322,17 +320,15 @@ def send_customer_request(
                 request.payload, idempotency_key=request.idempotency_key
             )
     except Exception as exc:
-        return records.record_send_failure(request, exc, *record)
+        return attempt.failed(request, exc)
     try:
-        return _record_success(request, answer, *record)
+        return _record_success(request, answer, attempt)
     except InvalidRecord as exc:
         # Made or changed upstream, but its answer breaks the contract: a person looks.
         error = InvalidResponse(f"The customer {request.kind} answered unusably: {exc}")
-        return records._record_error(request, error, State.NEEDS_REVIEW, *record)
+        return attempt.errored(request, error, State.NEEDS_REVIEW)
     except Exception as exc:
-        return records._record_error(
-            request, records._unusable(exc, "stored"), State.PENDING, *record
-        )
+        return attempt.errored(request, records.unusable_answer(exc, "stored"), State.PENDING)
 
 
 def _reference_of(request: OrderRequest, using: str) -> str | None:
@@ -342,7 +338,8 @@ def _reference_of(request: OrderRequest, using: str) -> str | None:
     return created.values_list("reference", flat=True).first()
 
 
-def _record_success(request, answer, sent_at, using, fixed_now, origin) -> Outcome:
+def _record_success(request: OrderRequest, answer: Any, attempt: records.Attempt) -> Outcome:
+    using = attempt.using
     reference = _reference_of(request, using)
     answered = answer.get("reference")
     if request.kind == CREATE and answered is not None and answered != reference:
@@ -353,26 +350,11 @@ def _record_success(request, answer, sent_at, using, fixed_now, origin) -> Outco
     sent = json.loads(request.payload)
     if request.kind == UPDATE and answer.get("id") != sent["customer_id"]:
         raise InvalidRecord(f"the service answered with another customer, {answer.get('id')!r}")
-    now = fixed_now or timezone.now()
-    first_sent_db, first_sent = records._first_sent(request, sent_at)
-    with transaction.atomic(using=using, savepoint=False, durable=True):
-        customer = _store_customer(answer, reference, now, using)
-        changes = {
-            "state": State.SUCCEEDED,
-            "customer_id": customer.pk,
-            "attempts": request.attempts + 1,
-            "last_attempt_at": sent_at,
-            "first_sent_at": first_sent,
-            "next_attempt_at": None,
-            "claimed_until": None,
-            "updated_at": now,
-        }
-        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-        if rows.update(**{**changes, "first_sent_at": first_sent_db}):
-            records.apply(request, changes)
-        else:
-            request.refresh_from_db(using=using)  # another worker recorded it first
-    return Outcome(request)
+
+    def store(first_sent: datetime, now: datetime) -> dict[str, Any]:
+        return {"customer_id": _store_customer(answer, reference, now, using).pk}
+
+    return attempt.succeeded(request, store=store)
 
 
 def _store_customer(record: Any, reference: str | None, now: datetime, using: str) -> Customer:

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..client.calls import DeliveryResult
-from ..client.lookup_calls import order_lookup
+from ..client.lookups import order_lookup
 from ..client.transport import get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import DeliveryOutcomeUnknown, DocumentNotSendable, ReferenceConflict
@@ -33,7 +33,7 @@ from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_lookup
 from ..models import DocumentDelivery, Order, OrderEvent, OrderStatus
-from .timing import column_text
+from .records import column_text
 
 __all__ = ["send_invoice", "send_receipt"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.lookup_calls import order_lookup
+from ..client.lookups import order_lookup
 from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderNotCompletable, OrderRequestPending, OrderRequestRejected
@@ -29,7 +29,7 @@ from ..exceptions.wire import (
     RequestRejected,
 )
 from ..mirror import events
-from ..mirror.events import RESUME, SHOP, Origin, acting
+from ..mirror.events import SHOP, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer, store_lookup
 from ..models import Order, OrderRequest, OrderStatus
@@ -80,7 +80,9 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
             raise OrderNotCompletable(order_id, order.status)
     request, created = _stored_request(order_id, using)
     if created:  # stored with this process's claim
-        outcome = send_complete_request(client, request, using, origin=origin)
+        outcome = send_complete_request(
+            client, request, records.Attempt.begin(using, origin=origin)
+        )
         return _result(client, order_id, outcome)
     if request.state == State.SUCCEEDED:
         # Completed upstream, but the mirror missed the answer (its lookup failed): look again.
@@ -98,7 +100,7 @@ def complete_order(order_id: str, *, actor: Any = None) -> Order:
     claimed = records.claim(request.pk, now, using)
     if claimed is None:
         raise OrderRequestPending(request)  # being sent by another process right now
-    outcome = send_complete_request(client, claimed, using, origin=origin)
+    outcome = send_complete_request(client, claimed, records.Attempt.begin(using, origin=origin))
     return _result(client, order_id, outcome)
 
 
@@ -166,42 +168,43 @@ def _result(client: OrdersClient, order_id: str, outcome: Outcome) -> Order:
     raise OrderRequestPending(request, error) from error
 
 
+@records.sends(OrderRequest.Kind.ORDER_COMPLETE)
 def send_complete_request(
-    client: OrdersClient,
-    request: OrderRequest,
-    using: str,
-    *,
-    fixed_now: datetime | None = None,
-    origin: Origin = RESUME,
+    client: OrdersClient, request: OrderRequest, attempt: records.Attempt
 ) -> Outcome:
-    """Send one claimed completion and record its outcome (a ``resume.Sender``): the
-    attempt is one timeline entry with ``origin``, in the outcome's transaction, as is the
+    """Send one claimed completion and record its outcome (a ``records.Sender``): the
+    attempt is one timeline entry with its origin, in the outcome's transaction, as is the
     status change the answer brings."""
-    sent_at = fixed_now or timezone.now()
     order_id = str(request.order_id or json.loads(request.payload)["order_id"])
     record: dict[str, Any] | None
     try:
         record = client.complete_order(request.payload, idempotency_key=request.idempotency_key)
     except RequestRejected as exc:
         if exc.code != ALREADY_COMPLETED:
-            return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
+            return attempt.failed(request, exc)
         record = _lookup(client, order_id)
     except Exception as exc:
-        return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
-    outcome = (sent_at, using, fixed_now, origin)
+        return attempt.failed(request, exc)
+
+    def store(first_sent: datetime, now: datetime) -> None:
+        if record is not None:
+            store_answer(
+                order_id, record, what="complete", sent_at=first_sent, origin=attempt.origin
+            )
+
     try:
-        return _record_success(request, order_id, record, *outcome)
+        return attempt.succeeded(request, store=store)
     except InvalidRecord as exc:
         # Completed upstream, but its answer breaks the contract: a person looks.
         error = InvalidResponse(f"POST /orders/complete answered with an unusable order: {exc}")
-        return records._record_error(request, error, State.NEEDS_REVIEW, *outcome)
+        return attempt.errored(request, error, State.NEEDS_REVIEW)
     except Exception as exc:
         error = InvalidResponse(
             "POST /orders/complete answered with an order that could not be stored "
             f"({type(exc).__name__}: {exc})"
         )
         logger.warning("The answer to completion request %s could not be stored", request.pk)
-        return records._record_error(request, error, State.PENDING, *outcome)
+        return attempt.errored(request, error, State.PENDING)
 
 
 def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
@@ -212,30 +215,3 @@ def _lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | None:
     except OrdersError as exc:
         logger.warning("Order %s is completed upstream; its lookup failed: %s", order_id, exc)
         return None
-
-
-def _record_success(request, order_id, record, sent_at, using, fixed_now, origin) -> Outcome:
-    now = fixed_now or timezone.now()
-    first_sent_db, first_sent = records._first_sent(request, sent_at)
-    changes = {
-        "state": State.SUCCEEDED,
-        "attempts": request.attempts + 1,
-        "last_attempt_at": sent_at,
-        "first_sent_at": first_sent,
-        "next_attempt_at": None,
-        "claimed_until": None,
-        "updated_at": now,
-    }
-    with transaction.atomic(using=using, savepoint=False, durable=True):
-        if record is not None:
-            # A replayed answer is as old as the key's first use: the write route keeps a
-            # newer state of the order (it never goes back in time).
-            store_answer(order_id, record, what="complete", sent_at=first_sent, origin=origin)
-        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-        if rows.update(**{**changes, "first_sent_at": first_sent_db}):
-            records.apply(request, changes)
-            # Only the first success of a request is recorded (the guard above).
-            events.record([events.request_attempt(request, origin=origin, at=now)], using=using)
-        else:
-            request.refresh_from_db(using=using)  # another worker recorded it first
-    return Outcome(request)

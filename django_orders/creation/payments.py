@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..client.lookup_calls import order_lookup
+from ..client.lookups import order_lookup
 from ..client.transport import OrdersClient, get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderNotPayable, OrderRequestPending, OrderRequestRejected
@@ -33,7 +34,7 @@ from ..exceptions.wire import (
     RequestRejected,
 )
 from ..mirror import events
-from ..mirror.events import RESUME, SHOP, Origin, acting
+from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH, stored_order
 from ..mirror.refresh import store_answer, store_lookup
 from ..models import Order, OrderRequest, OrderStatus
@@ -87,7 +88,11 @@ def record_offline_payment(order_id: str, *, note: str | None = None, actor: Any
         claimed = records.claim(latest.pk, now, using)
         if claimed is None:
             raise OrderRequestPending(latest)  # being sent by another process right now
-        return _result(client, order_id, send_pay_request(client, claimed, using, origin=origin))
+        return _result(
+            client,
+            order_id,
+            send_pay_request(client, claimed, records.Attempt.begin(using, origin=origin)),
+        )
     if latest is not None and latest.state == State.NEEDS_REVIEW:
         raise OrderRequestPending(latest)
     if latest is not None and latest.state == State.SUCCEEDED:
@@ -101,7 +106,11 @@ def record_offline_payment(order_id: str, *, note: str | None = None, actor: Any
         raise OrderRequestPending(
             OrderRequest.objects.using(using).get(kind=KIND, order_id=order_id, state=State.PENDING)
         )
-    return _result(client, order_id, send_pay_request(client, request, using, origin=origin))
+    return _result(
+        client,
+        order_id,
+        send_pay_request(client, request, records.Attempt.begin(using, origin=origin)),
+    )
 
 
 def pay_key(order_id: str, attempt: int = 1) -> str:
@@ -158,40 +167,38 @@ def _result(client: OrdersClient, order_id: str, outcome: Outcome) -> Order:
     raise OrderRequestPending(request, error) from error
 
 
+@records.sends(OrderRequest.Kind.ORDER_PAY)
 def send_pay_request(
-    client: OrdersClient,
-    request: OrderRequest,
-    using: str,
-    *,
-    fixed_now: datetime | None = None,
-    origin: Origin = RESUME,
+    client: OrdersClient, request: OrderRequest, attempt: records.Attempt
 ) -> Outcome:
-    """Send one claimed pay request and record its outcome (a ``resume.Sender``). An unknown
+    """Send one claimed pay request and record its outcome (a ``records.Sender``). An unknown
     outcome is settled by a lookup: an order the service holds as paid out of band is this
     payment; anything else leaves the request pending for its key."""
-    sent_at = fixed_now or timezone.now()
     order_id = str(request.order_id)
     record: dict[str, Any] | None
     try:
         record = client.pay_order(request.payload)
     except RequestRejected as exc:
-        return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
+        return attempt.failed(request, exc)
     except Exception as exc:
         record = _settled_by_lookup(client, order_id) if _may_have_paid(exc) else None
         if record is None:
-            return records.record_send_failure(request, exc, sent_at, using, fixed_now, origin)
-    outcome = (sent_at, using, fixed_now, origin)
+            return attempt.failed(request, exc)
+
+    def store(first_sent: datetime, now: datetime) -> None:
+        store_answer(order_id, record, what="pay", sent_at=first_sent, origin=attempt.origin)
+
     try:
-        return _record_success(request, order_id, record, *outcome)
+        return attempt.succeeded(request, store=store, entries=partial(_recorded_by, request))
     except InvalidRecord as exc:
         error = InvalidResponse(f"POST /orders/pay answered with an unusable order: {exc}")
-        return records._record_error(request, error, State.NEEDS_REVIEW, *outcome)
+        return attempt.errored(request, error, State.NEEDS_REVIEW)
     except Exception as exc:
         error = InvalidResponse(
             "POST /orders/pay answered with an order that could not be stored "
             f"({type(exc).__name__}: {exc})"
         )
-        return records._record_error(request, error, State.PENDING, *outcome)
+        return attempt.errored(request, error, State.PENDING)
 
 
 def _may_have_paid(exc: Exception) -> bool:
@@ -212,38 +219,16 @@ def _settled_by_lookup(client: OrdersClient, order_id: str) -> dict[str, Any] | 
     return None
 
 
-def _record_success(request, order_id, record, sent_at, using, fixed_now, origin) -> Outcome:
-    now = fixed_now or timezone.now()
-    first_sent_db, first_sent = records._first_sent(request, sent_at)
-    changes = {
-        "state": State.SUCCEEDED,
-        "attempts": request.attempts + 1,
-        "last_attempt_at": sent_at,
-        "first_sent_at": first_sent,
-        "next_attempt_at": None,
-        "claimed_until": None,
-        "updated_at": now,
-    }
+def _recorded_by(request: OrderRequest, now: datetime) -> list[Any]:
+    """Who recorded the payment and their note, whoever sent the request in the end: a staff
+    action on the timeline beside the attempt's entry."""
     arguments = request.arguments if isinstance(request.arguments, dict) else {}
-    with transaction.atomic(using=using, savepoint=False, durable=True):
-        # A replayed answer is as old as the key's first use: the mirror keeps a newer state.
-        store_answer(order_id, record, what="pay", sent_at=first_sent, origin=origin)
-        rows = OrderRequest.objects.using(using).filter(pk=request.pk, state=State.PENDING)
-        if rows.update(**{**changes, "first_sent_at": first_sent_db}):
-            records.apply(request, changes)
-            entries = [events.request_attempt(request, origin=origin, at=now)]
-            if arguments.get("actor") or arguments.get("note"):
-                # Who recorded the payment and their note, whoever sent the request in the end.
-                entries.append(
-                    events.staff_action(
-                        order_id,
-                        "record_offline_payment",
-                        actor=arguments.get("actor") or "shop",
-                        at=now,
-                        detail={"note": arguments.get("note") or ""},
-                    )
-                )
-            events.record(entries, using=using)
-        else:
-            request.refresh_from_db(using=using)  # another worker recorded it first
-    return Outcome(request)
+    if not (arguments.get("actor") or arguments.get("note")):
+        return []
+    detail = {"note": arguments.get("note") or ""}
+    actor = arguments.get("actor") or "shop"
+    return [
+        events.staff_action(
+            str(request.order_id), "record_offline_payment", actor=actor, at=now, detail=detail
+        )
+    ]

@@ -2,18 +2,23 @@
 
 The steps every send shares, so the rules live once: one conditional UPDATE claims, the stored
 payload is sent byte for byte, a failure is recorded with a backoff. What is sent and how a
-success is stored is each kind's own (``create_records``, ``refund_records``, ``fulfilment``).
-Key lifetime and why: docs/architecture/checkout.md.
+success is stored is each kind's own (``flow``, ``refunds``, ``fulfilment``). Key lifetime and
+why: docs/architecture/checkout.md.
+
+Its timing: the claim must outlast the longest send the client can make, the backoff is capped
+whatever the service says (a ``Retry-After`` of ``1e12`` or ``inf`` included) and never pushes
+a request past its key lifetime unsent, and the error columns take whatever a service sent,
+made storable and cut to their lengths.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q, QuerySet, Value
@@ -21,26 +26,77 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..client.errors import shorten
-from ..conf import orders_settings, setting_name
+from ..conf import longest_exchange, orders_settings, setting_name
 from ..exceptions.wire import (
     AuthenticationFailed,
     InvalidResponse,
     OrdersAPIError,
     OrdersError,
+    RateLimited,
     RequestRejected,
     error_name,
 )
 from ..mirror import events
 from ..mirror.events import RESUME, Origin
 from ..models import Order, OrderRequest, Refund
-from .timing import (  # MAX_BACKOFF, CLAIM_MARGIN: still importable from here
-    CLAIM_MARGIN,  # noqa: F401
-    MAX_BACKOFF,  # noqa: F401
-    backoff,
-    claim_duration,
-    column_text,
-    next_attempt,
-)
+from ..wire_json import storable_text
+
+if TYPE_CHECKING:
+    from ..client.transport import OrdersClient
+
+#: The longest wait between two resends of one request, whatever its attempts.
+MAX_BACKOFF = timedelta(hours=1)
+
+#: Slack added to the longest possible send when claiming a request.
+CLAIM_MARGIN = timedelta(seconds=60)
+
+
+def claim_duration() -> timedelta:
+    """Longer than the longest send the client can make: every try to ``REQUEST_DEADLINE``
+    (connect and read timeouts bound each socket operation, not a try: a trickling server
+    is stopped by the deadline only), every Retry-After wait."""
+    deadline = orders_settings.REQUEST_DEADLINE
+    return longest_exchange(deadline, orders_settings.MAX_RETRIES) + CLAIM_MARGIN
+
+
+def backoff(attempts: int, error: BaseException | None = None) -> timedelta:
+    """Per-request exponential backoff: RESUME_BACKOFF, doubled per attempt, a longer
+    Retry-After honoured, never more than ``MAX_BACKOFF`` whatever the service says."""
+    cap = MAX_BACKOFF.total_seconds()
+    # In float seconds: a timedelta doubled 40 times overflows.
+    seconds = orders_settings.RESUME_BACKOFF.total_seconds() * 2.0 ** min(max(attempts - 1, 0), 64)
+    if isinstance(error, RateLimited) and error.retry_after:
+        seconds = max(seconds, error.retry_after)
+    return timedelta(seconds=min(seconds, cap))
+
+
+def next_attempt(first_sent_at: datetime | None, now: datetime, delay: timedelta) -> datetime:
+    """When to resend: after ``delay``, but never so late that the key expires unsent.
+
+    A request first sent at ``first_sent_at`` may be resent until ``KEY_LIFETIME`` after it;
+    a backoff that ends later would turn a request that could still succeed into one for
+    review. The resend is then due while a whole claim still fits before the expiry.
+    """
+    due = now + delay
+    if first_sent_at is not None:
+        latest = first_sent_at + orders_settings.KEY_LIFETIME - claim_duration()
+        due = max(now, min(due, latest))
+    return due
+
+
+#: The longest ``last_error`` stored; a longer one is cut with a marker.
+LAST_ERROR_LENGTH = 4000
+
+
+def column_text(name: str, value: Any) -> str:
+    """``value`` as text the ``OrderRequest`` column ``name`` takes: storable, and cut to the
+    column's length (with a marker for ``last_error``), since a service controls it."""
+    text = storable_text(str(value or ""))
+    limit = OrderRequest._meta.get_field(name).max_length  # type: ignore[union-attr]  # a column
+    if limit is not None:
+        return text[:limit]
+    return shorten(text, LAST_ERROR_LENGTH) or ""
+
 
 logger = logging.getLogger("django_orders.order_requests")
 
@@ -169,41 +225,140 @@ class Outcome:
     request: OrderRequest
     order: Order | None = None
     error: BaseException | None = None
-    #: A refund create's refund (``refund_records``).
+    #: A refund create's refund (``refunds``).
     refund: Refund | None = None
 
 
-def record_send_failure(
-    request: OrderRequest,
-    error: Exception,
-    sent_at: datetime,
-    using: str,
-    fixed_now: datetime | None,
-    origin: Origin = RESUME,
-) -> Outcome:
-    """Record what a failed send of any kind of request means: a rejection is final (or, for
-    a key conflict, for review); anything else may have reached the service (5xx, 409, 429,
-    network, an unreadable answer, 401), so the request stays pending for its key."""
-    if isinstance(error, RequestRejected):
-        state = State.NEEDS_REVIEW if error.is_idempotency_conflict else State.FAILED
-        return _record_error(request, error, state, sent_at, using, fixed_now, origin)
-    if isinstance(error, AuthenticationFailed) and refused_before_any_send(request):
-        # The service refused the credential on the only send that could have reached it:
-        # no order exists under this key. A checkout kept pending would be created later, by
-        # a resume after the key is fixed, long after the customer was told it failed.
-        return _record_error(
-            request,
-            error,
-            State.FAILED,
-            sent_at,
-            using,
-            fixed_now,
-            origin,
-            error_code=AUTHENTICATION_FAILED,
+@dataclass(frozen=True)
+class Attempt:
+    """One send of a claimed request, of any kind, and the recording of what came back.
+
+    Built once a send (``Attempt.begin``) with what every record of it needs: the database,
+    who sent it (``origin``, for the order's timeline), the clock a caller may fix (the
+    resume's ``now``, tests) and when the request went. The kind's sender (``SENDERS``) sends
+    the stored payload and records its outcome through it, so the rules live here once: a
+    failure (``failed``), an answer that cannot be used (``errored``), a success
+    (``succeeded``).
+    """
+
+    using: str
+    origin: Origin
+    sent_at: datetime
+    fixed_now: datetime | None = None
+
+    @classmethod
+    def begin(
+        cls, using: str, *, origin: Origin = RESUME, fixed_now: datetime | None = None
+    ) -> Attempt:
+        return cls(using, origin, fixed_now or timezone.now(), fixed_now)
+
+    def now(self) -> datetime:
+        """The time a record of this attempt is written (the fixed clock, if any)."""
+        return self.fixed_now or timezone.now()
+
+    def first_sent(self, request: OrderRequest) -> tuple[Any, datetime]:
+        """``first_sent_at`` for an attempt that may have reached the service: the value for
+        the UPDATE (kept if the row already has one, even one this instance has not seen) and
+        the value for the instance (known from the claimed row)."""
+        return Coalesce(F("first_sent_at"), Value(self.sent_at)), request.first_sent_at or (
+            self.sent_at
         )
-    if not isinstance(error, OrdersAPIError) and not hasattr(error, "may_have_reached_server"):
-        logger.exception("Unexpected error sending %s request %s", request.kind, request.pk)
-    return _record_error(request, error, State.PENDING, sent_at, using, fixed_now, origin)
+
+    def failed(self, request: OrderRequest, error: Exception) -> Outcome:
+        """Record what a failed send of any kind of request means: a rejection is final (or,
+        for a key conflict, for review); anything else may have reached the service (5xx, 409,
+        429, network, an unreadable answer, 401), so the request stays pending for its key."""
+        if isinstance(error, RequestRejected):
+            state = State.NEEDS_REVIEW if error.is_idempotency_conflict else State.FAILED
+            return self.errored(request, error, state)
+        if isinstance(error, AuthenticationFailed) and refused_before_any_send(request):
+            # The service refused the credential on the only send that could have reached it:
+            # no order exists under this key. A checkout kept pending would be created later,
+            # by a resume after the key is fixed, long after the customer was told it failed.
+            return self.errored(request, error, State.FAILED, error_code=AUTHENTICATION_FAILED)
+        if not isinstance(error, OrdersAPIError) and not hasattr(error, "may_have_reached_server"):
+            logger.exception("Unexpected error sending %s request %s", request.kind, request.pk)
+        return self.errored(request, error, State.PENDING)
+
+    def errored(
+        self,
+        request: OrderRequest,
+        error: BaseException,
+        state: str,
+        *,
+        error_code: str | None = None,
+    ) -> Outcome:
+        """Record ``error`` on the request, which goes to ``state`` (pending: with the next
+        attempt's time), with its timeline entry, in one transaction."""
+        return _record_error(request, error, state, self, error_code=error_code)
+
+    def succeeded(
+        self,
+        request: OrderRequest,
+        *,
+        store: Callable[[datetime, datetime], Mapping[str, Any] | None] | None = None,
+        entries: Callable[[datetime], list[Any]] | None = None,
+    ) -> Outcome:
+        """Record a success in one short transaction: ``store(first_sent_at, now)`` writes the
+        answer into the mirror (a replayed answer is as old as the key's first use: the write
+        route keeps a newer state of the order) and returns the columns that link the request
+        to what it stored, if any; then the request is marked succeeded with its timeline entry
+        and ``entries(now)``. Only the first success of a request is recorded
+        (guarded by the state); when another worker recorded it first, the row is reread."""
+        now = self.now()
+        first_sent_db, first_sent = self.first_sent(request)
+        changes = {
+            "state": State.SUCCEEDED,
+            "attempts": request.attempts + 1,
+            "last_attempt_at": self.sent_at,
+            "first_sent_at": first_sent,
+            "next_attempt_at": None,
+            "claimed_until": None,
+            "updated_at": now,
+        }
+        with transaction.atomic(using=self.using, savepoint=False, durable=True):
+            linked = store(first_sent, now) if store is not None else None
+            changes.update(linked or {})
+            rows = OrderRequest.objects.using(self.using).filter(pk=request.pk, state=State.PENDING)
+            if rows.update(**{**changes, "first_sent_at": first_sent_db}):
+                apply(request, changes)
+                recorded = [events.request_attempt(request, origin=self.origin, at=now)]
+                recorded += entries(now) if entries is not None else []
+                if any(entry is not None for entry in recorded):
+                    events.record(recorded, using=self.using)
+            else:
+                request.refresh_from_db(using=self.using)  # another worker recorded it first
+        return Outcome(request)
+
+
+#: What sends a claimed request of one kind and records its outcome through its ``Attempt``.
+Sender = Callable[["OrdersClient", OrderRequest, Attempt], Outcome]
+
+#: The sender of each kind of request (``OrderRequest.Kind``), registered by its flow module
+#: (``sends``); ``send_request`` picks one. ``services`` imports every flow.
+SENDERS: dict[str, Sender] = {}
+
+
+def sends(*kinds: str) -> Callable[[Sender], Sender]:
+    """Register the decorated function as the sender of requests of ``kinds``."""
+
+    def register(sender: Sender) -> Sender:
+        for kind in kinds:
+            SENDERS[kind] = sender
+        return sender
+
+    return register
+
+
+def send_request(client: OrdersClient, request: OrderRequest, attempt: Attempt) -> Outcome:
+    """Send a claimed request by its kind's own sender (``SENDERS``)."""
+    try:
+        sender = SENDERS[request.kind]
+    except KeyError:
+        raise LookupError(
+            f"No sender for order requests of kind {request.kind!r} (import django_orders.services)"
+        ) from None
+    return sender(client, request, attempt)
 
 
 #: ``last_error_code`` of an order create failed by a 401 before any send reached the service:
@@ -247,15 +402,14 @@ def record_unexpected(
     """Record an error that escaped a kind's sender (the database failing under it) on
     the request, pending, its claim released; logged, never raised, if that fails too."""
     logger.error("Order request %s failed unexpectedly", request.pk, exc_info=exc)
-    sent_at = fixed_now or timezone.now()
-    error = _unusable(exc, "handled")
+    error = unusable_answer(exc, "handled")
     try:
-        _record_error(request, error, State.PENDING, sent_at, using, fixed_now)
+        Attempt.begin(using, fixed_now=fixed_now).errored(request, error, State.PENDING)
     except Exception:
         logger.exception("Could not record the failure of order request %s", request.pk)
 
 
-def _unusable(exc: Exception, step: str) -> InvalidResponse:
+def unusable_answer(exc: Exception, step: str) -> InvalidResponse:
     """An unexpected failure handling a create's answer, as the library's own error."""
     if not isinstance(exc, OrdersError | DatabaseError):
         logger.warning("The answer to an order request could not be %s", step, exc_info=exc)
@@ -265,23 +419,15 @@ def _unusable(exc: Exception, step: str) -> InvalidResponse:
     )
 
 
-def _first_sent(request: OrderRequest, sent_at: datetime) -> tuple[Any, datetime]:
-    """``first_sent_at`` for an attempt that may have reached the service: the value for the
-    UPDATE (kept if the row already has one, even one this instance has not seen) and the value
-    for the instance (known from the claimed row)."""
-    return Coalesce(F("first_sent_at"), Value(sent_at)), request.first_sent_at or sent_at
-
-
-def _record_error(
-    request, error, state, sent_at, using, fixed_now, origin=RESUME, *, error_code=None
-) -> Outcome:
-    now = fixed_now or timezone.now()
+def _record_error(request, error, state, attempt: Attempt, *, error_code=None) -> Outcome:
+    using, origin, sent_at = attempt.using, attempt.origin, attempt.sent_at
+    now = attempt.now()
     attempts = request.attempts + 1
     db_changes: dict[str, Any] = {}
     request_first_sent = request.first_sent_at
     if getattr(error, "may_have_reached_server", True):
         # Anything but RequestNotSent: the service may have seen the key, KEY_LIFETIME runs.
-        db_changes["first_sent_at"], request_first_sent = _first_sent(request, sent_at)
+        db_changes["first_sent_at"], request_first_sent = attempt.first_sent(request)
     status = getattr(error, "status_code", None)
     changes: dict[str, Any] = {
         "state": state,

@@ -4,16 +4,35 @@ A refund is journaled as an order create is (committed before the send, resent w
 what may still be refunded is read under the order's claim from a fresh lookup plus this shop's
 requests in flight, so two staff never refund more than was paid. The rules and their reasons:
 docs/architecture/checkout.md ("Refunds").
+
+The send (``OrderRequest.Kind.REFUND_CREATE``) follows the rules of an order create
+(``records``): the stored payload byte for byte with the request's own key, no transaction
+during the call, success written in one short transaction, any other outcome recorded on the
+row; nothing but a recorded outcome leaves it.
+
+The order's claim (``order_claim``): one process at a time prepares a write whose amounts
+depend on the order's current state (a refund's remainders), without a transaction held across
+HTTP. The claim is a row (``OrderClaim``) taken with one statement (an insert that, on a row
+already there, takes it only if it is free) and released by the same holder (its own expiry
+time is its token) right after the request is stored, in the transaction that stores it
+(``release``); a crashed holder's claim expires after ``claim_duration()``, longer than the
+lookup it covers can take. A waiter polls with short pauses; it never waits longer than that
+expiry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ..client.transport import OrdersClient, get_client
@@ -27,14 +46,19 @@ from ..exceptions.flows import (
     RefundRejected,
     RefundRequestPending,
 )
-from ..exceptions.wire import AuthenticationFailed, OrdersAPIError, RequestRejected
+from ..exceptions.wire import (
+    AuthenticationFailed,
+    InvalidRecord,
+    InvalidResponse,
+    OrdersAPIError,
+    RequestRejected,
+)
 from ..mirror.events import SHOP, Origin, acting
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
 from ..mirror.refresh import store_answer
-from ..mirror.refund_wire import decode_refund, embedded_refunds
-from ..mirror.refunds import store_refunds
-from ..models import Order, OrderRequest, Refund, RefundStatus
-from .order_claims import order_claim
+from ..mirror.refunds import decode_refund, embedded_refunds, refund_mismatch, store_refunds
+from ..models import Order, OrderClaim, OrderRequest, Refund, RefundStatus
+from . import records
 from .records import (
     Outcome,
     State,
@@ -54,13 +78,169 @@ from .refund_input import (
     refund_lines,
     refunded_by_line,
 )
-from .refund_records import send_refund_request
 
 __all__ = ["cancel_refund", "refund_order"]
 
+
+FIRST_PAUSE = 0.02
+
+MAX_PAUSE = 0.5
+
+
+def _try_claim(order_id: str, using: str) -> datetime | None:
+    now = timezone.now()
+    until = now + claim_duration()
+    connection = connections[using]
+    if connection.vendor in ("postgresql", "sqlite"):
+        return until if _upsert_claim(connection, order_id, now, until) else None
+    rows = OrderClaim.objects.using(using).filter(pk=order_id)
+    free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    if rows.filter(free).update(claimed_until=until):
+        return until
+    claims = OrderClaim.objects.using(using)
+    claims.bulk_create([OrderClaim(order_id=order_id)], ignore_conflicts=True)
+    if rows.filter(free).update(claimed_until=until):
+        return until
+    return None
+
+
+def _upsert_claim(connection, order_id: str, now: datetime, until: datetime) -> bool:
+    """Insert the claim, or take the existing row if it is free: one statement (and one
+    commit) whether or not the order was claimed before; True when this caller holds it."""
+    table = connection.ops.quote_name(OrderClaim._meta.db_table)
+    field = OrderClaim._meta.get_field("claimed_until")
+    column = connection.ops.quote_name(field.column)
+    key = connection.ops.quote_name(OrderClaim._meta.pk.column)
+    values = [field.get_db_prep_value(value, connection) for value in (until, now)]
+    # Only quoted names of the app's own table are formatted in; the values are parameters.
+    sql = (
+        f"INSERT INTO {table} ({key}, {column}) VALUES (%s, %s) "  # noqa: S608
+        f"ON CONFLICT ({key}) DO UPDATE SET {column} = excluded.{column} "
+        f"WHERE {table}.{column} IS NULL OR {table}.{column} < %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [order_id, *values])
+        return cursor.rowcount == 1
+
+
+class Claim:
+    """A held claim; ``release()`` inside the caller's transaction frees it with its writes."""
+
+    def __init__(self, order_id: str, until: datetime, using: str) -> None:
+        self.order_id, self.until, self.using = order_id, until, using
+        self.released = False
+
+    def release(self) -> None:
+        """Free the claim (only this holder's: its expiry time is the token). Called inside
+        a transaction, it frees the claim only if that transaction commits: the caller sets
+        ``released`` once it has; until then the block's exit releases it again."""
+        OrderClaim.objects.using(self.using).filter(
+            pk=self.order_id, claimed_until=self.until
+        ).update(claimed_until=None)
+
+
+@contextmanager
+def order_claim(
+    order_id: str, using: str, *, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[Claim]:
+    """Hold ``order_id``'s claim for the block, waiting for another holder to release it."""
+    pause = FIRST_PAUSE
+    give_up = timezone.now() + claim_duration() + timedelta(seconds=1)
+    while (until := _try_claim(order_id, using)) is None:
+        if timezone.now() > give_up:  # only if the clock jumps: expired claims are free
+            raise TimeoutError(f"The claim on order {order_id} was not released.")
+        sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE)
+    claim = Claim(order_id, until, using)
+    try:
+        yield claim
+    finally:
+        if not claim.released:
+            claim.release()
+
+
+logger = logging.getLogger("django_orders.order_requests")
+
+
+@records.sends(OrderRequest.Kind.REFUND_CREATE)
+def send_refund_request(
+    client: OrdersClient, request: OrderRequest, attempt: records.Attempt
+) -> Outcome:
+    """Send one claimed refund request and record its outcome (a ``records.Sender``)."""
+    try:
+        answer = client.create_refund(request.payload, idempotency_key=request.idempotency_key)
+    except Exception as exc:
+        return attempt.failed(request, exc)
+    try:
+        refund = decode_refund(answer)
+        check_refund_answer(request, answer)
+    except (InvalidRecord, RefundAnswerMismatch) as exc:
+        # A refund may exist upstream but the answer is not it (or breaks the contract): not
+        # resent (the service answered this key), nothing of it stored; a person looks.
+        return attempt.errored(request, exc, State.NEEDS_REVIEW)
+    try:
+        return _record_success(request, answer, refund.id, attempt)
+    except RefundAnswerMismatch as exc:  # its transaction rolled back: nothing stored
+        return attempt.errored(request, exc, State.NEEDS_REVIEW)
+    except Exception as exc:
+        error = InvalidResponse(
+            f"POST /refunds/create answered with a refund that could not be stored "
+            f"({type(exc).__name__}: {exc})"
+        )
+        logger.warning("The answer to refund request %s could not be stored", request.pk)
+        return attempt.errored(request, error, State.PENDING)
+
+
+def check_refund_answer(request: OrderRequest, answer: object) -> None:
+    """Raise ``RefundAnswerMismatch`` unless ``answer`` is the refund this request sent: its
+    order, reference, lines and amounts (``mirror.refunds.refund_mismatch``). A valid refund of
+    the same order, but another one, is not this request's success (the customer would never
+    get this refund's money). That no other request holds it is checked as it is stored."""
+    reason = refund_mismatch(request.payload, answer)
+    if reason is not None:
+        raise RefundAnswerMismatch(reason, decode_refund(answer).id)
+
+
+def _held_elsewhere(request: OrderRequest, refund_id: str, using: str) -> None:
+    """``RefundAnswerMismatch`` when another refund request is linked to ``refund_id``."""
+    others = OrderRequest.objects.using(using).filter(
+        refund_id=refund_id, kind=OrderRequest.Kind.REFUND_CREATE
+    )
+    if others.exclude(pk=request.pk).exists():
+        raise RefundAnswerMismatch(
+            f"The service answered with refund {refund_id}, which another refund request "
+            "already holds.",
+            refund_id,
+        )
+
+
+def _record_success(
+    request: OrderRequest, answer: Any, refund_id: str, attempt: records.Attempt
+) -> Outcome:
+    stored: dict[str, Refund] = {}
+
+    def store(first_sent: datetime, now: datetime) -> dict[str, Any]:
+        # A replayed answer is as old as the key's first use: the mirror keeps a refund that
+        # has moved on since (mirror.refunds only moves forward).
+        written = store_refunds([answer], now=now, settle=False, origin=attempt.origin)
+        if not written.created:
+            # Only a refund the mirror held already can be linked to a request (the link is a
+            # foreign key): the usual first answer costs no query for this.
+            _held_elsewhere(request, refund_id, attempt.using)
+        stored["refund"] = written.refunds[refund_id]
+        return {"refund_id": refund_id}
+
+    # Another worker (or a lookup's refunds[], by reference) may have recorded it first.
+    outcome = attempt.succeeded(request, store=store)
+    request.refund = stored["refund"]
+    return Outcome(outcome.request, refund=stored["refund"])
+
+
 KIND = OrderRequest.Kind.REFUND_CREATE
+
 #: Orders in these statuses can be refunded.
 REFUNDABLE = frozenset({"paid", "completed"})
+
 _IN_FLIGHT = (State.PENDING, State.NEEDS_REVIEW)
 
 
@@ -127,7 +307,9 @@ def refund_order(
             existing = requests.get(reference=arguments["reference"])
     if existing is not None:
         return _repeat(client, existing, arguments, using, origin)
-    return _result(send_refund_request(client, request, using, origin=origin))
+    return _result(
+        send_refund_request(client, request, records.Attempt.begin(using, origin=origin))
+    )
 
 
 def _prepare(
@@ -210,7 +392,9 @@ def _repeat(
     if claimed is None:
         mark_expired(existing, timezone.now(), using)
         raise RefundRequestPending(existing)  # being sent by another process right now
-    return _result(send_refund_request(client, claimed, using, origin=origin))
+    return _result(
+        send_refund_request(client, claimed, records.Attempt.begin(using, origin=origin))
+    )
 
 
 def _result(outcome: Outcome) -> Refund:

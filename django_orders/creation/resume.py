@@ -1,25 +1,25 @@
 """Resuming stored requests of every kind: the due ones in a run (a command, a task), or one
-now (a staff resend), each with its own key and stored payload. Each kind's sender is a
-parameter (``Sender``): ``services`` names them, so that this module imports none of the flows.
+now (a staff resend), each with its own key and stored payload, by its kind's sender
+(``records.send_request``: each flow registers its own, so this module imports none of them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
-from ..client.transport import OrdersClient, get_client
+from ..client.transport import get_client
 from ..db import app_database, refuse_outer_transaction
 from ..exceptions.flows import OrderRequestPending
 from ..exceptions.wire import AuthenticationFailed, OrdersAPIError
-from ..mirror.events import RESUME, Origin, acting
+from ..mirror.events import RESUME, acting
 from ..models import OrderRequest
 from .records import (
-    Outcome,
+    Attempt,
     State,
     claim,
     expire_pending,
@@ -28,30 +28,15 @@ from .records import (
     key_expired,
     mark_expired,
     record_unexpected,
+    send_request,
 )
 
-__all__ = ["ResumeSummary", "Sender", "resend_order_request", "resume_order_requests"]
+__all__ = ["ResumeSummary", "resend_order_request", "resume_order_requests"]
 
 
-class Sender(Protocol):
-    """Sends a claimed request (this process holds the claim) and records what came back."""
-
-    def __call__(
-        self,
-        client: OrdersClient,
-        request: OrderRequest,
-        using: str,
-        *,
-        fixed_now: datetime | None = None,
-        origin: Origin = RESUME,
-    ) -> Outcome: ...
-
-
-def resend_order_request(
-    order_request: OrderRequest, send: Sender, *, actor: Any = None
-) -> OrderRequest:
-    """Resend one pending request now, with its own key and payload (``send``: its kind's
-    sender); record and return it.
+def resend_order_request(order_request: OrderRequest, *, actor: Any = None) -> OrderRequest:
+    """Resend one pending request now, with its own key and payload, by its kind's sender;
+    record and return it.
 
     ``actor``: the staff user who asked for it (``request.user``), kept with the attempt on the
     order's timeline (``None``: recorded as a resumed request).
@@ -80,7 +65,7 @@ def resend_order_request(
         if mark_expired(current, timezone.now(), using):
             return current  # expired between the read and the claim
         raise OrderRequestPending(current)
-    return send(client, claimed, using, origin=acting(actor, RESUME)).request
+    return send_request(client, claimed, Attempt.begin(using, origin=acting(actor, RESUME))).request
 
 
 @dataclass
@@ -108,14 +93,13 @@ class ResumeSummary:
 
 
 def resume_order_requests(
-    send: Sender,
     *,
     dry_run: bool = False,
     limit: int | None = None,
     now: datetime | None = None,
 ) -> ResumeSummary:
-    """Resend pending requests that are due, each with its own key and stored payload, by
-    ``send`` (each kind's sender: ``services`` names them).
+    """Resend pending requests that are due, each with its own key and stored payload, by its
+    kind's sender.
 
     Due: pending, not claimed, ``next_attempt_at`` empty or past. Each is claimed with one
     conditional UPDATE right before it is sent, so workers running at once never send the same
@@ -162,7 +146,7 @@ def resume_order_requests(
             continue
         summary.resent += 1
         try:
-            outcome = send(client, request, using, fixed_now=fixed_now)
+            outcome = send_request(client, request, Attempt.begin(using, fixed_now=fixed_now))
         except Exception as exc:
             # One request must not stop the run: recorded on it (if the database lets us),
             # and the run goes on with the next.

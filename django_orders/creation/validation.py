@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from ..conf import http_url_host, orders_settings
+from ..conf import http_url_host, orders_settings, redirect_host_allowed
 from ..exceptions.flows import InvalidOrderRequest
 from ..models import Customer
-from ..redirect_hosts import redirect_host_allowed
 
 LINE_ITEM_TYPES = ("product", "fee", "shipping")
 #: ``create_order``'s optional create fields beyond number, checkout and custom data.

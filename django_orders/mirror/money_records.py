@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..exceptions.wire import InvalidRecord
-from .timestamps import parse_optional_timestamp, parse_timestamp
+from .parsing import parse_optional_timestamp, parse_timestamp
 
 __all__ = [
     "DecodedPayout",

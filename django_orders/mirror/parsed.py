@@ -311,7 +311,7 @@ class ParsedOrder(_ParsedRecordBase):
     #: Its customer summary (read by the decoder, which names a fault in it ``customer.*``).
     customer: ParsedCustomer
     #: The hash of the bytes it came in as, if known (``Order.wire_fingerprint``): set by a
-    #: walk's page (``order_pages``), empty for a record decoded by the client.
+    #: walk's page (``resources.orders``), empty for a record decoded by the client.
     wire_fingerprint: str
     status: str = field(metadata={"read": _status})
     initiated_at: datetime = field(metadata={"read": _required_time})

@@ -4,8 +4,12 @@ Shared by the sync's refresh of orders outside the page window and by checkout's
 ``confirm_order``/``cancel_order``: the same parse, the same write, the same signals after
 commit; the payment transaction an order embeds is stored with it. ``within`` lets a caller
 add its own bookkeeping (a sync run's counts, the lease) to that transaction, so it commits or
-rolls back with the order. ``store_lookups`` writes a batch
-of lookups (the backfill's) the same way, in one transaction and a fixed number of statements.
+rolls back with the order. ``store_lookups`` writes a batch of lookups (the backfill's) the same
+way, in one transaction and a fixed number of statements.
+
+``order_first_seen`` for shop code (``announce``) is sent after the write that caused it has
+committed, by every writer of orders. ``order_status_changed`` is sent from the timeline's
+entries instead (``events.announce``): one entry, one signal, whatever path saw the change.
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils import timezone
 
-from ..client.lookup_results import Lookup
+from ..client.reading import Lookup
 from ..db import app_atomic, app_on_commit
 from ..exceptions.wire import InvalidRecord
 from ..models.mirror import Order
-from .announce import announce
+from ..signals import order_first_seen
 from .events import LOOKUP, Origin
 from .money_records import decode_balance_transaction
 from .money_store import ParsedMoney, store_transactions
@@ -31,6 +35,29 @@ from .parsing import ParsedOrder, parse_order
 from .refunds import store_embedded_refunds
 from .result import MirrorResult, Within
 from .store import store_orders
+
+
+class Written(Protocol):
+    """What ``announce`` reads of a write's result (``store.MirrorResult``), only when a
+    receiver listens: the orders it saw for the first time."""
+
+    @property
+    def first_seen(self) -> list[Order]: ...
+
+
+def announce(result: Written) -> None:
+    """Sent after commit, so a receiver never sees a row that a rollback would take back.
+
+    ``send_robust``: one failing receiver neither stops the others nor the sync.
+    """
+    responses = []
+    if order_first_seen.has_listeners(Order):
+        for order in result.first_seen:
+            responses += order_first_seen.send_robust(sender=Order, order=order)
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error("Signal receiver %r failed: %r", receiver, response)
+
 
 logger = logging.getLogger("django_orders.sync")
 

@@ -37,7 +37,7 @@ TERMINAL_STATUSES = frozenset(
 def wire_fingerprint_field() -> models.CharField:
     """The ``wire_fingerprint`` column of ``Customer`` and ``Order``.
 
-    Why a second hash (``order_pages``): the bytes a record came in as can be compared
+    Why a second hash (``mirror.resources.orders``): the bytes a record came in as can be compared
     without decoding or encoding it, so a re-sync skips both for an unchanged record. Empty when
     unknown (a record from a lookup or ``create_order``, whose answer is decoded another way):
     the row is then compared by its canonical ``fingerprint``, as always. Never set apart from
@@ -237,7 +237,7 @@ class Order(models.Model):
     )
     # Orders carry no updated_at: the mirror orders the answers it stores by when their
     # requests were sent, and never lets an answer to an earlier request replace this row
-    # (mirror.lifecycle).
+    # (mirror.store).
     observed_at = models.DateTimeField(
         _("observed"),
         null=True,

@@ -156,7 +156,7 @@ class RateHold(models.Model):
 
     A 429's ``Retry-After`` seen by one client holds them all until ``held_until``; with
     ``MAX_REQUESTS_PER_SECOND`` set, ``next_slot`` is the first moment nobody has taken yet, and
-    clients take their request slots ``1/rate`` apart from it (``sync.rate_hold``). The key is
+    clients take their request slots ``1/rate`` apart from it (``sync.lease``). The key is
     named by its fingerprint, a hash: the key itself is never stored.
     """
 

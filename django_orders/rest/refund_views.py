@@ -2,14 +2,28 @@
 ``refunds/`` and ``refunds/<id>/`` (GET).
 
 Two idempotency scopes: the body's ``reference`` names the refund, the ``Idempotency-Key``
-header this HTTP request (a local row, never sent to the provider). The statuses and the
-conflicts: docs/architecture/interfaces.md ("Refunds in the API").
+header this HTTP request. The statuses and the conflicts: docs/architecture/interfaces.md
+("Refunds in the API").
+
+The key is bound to its request in a local row, never sent to the provider: it lives in
+``RefundApiKey``, taken with one INSERT before ``services.refund_order`` runs
+(``take_refund_key``), so two requests with one key never both reach it: the unique constraints
+decide, not a read. The cases and their answers: docs/architecture/interfaces.md, "The refund
+key's row".
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound
@@ -19,6 +33,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import services
+from ..conf import longest_exchange, orders_settings
 from ..db import app_database
 from ..exceptions import (
     InvalidRefundRequest,
@@ -28,9 +43,8 @@ from ..exceptions import (
     RefundRequestPending,
 )
 from ..mirror.queries import MAX_ORDER_ID_LENGTH
-from ..models import Order, OrderRequest, Refund
+from ..models import Order, OrderRequest, Refund, RefundApiKey
 from ..services import stored_error
-from . import refund_keys
 from .access import HEADER, checkout_handle, parse_checkout_handle, parse_key, scoped_reference
 from .base import (
     ERRORS,
@@ -45,8 +59,89 @@ from .base import (
 from .exceptions import IDEMPOTENCY_KEY_CONFLICT, error_response
 from .serializers import ErrorSerializer
 
+#: Why ``take_refund_key`` refused a key (``RefundViewSet`` answers each its own way).
+TAKEN_KEY_CONFLICT = "key_conflict"
+TAKEN_REFERENCE_CONFLICT = "reference_conflict"
+TAKEN_IN_PROGRESS = "in_progress"
+#: Slack beyond the calls a refund can make while its key is held.
+CLAIM_MARGIN = timedelta(seconds=60)
+
+
+def key_claim_duration() -> timedelta:
+    """Longer than ``refund_order`` can run: waiting for the order's claim (as long as one
+    lookup), its lookup and its create, each every try to the deadline."""
+    call = longest_exchange(orders_settings.REQUEST_DEADLINE, orders_settings.MAX_RETRIES)
+    return 3 * call + 2 * CLAIM_MARGIN
+
+
+def fingerprint(order_id: str, arguments: Mapping[str, Any]) -> str:
+    """What a replay must match: the order and ``refund_order``'s arguments as sent."""
+    text = json.dumps({"order_id": order_id, **arguments}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class HeldKey:
+    """A key this request holds while ``refund_order`` runs."""
+
+    pk: int
+    until: datetime
+
+    def _mine(self):
+        return RefundApiKey.objects.using(app_database()).filter(
+            pk=self.pk, claimed_until=self.until
+        )
+
+    def release(self) -> None:
+        """The request ran: the key stays bound to it, free for its replays."""
+        self._mine().update(claimed_until=None)
+
+    def forget(self) -> None:
+        """Nothing was stored for the request: the key may be used again, with any body."""
+        self._mine().delete()
+
+
+def take_refund_key(key: str, reference: str, order_id: str, print_: str) -> HeldKey | str:
+    """Hold ``key`` for this request, or say why not (``TAKEN_KEY_CONFLICT``,
+    ``TAKEN_REFERENCE_CONFLICT``, ``TAKEN_IN_PROGRESS``)."""
+    using = app_database()
+    rows = RefundApiKey.objects.using(using)
+    for _ in range(3):  # a row deleted between our INSERT and our read: try again
+        now = timezone.now()
+        until = now + key_claim_duration()
+        try:
+            with transaction.atomic(using=using):
+                row = rows.create(
+                    key=key,
+                    reference=reference,
+                    order_id=order_id,
+                    fingerprint=print_,
+                    claimed_until=until,
+                    created_at=now,
+                )
+            return HeldKey(row.pk, until)
+        except IntegrityError:
+            pass
+        found = rows.filter(key=key).values_list("pk", "fingerprint").first()
+        if found is None:
+            if rows.filter(reference=reference).exists():
+                return TAKEN_REFERENCE_CONFLICT
+            continue
+        pk, bound_to = found
+        if bound_to != print_:
+            return TAKEN_KEY_CONFLICT
+        free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+        if rows.filter(free, pk=pk, fingerprint=print_).update(claimed_until=until):
+            return HeldKey(pk, until)
+        if rows.filter(pk=pk).exists():
+            return TAKEN_IN_PROGRESS
+    return TAKEN_IN_PROGRESS
+
+
 KIND = OrderRequest.Kind.REFUND_CREATE
+
 State = OrderRequest.State
+
 REFERENCE_CONFLICT = "reference_conflict"
 
 
@@ -285,11 +380,11 @@ class OrderRefundViewSet(
             "lines": [dict(line) for line in data["lines"]] if data.get("lines") else None,
             "reason_details": data.get("reason_details"),
         }
-        held = refund_keys.take(
+        held = take_refund_key(
             scoped_reference(request.user, key),
             data["reference"],
             order_id,
-            refund_keys.fingerprint(order_id, arguments),
+            fingerprint(order_id, arguments),
         )
         if isinstance(held, str):
             return self._refused_key(held)
@@ -313,7 +408,7 @@ class OrderRefundViewSet(
     def _refused(self, exc: Exception) -> Response:
         """``refund_order``'s outcomes other than a refund, as the answers DESIGN.md lists."""
         if isinstance(exc, ReferenceConflict):
-            return self._refused_key(refund_keys.REFERENCE_CONFLICT)
+            return self._refused_key(TAKEN_REFERENCE_CONFLICT)
         if isinstance(exc, InvalidRefundRequest):
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
         if isinstance(exc, OrderNotRefundable):
@@ -324,20 +419,20 @@ class OrderRefundViewSet(
             return rejected(exc)
         if isinstance(exc, RefundRequestPending):
             if in_flight(exc):
-                return self._refused_key(refund_keys.IN_PROGRESS)
+                return self._refused_key(TAKEN_IN_PROGRESS)
             return refund_pending(self.request, cast(OrderRequest, exc.order_request))
         raise exc  # Order.DoesNotExist: the exception handler's 404
 
     @staticmethod
     def _refused_key(why: str) -> Response:
-        if why == refund_keys.KEY_CONFLICT:
+        if why == TAKEN_KEY_CONFLICT:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY,
                 IDEMPOTENCY_KEY_CONFLICT,
                 "This Idempotency-Key was already used with a different request body. Send a "
                 "new key for a new refund.",
             )
-        if why == refund_keys.REFERENCE_CONFLICT:
+        if why == TAKEN_REFERENCE_CONFLICT:
             return error_response(
                 status.HTTP_422_UNPROCESSABLE_ENTITY,
                 REFERENCE_CONFLICT,

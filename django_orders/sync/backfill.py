@@ -2,30 +2,43 @@
 
 The page window hides every record past the newest ``MAX_PAGE_NUMBER x PAGE_SIZE``; search
 reaches them all. The backfill reads ``/<resource>/search`` to its end, looks up what the mirror
-lacks or settled older (``feed_rules.decide`` without a floor) and saves checkpoints, so a killed
-backfill goes on from there. How: docs/architecture/change-feed.md, "Backfill".
+lacks or settled older (``feed.decide`` without a floor) and saves checkpoints, so a killed
+backfill goes on from there.
+
+Its pipeline: lookups that keep flowing while the next search answer is read and while what they
+found is written, a batch of orders a transaction, the checkpoint in order. At most two answers
+are held, so memory stays flat whatever the history; an answer is checkpointed once its lookups
+and those of every answer before it are stored, so a killed run never skips an order. How the
+three overlap: docs/architecture/change-feed.md, "Backfill".
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from queue import Empty, SimpleQueue
+from typing import Any, Protocol
 
 from django.utils import timezone
 
-from ..client.lookup_stream import lookup_stream
-from ..client.search import SearchTrail
-from ..client.search_structs import SearchPage
+from ..client.lookups import lookup_stream
+from ..client.search import SearchPage, SearchTrail
 from ..client.transport import new_client
 from ..conf import orders_settings
-from ..conf.table import CLOCK_SKEW
+from ..conf.table import CLOCK_SKEW, HEARTBEAT_SECONDS
 from ..db import app_database
+from ..exceptions import RequestRejected
 from ..mirror.events import FEED
 from ..mirror.resources.registry import Resource
 from ..models import SyncCheckpoint, SyncRun
-from .backfill_pipeline import Answer, Pipeline
-from .feed_rules import (
+from .lease import Lease, run_gate
+from .progress import ProgressCallback
+from .settling import (
     RESTARTS,
     FeedOutcome,
     decide,
@@ -35,18 +48,201 @@ from .feed_rules import (
     searched_of,
     set_aside_ahead,
     starting_watermark,
+    store_batch,
+    store_for_run,
 )
-from .lease import Lease
-from .lookup_store import store_batch, store_for_run
-from .progress import ProgressCallback
-from .rate_hold import run_gate
+
+__all__ = ["BACKFILL", "BATCH", "Answer", "Pipeline", "run_backfill"]
+
+
+#: Looked-up orders written a transaction (fewer when the lookups run dry).
+BATCH = 32
+
+#: Search answers whose lookups are not all found, at most: the one being looked up and the
+#: one read ahead (an answer whose lookups are all found waits for its batch with its cursor
+#: and counts only).
+AHEAD = 2
+
+
+class Submits(Protocol):
+    """What the pipeline needs of ``client.lookups.LookupStream``: one lookup sent."""
+
+    def submit(self, record_id: str) -> Future[Any]: ...
+
+
+@dataclass
+class Answer:
+    """What the checkpoint needs of one search answer: its cursor, how many results it had,
+    and how many of its lookups are not stored yet (``waiting``) or not even found."""
+
+    next_cursor: str | None
+    results: int
+    waiting: int = 0
+    unfound: int = 0
+
+
+@dataclass
+class _Job:
+    """One lookup: the record, the newest projection it was sent for, the answers waiting."""
+
+    record_id: str
+    moment: datetime
+    answers: list[Answer] = field(default_factory=list)
+    found: bool = False
+
+
+@dataclass
+class Pipeline:
+    """One backfill's walk from ``cursor`` to the end of the index.
+
+    ``search(cursor)``: one answer (HTTP only: it runs on its own thread); ``decide(page)``:
+    the orders to look up and the moment each projection shows; ``store(lookups, moments)``:
+    write a batch; ``checkpoint(answer)``: save the walk up to the end of that answer;
+    ``heartbeat()``: renew the lease. ``store`` renews it too: a batch is written, or the
+    lease renewed, at least every ``HEARTBEAT_SECONDS`` whatever the lookups' pace.
+    """
+
+    lookups: Submits
+    search: Callable[[str | None], SearchPage]
+    decide: Callable[[SearchPage], Mapping[str, datetime]]
+    store: Callable[[list[Any], dict[str, datetime]], None]
+    checkpoint: Callable[[Answer], None]
+    heartbeat: Callable[[], None]
+    restarts: int = 0
+    batch_size: int = BATCH
+    _answers: deque[Answer] = field(default_factory=deque)
+    _pending: dict[str, _Job] = field(default_factory=dict)
+    _flight: dict[Future, _Job] = field(default_factory=dict)
+    _batch: dict[str, tuple[Any, _Job]] = field(default_factory=dict)
+    _finished: SimpleQueue[Future] = field(default_factory=SimpleQueue)
+    _looking: int = 0  # answers with lookups not yet found
+    _renewed: float = field(default_factory=time.monotonic)  # the lease, by a batch or not
+
+    def run(self, cursor: str | None) -> None:
+        """Walk to the end; an error of a lookup or a search propagates (the batch of lookups
+        already found is stored first), as does a cursor that keeps expiring."""
+        searches = ThreadPoolExecutor(max_workers=1, thread_name_prefix="django-orders-search")
+        try:
+            self._walk(cursor, searches)
+        finally:
+            searches.shutdown(wait=True, cancel_futures=True)
+
+    def _walk(self, cursor: str | None, searches: ThreadPoolExecutor) -> None:
+        searching: Future | None = None
+        more, restarts = True, 0
+        while True:
+            if searching is None and more and self._looking < AHEAD:
+                searching = searches.submit(self.search, cursor)
+                searching.add_done_callback(self._finished.put)
+            if searching is None and not self._flight:
+                self._flush()
+                if not more:
+                    return
+                continue
+            waited = time.monotonic() - self._renewed
+            try:
+                finished = [self._finished.get(timeout=max(0.0, HEARTBEAT_SECONDS - waited))]
+            except Empty:
+                self._renew()
+                continue
+            while True:
+                try:
+                    finished.append(self._finished.get_nowait())
+                except Empty:
+                    break
+            for future in finished:
+                if future is not searching:
+                    self._found(future)
+                    continue
+                searching = None
+                try:
+                    page = self._result(future)
+                except RequestRejected as exc:
+                    if not exc.is_cursor_expired or restarts >= self.restarts:
+                        raise
+                    restarts += 1
+                    logger.info("The backfill's cursor expired; reading again from the top")
+                    cursor = None
+                    continue
+                more, cursor = page.has_more, page.next_cursor
+                self._answer(page)
+            if len(self._batch) >= self.batch_size or not self._flight:
+                self._flush()
+            elif time.monotonic() - self._renewed >= HEARTBEAT_SECONDS:
+                self._renew()  # lookups held back by a 429: the lease must not lapse meanwhile
+
+    def _answer(self, page: SearchPage) -> None:
+        """Decide one answer and queue its lookups behind those already queued."""
+        answer = Answer(page.next_cursor, len(page.results))
+        for record_id, moment in self.decide(page).items():
+            job = self._pending.get(record_id)
+            if job is None or moment > job.moment:
+                # New, or changed since its lookup was queued: that one may have been sent
+                # before the change, so it cannot settle this projection.
+                job = self._pending[record_id] = _Job(record_id, moment)
+                future = self.lookups.submit(record_id)
+                self._flight[future] = job
+                future.add_done_callback(self._finished.put)
+            job.answers.append(answer)
+            answer.waiting += 1
+            answer.unfound += not job.found
+        self._looking += answer.unfound > 0
+        self._answers.append(answer)
+        self._close()
+
+    def _found(self, future: Future) -> None:
+        job = self._flight.pop(future, None)
+        if job is None:
+            return  # cancelled when the walk stopped
+        lookup = self._result(future)
+        job.found = True
+        for answer in job.answers:
+            answer.unfound -= 1
+            self._looking -= answer.unfound == 0
+        if lookup.record_id in self._batch:
+            self._flush()  # one order twice (changed while it was looked up): in order
+        self._batch[lookup.record_id] = (lookup, job)
+
+    def _result(self, future: Future):
+        try:
+            return future.result()
+        except Exception:
+            self._flush()  # what the lookups found before the error is kept
+            raise
+
+    def _renew(self) -> None:
+        """Write what was found, whose transaction renews the lease; or just renew it."""
+        if self._batch:
+            self._flush()
+        else:
+            self.heartbeat()
+            self._renewed = time.monotonic()
+
+    def _flush(self) -> None:
+        """Write the batch, then checkpoint the answers it completed."""
+        if not self._batch:
+            return
+        batch = list(self._batch.values())
+        self.store([lookup for lookup, _job in batch], {j.record_id: j.moment for _l, j in batch})
+        self._renewed = time.monotonic()
+        self._batch.clear()
+        for _lookup, job in batch:
+            if self._pending.get(job.record_id) is job:
+                del self._pending[job.record_id]
+            for answer in job.answers:
+                answer.waiting -= 1
+        self._close()
+
+    def _close(self) -> None:
+        while self._answers and self._answers[0].waiting == 0:
+            self.checkpoint(self._answers.popleft())
+
 
 logger = logging.getLogger("django_orders.sync")
 
-__all__ = ["BACKFILL", "run_backfill"]
-
 #: ``SyncRun.end_reason`` of a backfill run.
 BACKFILL = "backfill"
+
 _EVER = datetime.min.replace(tzinfo=UTC)
 
 

@@ -2,15 +2,19 @@
 
 Pages are fetched and parsed ahead on helper threads and written one short transaction each
 (a first sync as a re-sync); no transaction waits on HTTP. Resources come from the registry
-(``mirror.resources``). The rules and their reasons: docs/architecture/sync.md.
+(``mirror.resources``). A page the database refuses is written again record by record: the
+records it refuses are set aside (counted on the ``SyncRun`` with the reason) and the walk goes
+on; errors of the database itself fail the run. The rules and their reasons:
+docs/architecture/sync.md.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -23,32 +27,81 @@ from ..client.transport import new_client
 from ..conf import orders_settings
 from ..db import app_atomic, app_database, app_on_commit, refuse_outer_transaction
 from ..exceptions.wire import error_name
-from ..mirror.announce import announce
 from ..mirror.parsing import LenientPage, read_page
+from ..mirror.refresh import announce
 from ..mirror.resources import RESOURCE_NAME, Resource, backfilled_resources, resource_for
 from ..mirror.result import MirrorResult
 from ..models import SyncRun
 from .backfill import run_backfill
 from .feed import read_change_feed
-from .lease import Lease, backfill_lease_name, live_owners
+from .lease import Lease, backfill_lease_name, live_owners, note_rate_counts, shared_gate
 from .money import look_up_named, take_answer
-from .pagewrite import write_page
-from .problems import MALFORMED, set_aside
 from .progress import (
+    MALFORMED,
     PROGRESS_FIELDS,
+    REFUSALS,
     ProgressCallback,
     add_counts,
     counts_kept_on_commit,
     progress_values,
+    reason_of,
+    set_aside,
 )
-from .rate_hold import note_rate_counts, shared_gate
 from .read_ahead import fetched_ahead
-from .refresh import refresh_outside_walk
-from .refund_refresh import refresh_open_refunds, store_refund_for_run
-
-logger = logging.getLogger("django_orders.sync")
+from .refresh import refresh_open_refunds, refresh_outside_walk, store_refund_for_run
 
 __all__ = ["RESOURCE_NAME", "check_resource", "sync_orders"]
+
+
+def write_page(
+    kind: Resource,
+    records: Sequence[Any],
+    run: SyncRun,
+    *,
+    now: datetime,
+    sent_at: datetime | None = None,
+    known_customers: set[str],
+    commit: Callable[[list[MirrorResult]], None],
+) -> list[MirrorResult]:
+    """Store a page's ``records`` and, in the same transaction, call ``commit`` with what was
+    written (the caller saves the run's progress and renews the lease there). ``sent_at``:
+    when the page's request was sent (``store_orders``'s)."""
+    sent_at = sent_at or now
+    resource, known = kind.name, known_customers
+    new_customers = kind.customers(records) - known_customers
+    saved = {k: v for k, v in vars(run).items() if k != "_state"}
+    try:
+        with app_atomic():
+            results = [kind.store(records, now=now, sent_at=sent_at, known_customers=known)]
+            commit(results)
+        return results
+    except REFUSALS as exc:
+        # Rolled back: so are the customers' rows, and whatever commit() counted on the run.
+        known_customers.difference_update(new_customers)
+        vars(run).update(saved)
+        logger.warning(
+            "%s page %d: the database refused the page (%s); writing it record by record",
+            resource,
+            run.pages + 1,
+            reason_of(exc),
+        )
+    with app_atomic():
+        results = []
+        for record in records:
+            added = kind.customers([record]) - known_customers
+            try:
+                with app_atomic():
+                    results.append(
+                        kind.store([record], now=now, sent_at=sent_at, known_customers=known)
+                    )
+            except REFUSALS as exc:
+                known_customers.difference_update(added)
+                set_aside(run, f"{resource} page {run.pages + 1}, id {record.id}", exc)
+        commit(results)
+    return results
+
+
+logger = logging.getLogger("django_orders.sync")
 
 
 def check_resource(resource: Any, collection: Any = None) -> str:
@@ -77,7 +130,7 @@ def sync_orders(
     and required for a resource it does not know. Orders go into ``Order`` and ``Customer``
     (the refunds they carry into ``Refund``), refunds into ``Refund``, any other resource raw
     into ``RemoteRecord``. A walk of orders or refunds ends with the refresh of the refunds
-    still pending or processing (``refund_refresh``), at most ``refresh_limit`` of them.
+    still pending or processing (``refresh.refresh_refunds``), at most ``refresh_limit`` of them.
 
     ``max_pages`` bounds the pages walked; above ``MAX_PAGE_NUMBER`` it also moves the page
     window, for a service that serves deeper pages (one that refuses them still ends the walk
@@ -105,7 +158,7 @@ def sync_orders(
         raise ValueError(f"refresh_limit must be a whole number >= 0, not {refresh_limit!r}")
     # A client of the run's own, not this thread's: the read-ahead thread uses it, and may
     # still be finishing a request when the run ends (read_ahead.run_ahead).
-    gate = shared_gate()  # the run's one gate: walk, feed and lookups (sync.rate_hold)
+    gate = shared_gate()  # the run's one gate: walk, feed and lookups (sync.lease)
     client = new_client(gate=gate)
     try:
         # Checks page_size and max_pages before anything is taken or recorded.
@@ -126,7 +179,7 @@ def sync_orders(
         try:
             _close_abandoned_runs(resource)
             run = SyncRun.objects.create(resource=resource, page_size=page_size, host=lease.owner)
-            setattr(run, "_rate_gate", gate)  # noqa: B010 - see rate_hold.run_gate
+            setattr(run, "_rate_gate", gate)  # noqa: B010 - see lease.run_gate
             try:
                 if backfill:
                     _backfill(kind, run, lease, progress)
@@ -269,7 +322,7 @@ def _walk(
         records = _first_copies(unseen)
         now = timezone.now()
         # When the page's request was sent: the mirror keeps an order it holds from a later
-        # request (mirror.lifecycle). A page without it counts as sent now.
+        # request (mirror.store). A page without it counts as sent now.
         sent_at = getattr(parsed, "sent_at", None) or now
         _set_aside_malformed(run, parsed)
         with counts_kept_on_commit(run):

@@ -3,7 +3,8 @@
 The page window shows only the newest orders and nothing is final (a refund shows only in
 ``updated_at``), so after the window walk each orders run reads ``/orders/search`` newest
 change first, back to the stored watermark, and looks up what changed since the mirror settled
-it. The rules and their reasons: docs/architecture/change-feed.md.
+it, by the rules it shares with the backfill (``settling``). The rules and their reasons:
+docs/architecture/change-feed.md.
 """
 
 from __future__ import annotations
@@ -14,17 +15,22 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ..client.search import SearchTrail
-from ..client.search_structs import SearchPage
+from ..client.search import SearchPage, SearchTrail
 from ..client.transport import OrdersClient, new_client
 from ..conf import orders_settings
 from ..db import app_database
-from ..exceptions.wire import InvalidResponse, OrdersNetworkError, RequestRejected, ServerError
+from ..exceptions.wire import (
+    InvalidResponse,
+    OrdersNetworkError,
+    RequestRejected,
+    ServerError,
+)
 from ..mirror.events import FEED
-from ..mirror.resources.registry import Resource
-from ..mirror.searched import SearchedMirror
+from ..mirror.resources.registry import Resource, SearchedMirror
 from ..models import SyncCheckpoint, SyncRun
-from .feed_rules import (
+from .lease import Lease, run_gate
+from .progress import ProgressCallback
+from .settling import (
     RESTARTS,
     FeedOutcome,
     decide,
@@ -34,16 +40,14 @@ from .feed_rules import (
     searched_of,
     set_aside_ahead,
     starting_watermark,
+    store_for_run,
     stored_watermark,
 )
-from .lease import Lease
-from .lookup_store import store_for_run
-from .progress import ProgressCallback
-from .rate_hold import run_gate
-
-logger = logging.getLogger("django_orders.sync")
 
 __all__ = ["FeedOutcome", "read_change_feed", "stored_watermark"]
+
+
+logger = logging.getLogger("django_orders.sync")
 
 
 def read_change_feed(

@@ -24,10 +24,9 @@ from ..db import app_atomic
 from ..mirror.money_store import missing_count, missing_ids
 from ..mirror.resources.registry import RESOURCES, Resource
 from ..models import SyncRun
-from .lease import Lease
-from .lookup_store import store_for_run
+from .lease import Lease, run_gate
 from .progress import ProgressCallback, add_counts, progress_values
-from .rate_hold import run_gate
+from .settling import store_for_run
 
 logger = logging.getLogger("django_orders.sync")
 
@@ -46,7 +45,7 @@ def look_up_named(
     name, that the mirror lacks: at most ``limit`` of each kind. ``run.refresh_waiting``
     counts those left for a later run (not looked up in this one): ``reconcile()`` takes only
     a transactions sync that left none as one that looked everything up. ``store_refund``:
-    the refund refresh's writer (``refund_refresh.store_refund_for_run``), given by the engine,
+    the refund refresh's writer (``refresh.store_refund_for_run``), given by the engine,
     which imports it already."""
     waiting = 0
     lookups = (*_LOOKUPS, ("refunds", lookup_refunds, store_refund))

@@ -32,8 +32,7 @@ from django.db import connections, transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
-from ..client.lookup_calls import order_lookup
-from ..client.lookup_results import Lookup
+from ..client.lookups import Lookup, order_lookup
 from ..client.search import SearchTrail
 from ..client.transport import new_client
 from ..conf import orders_settings

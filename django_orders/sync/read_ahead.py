@@ -3,7 +3,7 @@
 Kept apart from the engine (``engine``) because it is about threads and the network, not about
 the mirror: one helper thread fetches, another parses, and neither touches the mirror (the
 fetcher's client reads and writes the key's shared rate hold through the run's gate, a statement
-on a connection it closes at once: ``sync.rate_hold``).
+on a connection it closes at once: ``sync.lease``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _DONE = object()
 
 class PageRecords(list):
     """A page's parsed records, with when the request for the page was sent (``Page.sent_at``):
-    the writer hands it to the mirror, which orders answers by it (``mirror.lifecycle``); and
+    the writer hands it to the mirror, which orders answers by it (``mirror.store``); and
     the malformed records its reading set aside (``LenientPage.set_aside``)."""
 
     __slots__ = ("sent_at", "set_aside")

@@ -1,8 +1,15 @@
-"""Refreshing orders by lookup: those the page walk cannot reach, and the admin's action.
+"""Refreshing by lookup, inside a sync run or not: the orders the page walk cannot reach (and the
+admin's action), and the refunds still moving (pending, processing).
 
-Lookups run ``REFRESH_CONCURRENCY`` at a time (``client.lookups``); each order is written in
-its own short transaction as it comes (``mirror.refresh``), with the run's counts and the
-lease renewal in that same transaction when a sync run does the refresh.
+Lookups run ``REFRESH_CONCURRENCY`` at a time (``client.lookups``, one rate gate); each record
+is written in its own short transaction as it comes (``mirror.refresh``; in a run, by
+``settling.store_for_run``), with the run's counts and the lease renewal in that same
+transaction when a sync run does the refresh.
+
+No webhook says when a refund settles or fails, so every walk of a resource that carries
+refunds (``Resource.refresh_refunds``: orders, refunds) ends by looking up the open refunds the
+walk did not just read, a bounded number a run (``REFRESH_LIMIT``), the longest unconfirmed
+first.
 """
 
 from __future__ import annotations
@@ -10,20 +17,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from django.db.models import F
+from django.db.models import F, Q
+from django.utils import timezone
 
-from ..client.lookups import lookup_orders
-from ..db import app_database, refuse_outer_transaction
+from ..client.lookups import RefundLookup, lookup_orders, lookup_refunds
+from ..db import app_atomic, app_database, refuse_outer_transaction
+from ..exceptions.wire import InvalidRecord
 from ..mirror.refresh import store_lookup
+from ..mirror.refunds import FINAL, StoredRefunds, stamp_refund_refreshed, store_refund_lookup
 from ..mirror.resources.registry import Resource
-from ..models import TERMINAL_STATUSES, Order, SyncRun
-from .lease import Lease
-from .lookup_store import store_for_run
-from .progress import ProgressCallback
-from .rate_hold import run_gate, shared_gate
+from ..models import TERMINAL_STATUSES, Order, Refund, SyncRun
+from .lease import Lease, run_gate, shared_gate
+from .progress import (
+    MALFORMED,
+    REFUSALS,
+    ProgressCallback,
+    counts_kept_on_commit,
+    progress_values,
+    set_aside,
+)
+from .settling import store_batch, store_for_run
 
-logger = logging.getLogger("django_orders.sync")
+__all__ = ["store_batch", "store_for_run"]
 
 
 @dataclass
@@ -119,3 +136,67 @@ def refresh_orders(order_ids: Iterable[str]) -> RefreshResult:
     # Lookups finish in any order; ``missing`` keeps the order the ids were given in.
     summary.missing.sort(key={order_id: n for n, order_id in enumerate(unique_ids)}.__getitem__)
     return summary
+
+
+logger = logging.getLogger("django_orders.sync")
+
+
+def refresh_open_refunds(
+    run: SyncRun, lease: Lease, limit: int, progress: ProgressCallback | None
+) -> None:
+    """Look up at most ``limit`` refunds not final that nothing confirmed since the run began.
+
+    The candidates are read completely before the first lookup, so no query or transaction is
+    open during the HTTP calls. ``run.refunds_refreshed`` counts the lookups stored,
+    ``refunds_changed`` those that changed the mirror, ``refunds_waiting`` those left for a
+    later run.
+    """
+    unconfirmed = (
+        Refund.objects.using(app_database())
+        .exclude(status__in=FINAL)
+        .filter(Q(refreshed_at__isnull=True) | Q(refreshed_at__lt=run.started_at))
+    )
+    candidates: list[str] = []
+    waiting = unconfirmed.count()
+    if limit and waiting:
+        queue = unconfirmed.order_by(F("refreshed_at").asc(nulls_first=True), "created_at", "id")
+        candidates = list(queue.values_list("id", flat=True)[:limit])
+    unknown = 0
+    for lookup in lookup_refunds(candidates, heartbeat=lease.renew, gate=run_gate(run)):
+        if not store_refund_for_run(lookup, run, lease):
+            unknown += 1
+        elif progress is not None:
+            progress(run)
+    run.refunds_waiting = waiting - len(candidates)
+    if unknown:
+        logger.warning(
+            "%d refund(s) of the refresh queue are unknown to the service (404) and were left "
+            "as they are, at the back of the queue",
+            unknown,
+        )
+
+
+def store_refund_for_run(lookup: RefundLookup, run: SyncRun, lease: Lease) -> bool:
+    """``store_refund_lookup`` with the run's counts and the lease renewal in the refund's
+    transaction; False for a refund unknown upstream. A record the database refuses, or a
+    malformed one, is set aside as a page's record is, and goes to the back of the queue."""
+
+    def count(result: StoredRefunds | None, now: datetime) -> None:
+        if result is not None:
+            run.refunds_refreshed += 1
+            run.refunds_changed += result.created + result.updated
+            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run))
+        lease.renew(now=now)
+
+    try:
+        with counts_kept_on_commit(run):
+            return store_refund_lookup(lookup, within=count) is not None
+    except (*REFUSALS, InvalidRecord) as exc:
+        why = MALFORMED if isinstance(exc, InvalidRecord) else "the database refused it"
+        set_aside(run, f"lookup of refund {lookup.refund_id}", exc, why=why)
+        now = timezone.now()
+        with app_atomic():
+            stamp_refund_refreshed(lookup.refund_id, now)
+            SyncRun.objects.filter(pk=run.pk).update(**progress_values(run), problems=run.problems)
+            lease.renew(now=now)
+        return True

@@ -13,12 +13,12 @@ from django.urls import reverse
 
 from django_orders.admin.checkout import MAX_LINE_ITEMS_SHOWN
 from django_orders.mirror.parsing import (
+    parse_optional_timestamp,
     read_contact,
     read_number,
     read_payment_url,
     read_total,
 )
-from django_orders.mirror.timestamps import parse_optional_timestamp
 from django_orders.models import Customer, Order
 
 from .factories import BASE_TIME, make_customer, make_order, on_postgresql
@@ -343,7 +343,7 @@ def test_sorting_by_total_reads_the_total_index(db):
 
 @pytest.mark.skipif(not on_postgresql(), reason="index plans: PostgreSQL")
 def test_the_currency_filter_and_its_date_probes_read_the_currency_index(db):
-    from django_orders.admin.dates import PeriodProbingQuerySet
+    from django_orders.admin.base import PeriodProbingQuerySet
 
     queryset = PeriodProbingQuerySet(Order).filter(currency="eur")
     with connection.cursor() as cursor:

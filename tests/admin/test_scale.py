@@ -13,8 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_orders.admin.dates import PeriodProbingQuerySet
-from django_orders.admin.paginator import EstimatedCountPaginator
+from django_orders.admin.base import EstimatedCountPaginator, PeriodProbingQuerySet
 from django_orders.models import Order
 
 from .factories import (

@@ -69,9 +69,9 @@ def test_the_package_keeps_every_contract():
         ),
         (
             "conf/__init__.py",
-            "from ..client.per_thread import reset as deliberate",
+            "from ..client.transport import reset as deliberate",
             "one-direction",
-            "django_orders.conf -> django_orders.client.per_thread",
+            "django_orders.conf -> django_orders.client.transport",
         ),
         (
             "client/pages.py",

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 import django_orders
-from django_orders.client import per_thread
+from django_orders.client import transport
 from django_orders.client.paging import iter_pages
-from django_orders.client.per_thread import reset
 from django_orders.client.rate_gate import RateGate
-from django_orders.client.transport import OrdersClient, get_client, new_client
+from django_orders.client.transport import OrdersClient, get_client, new_client, reset
 from django_orders.exceptions import ServerError
 from django_orders.services import check_api
 from tests.fixtures.http import BASE, KEY, assert_key_absent
@@ -111,7 +110,7 @@ def test_new_client_is_the_callers_own(configured):
 
 def test_the_cached_client_shows_no_key(configured):
     get_client()
-    assert_key_absent(repr(per_thread._local.cached), "repr of the cached client")
+    assert_key_absent(repr(transport._local.cached), "repr of the cached client")
 
 
 def test_the_check_asks_once_with_the_threads_client(api, configured):

@@ -6,7 +6,7 @@ import pytest
 import requests
 
 from django_orders.exceptions import AnswerTimedOut, InvalidRecord, InvalidResponse
-from django_orders.mirror.refund_wire import decode_refund, embedded_refunds
+from django_orders.mirror.refunds import decode_refund, embedded_refunds
 from tests.client.conftest import error, ok
 
 REFUND = {

@@ -127,7 +127,7 @@ def test_any_status_but_requires_payment_ends_the_wait(http_mock, sleeps, status
 
 def test_an_answer_that_goes_back_in_the_lifecycle_is_not_stored(http_mock, sleeps):
     """``preparing`` comes before ``requires_payment``: the mirror keeps the order as it is
-    (mirror.lifecycle), so the wait goes on."""
+    (mirror.store), so the wait goes on."""
     mirror()
     http_mock.post(LOOKUP, json={"order": record(status="preparing")})
 

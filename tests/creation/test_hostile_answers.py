@@ -10,9 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from django_orders import services
 from django_orders.conf import orders_settings
-from django_orders.creation.records import MAX_BACKOFF, claim_duration
+from django_orders.creation.records import MAX_BACKOFF, SENDERS, claim_duration
 from django_orders.exceptions import OrderRequestPending
 from django_orders.models import Customer, Order, OrderRequest
 from django_orders.services import create_order, resume_order_requests
@@ -110,7 +109,7 @@ def test_an_unexpected_error_parsing_the_answer_keeps_the_request_pending(
     def broken(record):
         raise RuntimeError("a parser bug")
 
-    monkeypatch.setattr("django_orders.creation.create_records.parse_order", broken)
+    monkeypatch.setattr("django_orders.creation.flow.parse_order", broken)
     hostile.script("/orders/create", json_answer(200, {"order": order()}))
     request = create_expecting_pending(order_input)
     assert request.state == State.PENDING
@@ -201,14 +200,14 @@ def test_one_failing_request_does_not_stop_a_resume_run(hostile, order_input, mo
             create_order(**order_input, reference=reference)
     OrderRequest.objects.update(next_attempt_at=None)
     first, second = OrderRequest.objects.order_by("created_at", "pk")
-    original = services._send
+    original = SENDERS[OrderRequest.Kind.ORDER_CREATE]
 
-    def failing_for_first(client, request, using, **kwargs):
+    def failing_for_first(client, request, attempt):
         if request.pk == first.pk:
             raise RuntimeError("the database went away")
-        return original(client, request, using, **kwargs)
+        return original(client, request, attempt)
 
-    monkeypatch.setattr(services, "_send", failing_for_first)
+    monkeypatch.setitem(SENDERS, OrderRequest.Kind.ORDER_CREATE, failing_for_first)
     hostile.script("/orders/create", json_answer(200, {"order": order()}))
     summary = resume_order_requests()
     assert (summary.resent, summary.succeeded, summary.still_pending) == (2, 1, 1)

@@ -231,3 +231,16 @@ def test_the_apis_own_404_is_a_rejection_that_is_kept(http_mock, order_input):
     with pytest.raises(OrderRequestRejected):
         create_order(**order_input, reference=new_reference())
     assert OrderRequest.objects.get().state == State.FAILED
+
+
+def test_every_kind_of_request_has_its_sender_and_an_unknown_kind_is_named():
+    """The journal picks the sender by kind (``records.SENDERS``, filled by the flows that
+    ``services`` imports): a kind without one would never be resumed."""
+    from django_orders.creation.records import SENDERS, Attempt, send_request
+    from django_orders.creation.refunds import send_refund_request
+
+    assert set(SENDERS) == set(OrderRequest.Kind.values)
+    assert SENDERS[OrderRequest.Kind.REFUND_CREATE] is send_refund_request
+    request = OrderRequest(kind="order_teleport", reference="r", payload="{}")
+    with pytest.raises(LookupError, match="No sender for order requests of kind 'order_teleport'"):
+        send_request(None, request, Attempt.begin("default"))

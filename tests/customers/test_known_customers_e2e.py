@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_orders.creation.answer_check import answer_mismatch
+from django_orders.creation.flow import answer_mismatch
 from django_orders.exceptions import (
     InvalidOrderRequest,
     OrderRequestPending,

@@ -10,6 +10,7 @@ import pytest
 
 from django_orders.exceptions import InvalidRecord
 from django_orders.mirror.parsing import (
+    parse_optional_timestamp,
     parse_order,
     read_contact,
     read_number,
@@ -17,7 +18,6 @@ from django_orders.mirror.parsing import (
     read_total,
 )
 from django_orders.mirror.store import store_orders
-from django_orders.mirror.timestamps import parse_optional_timestamp
 from django_orders.models import Customer, EventType, Order, OutboxEvent
 from django_orders.services import sync_orders
 from tests.fixtures.mirror import (
@@ -207,7 +207,7 @@ def test_a_page_writes_the_checkout_columns_and_reads_them_back():
 def test_an_unchanged_resync_writes_nothing_and_a_change_rewrites_every_column(
     django_assert_num_queries,
 ):
-    # Unpaid first: a paid order never goes back to canceled (mirror.lifecycle).
+    # Unpaid first: a paid order never goes back to canceled (mirror.store).
     unpaid = checkout_record(1, status="requires_payment", paid_at=None)
     store_orders([parse_order(unpaid)])
     held_events = OutboxEvent.objects.count()  # the order's order.first_seen

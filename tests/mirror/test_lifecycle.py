@@ -14,12 +14,10 @@ from django.db import connection, connections, transaction
 
 from django_orders.client.lookups import Lookup
 from django_orders.creation.checkout import cancel_order, refresh_order
-from django_orders.mirror.announce import announce
-from django_orders.mirror.lifecycle import replaces
 from django_orders.mirror.parsing import parse_order
-from django_orders.mirror.refresh import store_answer, store_lookup
-from django_orders.mirror.resources.order_pages import complete
-from django_orders.mirror.store import store_orders
+from django_orders.mirror.refresh import announce, store_answer, store_lookup
+from django_orders.mirror.resources.orders import complete
+from django_orders.mirror.store import replaces, store_orders
 from django_orders.models import Customer, Order
 from tests.creation.conftest import CANCEL, record
 from tests.fixtures.mirror import walked

@@ -1,4 +1,4 @@
-"""A walk's page of orders read by its one decode path (``mirror.resources.order_pages``):
+"""A walk's page of orders read by its one decode path (``mirror.resources.orders``):
 each record as the bytes it came in, read light, parsed by ``parse_order`` when needed.
 
 Stored fingerprints hash ``canonical_json``'s text: whatever the bytes, every order must come
@@ -28,11 +28,12 @@ from django_orders.mirror.parsing import (
     canonical_json,
     parse_order,
     parse_record,
+    parse_timestamp,
+    read_timestamps,
     record_position,
 )
-from django_orders.mirror.resources import order_pages
-from django_orders.mirror.resources.order_pages import SentOrder, complete
-from django_orders.mirror.timestamps import parse_timestamp, read_timestamps
+from django_orders.mirror.resources import orders as order_resource
+from django_orders.mirror.resources.orders import SentOrder, complete
 from django_orders.wire_json import NOT_PLAIN, PLAIN_DEPTH, decode_answer, decode_plain
 from tests.fixtures.mirror import read_in_full, spy_everywhere, walked
 
@@ -569,7 +570,7 @@ def test_an_order_is_read_as_sent_until_its_page_is_parsed_once(monkeypatch):
     parses: list[int] = []
     parse_orders = parsing.parse_orders
     monkeypatch.setattr(
-        order_pages,
+        order_resource,
         "parse_orders",
         lambda values, **kw: parses.append(len(values)) or parse_orders(values, **kw),
     )
@@ -657,7 +658,7 @@ def test_repeated_keys_read_as_json_loads_reads_them():
 def test_a_record_decoded_already_has_no_wire_fingerprint():
     """Records the client decoded (a body that hid the key, scrubbed decoded): parsed at once,
     compared by their canonical fingerprint alone."""
-    from django_orders.mirror.resources.order_pages import read_orders
+    from django_orders.mirror.resources.orders import read_orders
 
     page = read_orders([dict(SANDBOX_LIKE)], page_number=1, resource="orders")
     (order,) = page

@@ -12,8 +12,8 @@ from django_orders.mirror.parsing import (
     fingerprint,
     parse_order,
     parse_record,
+    parse_timestamp,
 )
-from django_orders.mirror.timestamps import parse_timestamp
 from tests.fixtures.mirror import read_in_full
 
 

@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_orders.mirror import comparison
-from django_orders.mirror.parsing import parse_order, parse_record
+from django_orders.mirror.parsing import parse_order, parse_record, parse_timestamp
 from django_orders.mirror.store import (
     CUSTOMER_COLUMNS,
     CUSTOMER_UPDATE,
@@ -34,7 +34,6 @@ from django_orders.mirror.store import (
     store_orders,
     store_records,
 )
-from django_orders.mirror.timestamps import parse_timestamp
 from django_orders.mirror.upsert import read_by_ids, upsert, write_read_rows
 from django_orders.models import Customer, EventType, Order, OutboxEvent, RemoteRecord
 from tests.fixtures.mirror import EVENT_WRITES, statement_shape, statement_text

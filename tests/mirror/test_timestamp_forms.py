@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_orders.exceptions import InvalidRecord
-from django_orders.mirror.timestamps import parse_timestamp
+from django_orders.mirror.parsing import parse_timestamp
 from django_orders.models import Order, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.mirror import edit_raw_order, read_in_full

@@ -302,7 +302,7 @@ def test_a_page_of_payouts_is_four_statements_whatever_its_size(size, django_ass
     that comes again unchanged is the read alone."""
     now = datetime(2026, 3, 2, tzinfo=UTC)
     page = [parse_payout(_payout(n, 3)) for n in range(size)]
-    # In the page's transaction, as the walk writes it (pagewrite).
+    # In the page's transaction, as the walk writes it (sync.engine).
     with transaction.atomic(), django_assert_num_queries(4):
         result = PAYOUTS.store(page, now=now)
     assert (result.created, PayoutItem.objects.count()) == (size, 3 * size)

@@ -1,4 +1,4 @@
-"""The per-order claim (``creation.order_claims``): one statement to take it, a waiter waits,
+"""The per-order claim (``creation.refunds``): one statement to take it, a waiter waits,
 an expired claim is free, and a release that its transaction rolled back is made on exit."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from django_orders.creation.order_claims import FIRST_PAUSE, _try_claim, order_claim
+from django_orders.creation.refunds import FIRST_PAUSE, _try_claim, order_claim
 from django_orders.models import OrderClaim
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from django_orders.mirror.parsing import parse_order
 from django_orders.mirror.resources import resource_for
-from django_orders.mirror.resources.order_pages import SentOrder, complete
-from django_orders.mirror.resources.orders import page_refunds
+from django_orders.mirror.resources.orders import SentOrder, complete, page_refunds
 from django_orders.models import EventType, Order, OrderEvent, OutboxEvent, Refund, SyncRun
 from django_orders.services import sync_orders
 from tests.fixtures.hostile import text_answer, use_hostile_server

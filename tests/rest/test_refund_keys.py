@@ -1,4 +1,4 @@
-"""The refund POST's ``Idempotency-Key`` (``rest.refund_keys``): kept here, never sent to the
+"""The refund POST's ``Idempotency-Key`` (``rest.refund_views``): kept here, never sent to the
 provider, and decided by the database when two requests carry it at once."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from django_orders.models import OrderRequest, RefundApiKey
 from django_orders.rest.access import scoped_reference
-from django_orders.rest.refund_keys import fingerprint
+from django_orders.rest.refund_views import fingerprint
 from django_orders.services import refund_order
 from tests.refunds.conftest import line_ids, place_paid_order
 

@@ -13,7 +13,7 @@ from django_orders.management.commands.sync_orders import ProgressDisplay
 from django_orders.models import Order, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
-from django_orders.sync.backfill_pipeline import BATCH
+from django_orders.sync.backfill import BATCH
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

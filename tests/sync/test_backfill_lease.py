@@ -18,8 +18,8 @@ from django_orders.mirror.resources import resource_for
 from django_orders.models import Order, SyncCheckpoint, SyncLease, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill, feed
-from django_orders.sync.feed_rules import FeedOutcome, decide, stored_watermark
 from django_orders.sync.lease import Lease, LeaseLost
+from django_orders.sync.settling import FeedOutcome, decide, stored_watermark
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

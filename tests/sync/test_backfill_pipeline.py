@@ -27,10 +27,10 @@ from django_orders.models import (
     SyncRun,
 )
 from django_orders.services import refresh_orders, sync_orders
-from django_orders.sync import backfill, backfill_pipeline
-from django_orders.sync.backfill_pipeline import Answer, Pipeline
+from django_orders.sync import backfill
+from django_orders.sync.backfill import Answer, Pipeline
 from django_orders.sync.lease import Lease
-from django_orders.sync.lookup_store import store_batch
+from django_orders.sync.settling import store_batch
 from tests.fixtures.mirror import (
     EVENT_WRITES,
     TRANSACTION_CONTROL,
@@ -201,7 +201,7 @@ def test_while_a_lookup_is_held_back_the_batch_is_written_and_the_lease_renewed(
     """A lookup that does not come back (a 429's wait) holds neither the others' write nor
     the lease: past ``HEARTBEAT_SECONDS`` what was found is written (its transaction renews
     the lease), then the lease is renewed on its own."""
-    monkeypatch.setattr(backfill_pipeline, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(backfill, "HEARTBEAT_SECONDS", 0.05)
     pages = {None: _page([("a", 9), ("b", 8)], None)}
     lookups, log = _Lookups(), []
     pipeline = _pipeline(pages, lookups, log)  # a batch of 32: only the time writes "a"

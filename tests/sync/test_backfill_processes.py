@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from django_orders.models import Order, SyncRun
-from django_orders.sync.feed_rules import stored_watermark
+from django_orders.sync.settling import stored_watermark
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

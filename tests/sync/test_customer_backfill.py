@@ -17,7 +17,7 @@ from django_orders.client.transport import OrdersClient
 from django_orders.models import Order, RemoteRecord, SyncCheckpoint, SyncRun
 from django_orders.services import sync_orders
 from django_orders.sync import backfill
-from django_orders.sync.backfill_pipeline import BATCH
+from django_orders.sync.backfill import BATCH
 from tests.fixtures.mirror import IN_THREAD
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,8 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from django_orders.mirror.parsing import parse_order
-from django_orders.mirror.resources.order_pages import complete
-from django_orders.mirror.resources.orders import ORDERS
+from django_orders.mirror.resources.orders import ORDERS, complete
 from django_orders.mirror.store import store_orders
 from django_orders.models import Order, RemoteRecord, SyncRun
 from django_orders.services import sync_orders

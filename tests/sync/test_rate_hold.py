@@ -1,4 +1,4 @@
-"""The shared rate hold in the database (``sync.rate_hold``): a row per key fingerprint that
+"""The shared rate hold in the database (``sync.lease``): a row per key fingerprint that
 only ever extends its hold, slots taken by compare-and-set, never the key itself."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.db import connection
 
 from django_orders.management.commands.sync_orders import Command
 from django_orders.models import RateHold, SyncRun
-from django_orders.sync.rate_hold import DatabaseRateHold, key_fingerprint, shared_gate
+from django_orders.sync.lease import DatabaseRateHold, key_fingerprint, shared_gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

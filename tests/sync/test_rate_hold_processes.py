@@ -18,7 +18,7 @@ from django.db import connection
 from django_orders.client.rate_gate import REREAD_EVERY
 from django_orders.models import RateHold
 from django_orders.services import sync_orders
-from django_orders.sync.rate_hold import key_fingerprint
+from django_orders.sync.lease import key_fingerprint
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -240,7 +240,7 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
             gone = next(i for i in on_page if i != guest)
             Order.objects.filter(pk=gone).delete()  # new again to the mirror
             new_again.append(gone)
-            # A change that any status takes (a status may only move forward: mirror.lifecycle).
+            # A change that any status takes (a status may only move forward: mirror.store).
             edit_raw_order(
                 uncapped,
                 guest,
@@ -277,18 +277,18 @@ def test_pages_of_new_and_changed_orders_have_the_same_statements_for_sizes_10_a
 def test_a_resync_reads_no_deferred_fields_of_unchanged_pages(uncapped, monkeypatch):
     """The timestamps, checkout fields and text of an unchanged order are never read: only the
     pages the helper thread read ahead while the walk still looked like a first sync."""
-    from django_orders.mirror.resources import order_pages
+    from django_orders.mirror.resources import orders as order_resource
 
     uncapped.seed(95)
     sync_orders()
     read: list[tuple[int, str]] = []
-    original = order_pages._parse_sent
+    original = order_resource._parse_sent
 
     def spy(orders):
         read.extend((order.where[1], order.id) for order in orders)
         return original(orders)
 
-    monkeypatch.setattr(order_pages, "_parse_sent", spy)
+    monkeypatch.setattr(order_resource, "_parse_sent", spy)
     run = sync_orders()
     assert (run.pages, run.unchanged, run.created, run.updated) == (10, 95, 0, 0)
     # The helper is at most two pages ahead of the writer, which finds page 1 unchanged.
@@ -461,8 +461,7 @@ def test_the_sync_reads_orders_pages_as_bytes_and_mirrors_them_exactly(uncapped,
     store's all the same."""
     import msgspec
 
-    from django_orders.mirror.resources.order_pages import SentOrder, read_orders
-    from django_orders.mirror.resources.orders import ORDERS
+    from django_orders.mirror.resources.orders import ORDERS, SentOrder, read_orders
 
     kinds: list[tuple[set, set]] = []
 

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_orders.mirror.parsed import ParsedCustomer
-from django_orders.mirror.resources import order_pages
+from django_orders.mirror.resources import orders as order_resource
 from django_orders.models import Customer, Order
 from django_orders.services import refresh_orders, sync_orders
 from django_orders.testing.sandbox.seed import BASE_URL_TOKEN
@@ -32,7 +32,7 @@ CUSTOMER = re.compile(r'"customer":\s*(\{[^{}]*\})')
 
 
 def wire_hash(text: str) -> str:
-    """SHA-256 of the bytes, cut to 128 bits (``order_pages.wire_hash``)."""
+    """SHA-256 of the bytes, cut to 128 bits (``order_resource.wire_hash``)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -79,13 +79,13 @@ def test_a_resync_of_the_same_bytes_encodes_nothing_past_the_pages_read_ahead(
     uncapped.seed(95)
     sync_orders()
     decoded: list[str] = []
-    parse_sent = order_pages._parse_sent
+    parse_sent = order_resource._parse_sent
 
     def read_spy(orders):
         decoded.extend(order.id for order in orders)
         return parse_sent(orders)
 
-    monkeypatch.setattr(order_pages, "_parse_sent", read_spy)
+    monkeypatch.setattr(order_resource, "_parse_sent", read_spy)
     encoded: list[str] = []
     encode = ParsedCustomer._encode
 

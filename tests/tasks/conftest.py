@@ -20,7 +20,7 @@ DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 @pytest.fixture
 def enqueued(settings):
     """The dummy backend (it defers, and runs nothing): its list of enqueued task results."""
-    from django_orders.tasks.framework import default_task_backend
+    from django_orders.tasks import default_task_backend
 
     settings.TASKS = DUMMY
     return default_task_backend.results

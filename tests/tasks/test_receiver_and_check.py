@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from django_orders.checks import check_watch_payments
-from django_orders.tasks.watch import FIRST_WATCH_PAUSE
+from django_orders.tasks import FIRST_WATCH_PAUSE
 from tests.tasks.conftest import DATABASE, DUMMY, IMMEDIATE
 
 pytestmark = pytest.mark.django_db(transaction=True)

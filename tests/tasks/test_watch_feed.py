@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from django_orders.models import Order, PaymentWatch, PaymentWatchFeed
 from django_orders.services import read_watch_feed, sync_orders, watch_due_payments
-from django_orders.sync.feed_rules import stored_watermark
 from django_orders.sync.payment_watch import FEED_TRUST, WATCH_FEED, WATCH_SPAN, watch_pause
+from django_orders.sync.settling import stored_watermark
 from django_orders.tasks import watch_payment
 
 pytestmark = pytest.mark.django_db(transaction=True)

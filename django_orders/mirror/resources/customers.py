@@ -10,7 +10,7 @@ from typing import Any
 
 from ...client.lookups import lookup_records
 from ...client.pages import COLLECTIONS
-from ...client.search_structs import SearchResult
+from ...client.search import SearchResult
 from .raw import RawResource, searched_raw
 
 

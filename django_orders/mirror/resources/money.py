@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from ...client.lookups import lookup_records
-from ...client.search_structs import SearchResult
+from ...client.search import SearchResult
 from ...models import BalanceSnapshot, BalanceTransaction, Payout
 from ..events import Origin
 from ..money_records import decode_balance_snapshot, decode_balance_transaction, decode_payout
@@ -33,8 +33,7 @@ from ..money_store import (
 from ..parsed import canonical_bytes, hash_text
 from ..parsing import LenientPage, read_records
 from ..result import MirrorResult, Within
-from ..searched import SearchedMirror
-from .registry import Resource
+from .registry import Resource, SearchedMirror
 
 __all__ = [
     "BALANCES",

@@ -11,16 +11,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...client.search_structs import SearchResult
+from ...client.search import SearchResult
 from ...db import app_atomic
 from ...exceptions.wire import InvalidRecord
 from ...models.mirror import RemoteRecord
 from ..events import Origin
 from ..parsing import LenientPage, ParsedRecord, parse_record, read_records
 from ..result import MirrorResult, Within
-from ..searched import SearchedMirror
 from ..store import store_records
-from .registry import Resource
+from .registry import Resource, SearchedMirror
 
 
 class RawResource(Resource):

@@ -1,6 +1,6 @@
 """The refunds resource: ``/refunds/page`` (collection ``refunds``) into ``Refund``.
 
-A page's records are read with the refund schema (``refund_wire``) and mapped to rows
+A page's records are read with the refund schema (``mirror.refunds``) and mapped to rows
 (``refunds.refund_row``) while parsing, so a malformed refund is set aside before its page is
 written; the page is then stored by the one write rule of refunds (``refunds.store_refunds``):
 only forward, ``refund_status_changed`` once per real change. A refund whose order the mirror
@@ -22,8 +22,7 @@ from ...exceptions.wire import InvalidRecord
 from ...models.mirror import Refund
 from ..events import PAGE
 from ..parsing import LenientPage, read_records
-from ..refund_wire import decode_refund
-from ..refunds import refund_row, store_refunds
+from ..refunds import decode_refund, refund_row, store_refunds
 from ..result import MirrorResult
 from .registry import Resource
 
