@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start_and_kill(point: str, server, kwargs: dict) -> None:
-    crash.start_and_kill("tests.creation.crash_runner", point, server, kwargs)
+    crash.start_and_kill("create", point, server, kwargs)
 
 
 @pytest.mark.parametrize(("point", "upstream_before"), [("before-send", 0), ("after-send", 1)])

@@ -21,7 +21,6 @@ from tests.customers.conftest import AMA
 from tests.fixtures import crash
 
 pytestmark = pytest.mark.django_db(transaction=True)
-RUNNER = "tests.customers.customer_runner"
 Kind, State = OrderRequest.Kind, OrderRequest.State
 
 
@@ -37,7 +36,7 @@ def test_three_processes_at_once_make_one_customer(live_orders, received):
     env = child_env(ORDERS_API_KEY=live_orders.api_key, ORDERS_API_BASE_URL=live_orders.url)
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", RUNNER, "run", json.dumps(AMA)],
+            [sys.executable, "-m", crash.RUNNER, "customer", "run", json.dumps(AMA)],
             cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -62,7 +61,7 @@ def test_three_processes_at_once_make_one_customer(live_orders, received):
 def test_a_process_killed_after_the_provider_made_the_customer_leaves_one_customer(
     live_orders, received
 ):
-    crash.start_and_kill(RUNNER, "after-send", live_orders, dict(AMA))
+    crash.start_and_kill("customer", "after-send", live_orders, dict(AMA))
 
     row = OrderRequest.objects.get(kind=Kind.CUSTOMER_CREATE)
     assert row.state == State.PENDING and row.claimed_until > timezone.now()

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from tests.conftest import REPO_ROOT, child_env
+from tests.fixtures import crash
 from tests.refunds.conftest import PAID
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +38,7 @@ def test_processes_refunding_at_once_never_exceed_what_was_paid(
             kwargs["lines"] = [{"line_item_id": lines["product"], "amount": 6000}]
         children.append(
             subprocess.Popen(
-                [sys.executable, "-m", "tests.refunds.crash_runner", "none", json.dumps(kwargs)],
+                [sys.executable, "-m", crash.RUNNER, "refund", "none", json.dumps(kwargs)],
                 cwd=REPO_ROOT,
                 env=env,
                 stdin=subprocess.PIPE,
@@ -81,7 +82,7 @@ def test_processes_sending_one_reference_at_once_make_one_upstream_refund(
     }
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.refunds.crash_runner", "none", json.dumps(kwargs)],
+            [sys.executable, "-m", crash.RUNNER, "refund", "none", json.dumps(kwargs)],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.PIPE,
