@@ -376,6 +376,20 @@ class Refund(models.Model):
     raw = models.JSONField(_("raw record"), default=dict)
     first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
     changed_at = models.DateTimeField(_("changed"), default=timezone.now)
+
+    #: Where a refund stands, as the service last reported it: what the admin's page and the
+    #: REST API both show after its amount and reference, in this order.
+    OUTCOME_FIELDS = (
+        "failure_reason",
+        "failure_detail",
+        "failure_retryable",
+        "created_at",
+        "processing_at",
+        "succeeded_at",
+        "failed_at",
+        "canceled_at",
+    )
+
     refreshed_at = models.DateTimeField(
         _("confirmed by the service"),
         null=True,

@@ -197,14 +197,7 @@ class RefundSerializer(serializers.ModelSerializer):
             "reason",
             "reference",
             "lines",
-            "failure_reason",
-            "failure_detail",
-            "failure_retryable",
-            "created_at",
-            "processing_at",
-            "succeeded_at",
-            "failed_at",
-            "canceled_at",
+            *Refund.OUTCOME_FIELDS,
         )
         read_only_fields = fields
 
