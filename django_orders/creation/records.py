@@ -260,9 +260,8 @@ class Attempt:
         """``first_sent_at`` for an attempt that may have reached the service: the value for
         the UPDATE (kept if the row already has one, even one this instance has not seen) and
         the value for the instance (known from the claimed row)."""
-        return Coalesce(F("first_sent_at"), Value(self.sent_at)), request.first_sent_at or (
-            self.sent_at
-        )
+        known = request.first_sent_at or self.sent_at
+        return Coalesce(F("first_sent_at"), Value(self.sent_at)), known
 
     def failed(self, request: OrderRequest, error: Exception) -> Outcome:
         """Record what a failed send of any kind of request means: a rejection is final (or,
