@@ -97,32 +97,31 @@ class ClientPerThread:
 
 
 def order_lookup(client: LookupClient, order_id: str, sent_at: datetime) -> Lookup:
-    try:
-        return Lookup(order_id, client.lookup_order(order_id), sent_at)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        return Lookup(order_id, None, sent_at)
+    return Lookup(order_id, _unless_unknown(client.lookup_order, order_id), sent_at)
 
 
 def refund_lookup(client: LookupClient, refund_id: str, sent_at: datetime) -> RefundLookup:
-    try:
-        return RefundLookup(refund_id, client.lookup_refund(refund_id), sent_at)
-    except RequestRejected as exc:
-        if exc.status_code != 404:
-            raise
-        return RefundLookup(refund_id, None, sent_at)
+    return RefundLookup(refund_id, _unless_unknown(client.lookup_refund, refund_id), sent_at)
 
 
 def record_lookup(
     resource: str, client: LookupClient, record_id: str, sent_at: datetime
 ) -> RecordLookup:
+    record = _unless_unknown(partial(client.lookup_record, resource), record_id)
+    return RecordLookup(record_id, record, sent_at)
+
+
+def _unless_unknown(
+    fetch: Callable[[str], dict[str, Any]], record_id: str
+) -> dict[str, Any] | None:
+    """The record ``fetch`` gets, or ``None`` when the service answers 404: it does not know the
+    id (any other refusal is raised)."""
     try:
-        return RecordLookup(record_id, client.lookup_record(resource, record_id), sent_at)
+        return fetch(record_id)
     except RequestRejected as exc:
         if exc.status_code != 404:
             raise
-        return RecordLookup(record_id, None, sent_at)
+        return None
 
 
 def lookup(
